@@ -1,0 +1,250 @@
+// Glue only: argument conversion, exception registration, versions. No search logic lives here.
+#include <torch/extension.h>
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "check.h"
+#include "legacy_search.h"
+
+namespace py = pybind11;
+using namespace cudnn_algos;
+
+#ifndef CUDNN_ALGOS_BUILD_TORCH_VERSION
+#define CUDNN_ALGOS_BUILD_TORCH_VERSION "unknown"
+#endif
+
+namespace {
+
+template <typename E, size_t N>
+E parse(const std::string& value, const char* arg, const std::array<std::pair<const char*, E>, N>& table) {
+  std::string valid;
+  for (const auto& [name, e] : table) {
+    if (value == name) return e;
+    valid += (valid.empty() ? "" : ", ") + std::string(name);
+  }
+  throw std::invalid_argument(std::string(arg) + "='" + value + "' is not one of: " + valid);
+}
+
+Direction parse_direction(const std::string& s) {
+  static const std::array<std::pair<const char*, Direction>, 3> t{{{"forward", Direction::Forward},
+                                                                  {"backward_data", Direction::BackwardData},
+                                                                  {"backward_filter", Direction::BackwardFilter}}};
+  return parse(s, "direction", t);
+}
+
+Mode parse_mode(const std::string& s) {
+  static const std::array<std::pair<const char*, Mode>, 3> t{
+      {{"find", Mode::Find}, {"find_ex", Mode::FindEx}, {"heuristic", Mode::Heuristic}}};
+  return parse(s, "mode", t);
+}
+
+cudnnMathType_t parse_math(const std::string& s) {
+  static const std::array<std::pair<const char*, cudnnMathType_t>, 4> t{
+      {{"default", CUDNN_DEFAULT_MATH},
+       {"tensor_op", CUDNN_TENSOR_OP_MATH},
+       {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+       {"fma", CUDNN_FMA_MATH}}};
+  return parse(s, "math", t);
+}
+
+cudnnDataType_t parse_dtype(const std::string& s) {
+  static const std::array<std::pair<const char*, cudnnDataType_t>, 4> t{{{"float32", CUDNN_DATA_FLOAT},
+                                                                        {"float16", CUDNN_DATA_HALF},
+                                                                        {"bfloat16", CUDNN_DATA_BFLOAT16},
+                                                                        {"float64", CUDNN_DATA_DOUBLE}}};
+  return parse(s, "dtype", t);
+}
+
+at::ScalarType scalar_type_of(cudnnDataType_t d) {
+  switch (d) {
+    case CUDNN_DATA_DOUBLE: return at::kDouble;
+    case CUDNN_DATA_HALF: return at::kHalf;
+    case CUDNN_DATA_BFLOAT16: return at::kBFloat16;
+    default: return at::kFloat;
+  }
+}
+
+ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
+                         std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
+                         std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math) {
+  static const std::array<std::pair<const char*, Layout>, 2> layouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
+  ConvProblem p;
+  p.dtype = parse_dtype(dtype);
+  p.layout = parse(layout, "layout", layouts);
+  p.x_dims = std::move(x);
+  p.w_dims = std::move(w);
+  p.y_dims = std::move(y);
+  p.padding = std::move(padding);
+  p.stride = std::move(stride);
+  p.dilation = std::move(dilation);
+  p.groups = groups;
+  p.math = parse_math(math);
+  p.validate();
+  return p;
+}
+
+// The tensors must be exactly what the problem describes: CUDA, one device, the dtype, the dims, and packed in the
+// problem's layout (strides of size-1 dims are not compared: they never address memory).
+void check_operand(const ConvProblem& p, const at::Tensor& t, const std::vector<int64_t>& dims, const char* name,
+                   int device) {
+  if (!t.defined() || !t.is_cuda())
+    throw std::invalid_argument(std::string(name) + " must be a CUDA tensor");
+  if (t.get_device() != device)
+    throw std::invalid_argument(std::string(name) + " is on cuda:" + std::to_string(t.get_device()) +
+                                ", the other operands on cuda:" + std::to_string(device));
+  if (t.scalar_type() != scalar_type_of(p.dtype))
+    throw std::invalid_argument(std::string(name) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
+                                ", the problem needs " + std::string(c10::toString(scalar_type_of(p.dtype))));
+  if (t.sizes().vec() != dims)
+    throw std::invalid_argument(std::string(name) + " has shape " + c10::str(t.sizes()) + ", the problem needs " +
+                                c10::str(at::IntArrayRef(dims)));
+  const auto want = p.strides_of(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] > 1 && t.stride(i) != want[i])
+      throw std::invalid_argument(std::string(name) + " has strides " + c10::str(t.strides()) + ", the " +
+                                  (p.layout == Layout::NCHW ? "contiguous" : "channels-last") + " layout needs " +
+                                  c10::str(at::IntArrayRef(want)));
+}
+
+Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device) {
+  if (!x.defined() || !x.is_cuda()) throw std::invalid_argument("x must be a CUDA tensor");
+  *device = x.get_device();
+  check_operand(p, x, p.x_dims, "x", *device);
+  check_operand(p, w, p.w_dims, "w", *device);
+  check_operand(p, y, p.y_dims, "y", *device);
+  return Buffers{x.data_ptr(), w.data_ptr(), y.data_ptr()};
+}
+
+py::dict row_to_dict(const AlgoRow& r) {
+  py::dict d;
+  d["algo_id"] = r.algo_id;
+  d["algo"] = r.algo;
+  d["status"] = r.status;
+  d["status_code"] = r.status_code;
+  d["time_ms"] = r.time_ms < 0 ? py::object(py::none()) : py::object(py::float_(r.time_ms));
+  d["workspace_bytes"] = r.workspace_bytes < 0 ? py::object(py::none()) : py::object(py::int_(r.workspace_bytes));
+  d["deterministic"] = r.deterministic < 0 ? py::object(py::none()) : py::object(py::bool_(r.deterministic == 1));
+  d["math_type"] = r.math_type.empty() ? py::object(py::none()) : py::object(py::str(r.math_type));
+  d["rank"] = r.rank < 0 ? py::object(py::none()) : py::object(py::int_(r.rank));
+  d["note"] = r.note;
+  return d;
+}
+
+py::dict search(const std::string& direction, const ConvProblem& p, const std::string& mode,
+                std::optional<at::Tensor> x, std::optional<at::Tensor> w, std::optional<at::Tensor> y,
+                int64_t workspace_limit, int device) {
+  const Direction dir = parse_direction(direction);
+  const Mode m = parse_mode(mode);
+  Buffers b;
+  const Buffers* bp = nullptr;
+  if (m == Mode::FindEx) {
+    if (!x || !w || !y) throw std::invalid_argument("mode='find_ex' needs the x, w and y tensors");
+    b = buffers_of(p, *x, *w, *y, &device);
+    bp = &b;
+  }
+  SearchOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = legacy_search(dir, p, m, bp, workspace_limit, device);
+  }
+  py::list rows;
+  for (const auto& r : out.rows) rows.append(row_to_dict(r));
+  py::dict d;
+  d["rows"] = rows;
+  d["workspace_given"] = out.workspace_given < 0 ? py::object(py::none()) : py::object(py::int_(out.workspace_given));
+  d["search_ms"] = out.search_ms;
+  d["returned"] = out.returned;
+  return d;
+}
+
+void execute(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
+             const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int64_t workspace_limit) {
+  const Direction dir = parse_direction(direction);
+  const cudnnMathType_t mt = parse_math(math);
+  int device = 0;
+  const Buffers b = buffers_of(p, x, w, y, &device);
+  py::gil_scoped_release nogil;
+  legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
+}
+
+py::dict versions() {
+  py::dict d;
+  d["cudnn_runtime"] = static_cast<int64_t>(cudnnGetVersion());
+  d["cudnn_build"] = static_cast<int64_t>(CUDNN_VERSION);
+  d["cudnn_cudart"] = static_cast<int64_t>(cudnnGetCudartVersion());
+  int v = -1;
+  d["cuda_runtime"] = cudaRuntimeGetVersion(&v) == cudaSuccess ? v : -1;
+  v = -1;
+  // 0 with no driver installed; -1 if the call itself failed.
+  d["cuda_driver"] = cudaDriverGetVersion(&v) == cudaSuccess ? v : -1;
+  d["cuda_build"] = static_cast<int64_t>(CUDART_VERSION);
+  d["torch_build"] = std::string(CUDNN_ALGOS_BUILD_TORCH_VERSION);
+  return d;
+}
+
+// A cuDNN handle needs a GPU; on a machine without one cudnnCreate answers with a status, not a crash.
+std::string probe_handle(int device) {
+  try {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    handle_for(device);
+    return "SUCCESS";
+  } catch (const CudnnException& e) {
+    return e.status_name();
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cudnn_algos._C: cuDNN's legacy convolution algorithm search, per direction (internal; use cudnn_algos)";
+
+  py::class_<ConvProblem>(m, "ConvProblem")
+      .def(py::init(&make_problem), py::arg("dtype"), py::arg("layout"), py::arg("x"), py::arg("w"), py::arg("y"),
+           py::arg("padding"), py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("math"))
+      .def("describe", &ConvProblem::describe)
+      .def("__repr__", [](const ConvProblem& p) { return "<ConvProblem " + p.describe() + ">"; });
+
+  m.def("search", &search, py::arg("direction"), py::arg("problem"), py::arg("mode"), py::arg("x") = py::none(),
+        py::arg("w") = py::none(), py::arg("y") = py::none(), py::arg("workspace_limit") = -1,
+        py::arg("device") = 0);
+  m.def("execute", &execute, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
+        py::arg("x"), py::arg("w"), py::arg("y"), py::arg("workspace_limit") = -1);
+  m.def(
+      "workspace_size",
+      [](const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math, int device) {
+        const Direction dir = parse_direction(direction);
+        const cudnnMathType_t mt = parse_math(math);
+        py::gil_scoped_release nogil;
+        return legacy_workspace_size(dir, p, algo_id, mt, device);
+      },
+      py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"), py::arg("device") = 0);
+  m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
+  m.def("versions", &versions);
+  m.def("probe_handle", &probe_handle, py::arg("device") = 0);
+
+  // cuDNN / CUDA failures become the package's own exception types (cudnn_algos/errors.py), carrying the status.
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CudnnException& e) {
+      py::object cls = py::module_::import("cudnn_algos.errors").attr("CudnnError");
+      py::object exc = cls(e.what(), e.status_name(), static_cast<int>(e.status()));
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    } catch (const CudaException& e) {
+      py::object cls = py::module_::import("cudnn_algos.errors").attr("CudaError");
+      py::object exc = cls(e.what(), std::string(cudaGetErrorName(e.error())));
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    } catch (const c10::OutOfMemoryError& e) {
+      py::object cls = py::module_::import("torch").attr("OutOfMemoryError");
+      PyErr_SetString(cls.ptr(), e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+}

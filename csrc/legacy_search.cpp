@@ -1,0 +1,248 @@
+// The legacy search, written once and specialised per direction through DirectionTraits.
+#include "legacy_search.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "check.h"
+#include "descriptors.h"
+
+namespace cudnn_algos {
+
+const char* math_type_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_allow_conversion";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "";
+  }
+}
+
+namespace {
+
+// Workspace from torch's caching allocator, so searches share memory with the user's model and OOM behaves
+// like any torch allocation. Returns an empty DataPtr for 0 bytes.
+c10::DataPtr allocate_workspace(size_t bytes) {
+  if (bytes == 0) return c10::DataPtr();
+  return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+}
+
+template <Direction D>
+struct LegacySearch {
+  using T = DirectionTraits<D>;
+  using perf_t = typename T::perf_t;
+  using algo_t = typename T::algo_t;
+  static constexpr int kAlgos = static_cast<int>(T::algo_names.size());
+
+  // Workspace each algorithm needs under the descriptor's current math type; -1 where cuDNN declines to say.
+  static std::vector<int64_t> workspace_sizes(cudnnHandle_t h, const ProblemDescriptors& d) {
+    std::vector<int64_t> sizes(kAlgos, -1);
+    for (int a = 0; a < kAlgos; ++a) {
+      size_t bytes = 0;
+      if (T::workspace(h, d, static_cast<algo_t>(a), &bytes) == CUDNN_STATUS_SUCCESS)
+        sizes[a] = static_cast<int64_t>(bytes);
+    }
+    return sizes;
+  }
+
+  static AlgoRow row_from(const perf_t& p, int rank, Mode mode) {
+    AlgoRow r;
+    r.algo_id = static_cast<int>(p.algo);
+    r.algo = (r.algo_id >= 0 && r.algo_id < kAlgos) ? T::algo_names[r.algo_id] : "UNKNOWN_" + std::to_string(r.algo_id);
+    r.status = short_status_name(p.status);
+    r.status_code = static_cast<int>(p.status);
+    r.rank = rank;
+    r.math_type = math_type_name(p.mathType);
+    if (p.status == CUDNN_STATUS_SUCCESS) {
+      r.time_ms = (mode == Mode::Heuristic || !std::isfinite(p.time)) ? -1.0 : static_cast<double>(p.time);
+      r.workspace_bytes = static_cast<int64_t>(p.memory);
+      r.deterministic = p.determinism == CUDNN_DETERMINISTIC ? 1 : 0;
+    }
+    return r;
+  }
+
+  static SearchOutput run(const ConvProblem& problem, Mode mode, const Buffers* buffers, int64_t limit, int device) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    cudnnHandle_t h = handle_for(device);
+    ProblemDescriptors d(problem);
+
+    int max_count = 0;
+    CUDNN_CHECK(T::max_count(h, &max_count));
+    max_count = std::max(max_count, kAlgos);
+    std::vector<perf_t> perf(max_count);
+    const std::vector<int64_t> ws_need = workspace_sizes(h, d);
+
+    SearchOutput out;
+    c10::DataPtr ws;
+    size_t ws_bytes = 0;
+    if (mode == Mode::FindEx) {
+      if (buffers == nullptr) throw std::invalid_argument("find_ex needs the operand tensors");
+      // Largest workspace any algorithm asks for, within the limit; step down through smaller needs on OOM so
+      // the algorithms that fit are still timed (those that don't are rows saying so).
+      std::vector<size_t> candidates{0};
+      for (int64_t n : ws_need)
+        if (n > 0 && (limit < 0 || n <= limit)) candidates.push_back(static_cast<size_t>(n));
+      std::sort(candidates.rbegin(), candidates.rend());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      for (size_t want : candidates) {
+        try {
+          ws = allocate_workspace(want);
+          ws_bytes = want;
+          break;
+        } catch (const c10::OutOfMemoryError&) {
+          continue;
+        }
+      }
+      out.workspace_given = static_cast<int64_t>(ws_bytes);
+    }
+
+    int returned = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    switch (mode) {
+      case Mode::Find: CUDNN_CHECK(T::find(h, d, max_count, &returned, perf.data())); break;
+      case Mode::FindEx:
+        CUDNN_CHECK(T::find_ex(h, d, *buffers, max_count, &returned, perf.data(), ws.get(), ws_bytes));
+        break;
+      case Mode::Heuristic: CUDNN_CHECK(T::heuristic(h, d, max_count, &returned, perf.data())); break;
+    }
+    out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.returned = returned;
+
+    std::vector<bool> seen(kAlgos, false);
+    for (int i = 0; i < returned; ++i) {
+      AlgoRow r = row_from(perf[i], i, mode);
+      if (r.algo_id >= 0 && r.algo_id < kAlgos) {
+        seen[r.algo_id] = true;
+        const int64_t need = ws_need[r.algo_id];
+        if (r.status == "SUCCESS" && limit >= 0 && r.workspace_bytes > limit) {
+          r.note = "needs " + std::to_string(r.workspace_bytes) + " B of workspace, over the limit of " +
+                   std::to_string(limit) + " B";
+          r.status = "WORKSPACE_LIMIT_EXCEEDED";
+          r.status_code = -1;
+        } else if (r.status != "SUCCESS" && need >= 0) {
+          if (limit >= 0 && need > limit) {
+            r.note = "needs " + std::to_string(need) + " B of workspace, over the limit of " + std::to_string(limit) +
+                     " B (cuDNN said " + r.status + ")";
+            r.status = "WORKSPACE_LIMIT_EXCEEDED";
+            r.status_code = -1;
+          } else if (mode == Mode::FindEx && need > static_cast<int64_t>(ws_bytes)) {
+            r.note = "needs " + std::to_string(need) + " B of workspace; only " + std::to_string(ws_bytes) +
+                     " B could be allocated";
+          }
+          if (r.workspace_bytes < 0) r.workspace_bytes = need;
+        }
+      }
+      out.rows.push_back(std::move(r));
+    }
+    for (int a = 0; a < kAlgos; ++a) {
+      if (seen[a]) continue;
+      AlgoRow r;
+      r.algo_id = a;
+      r.algo = T::algo_names[a];
+      r.status = "NOT_RETURNED";
+      r.workspace_bytes = ws_need[a];
+      r.note = "absent from cuDNN's result list";
+      out.rows.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  static void execute(const ConvProblem& problem, int algo_id, cudnnMathType_t math, const Buffers& b, int64_t limit,
+                      int device) {
+    if (algo_id < 0 || algo_id >= kAlgos)
+      throw std::invalid_argument(std::string(T::name) + " algorithm id " + std::to_string(algo_id) +
+                                  " is out of range 0.." + std::to_string(kAlgos - 1));
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    cudnnHandle_t h = handle_for(device);
+    ProblemDescriptors d(problem);
+    d.conv.set_math(math);
+    const algo_t algo = static_cast<algo_t>(algo_id);
+    size_t ws_bytes = 0;
+    CUDNN_CHECK(T::workspace(h, d, algo, &ws_bytes));
+    if (limit >= 0 && static_cast<int64_t>(ws_bytes) > limit)
+      throw std::invalid_argument(std::string(T::algo_names[algo_id]) + " needs " + std::to_string(ws_bytes) +
+                                  " B of workspace, over workspace_limit=" + std::to_string(limit));
+    c10::DataPtr ws = allocate_workspace(ws_bytes);
+    const double one_d = 1.0, zero_d = 0.0;
+    const float one_f = 1.0f, zero_f = 0.0f;
+    const bool dbl = problem.dtype == CUDNN_DATA_DOUBLE;
+    const void* alpha = dbl ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+    const void* beta = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+    CUDNN_CHECK(T::execute(h, d, b, algo, ws.get(), ws_bytes, alpha, beta));
+  }
+
+  static int64_t workspace_size(const ConvProblem& problem, int algo_id, cudnnMathType_t math, int device) {
+    if (algo_id < 0 || algo_id >= kAlgos)
+      throw std::invalid_argument(std::string(T::name) + " algorithm id " + std::to_string(algo_id) +
+                                  " is out of range 0.." + std::to_string(kAlgos - 1));
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    cudnnHandle_t h = handle_for(device);
+    ProblemDescriptors d(problem);
+    d.conv.set_math(math);
+    size_t bytes = 0;
+    CUDNN_CHECK(T::workspace(h, d, static_cast<algo_t>(algo_id), &bytes));
+    return static_cast<int64_t>(bytes);
+  }
+};
+
+// Calls F<D>::run(args...) for the run-time direction.
+template <template <Direction> class F, typename... Args>
+auto dispatch(Direction dir, Args&&... args) {
+  switch (dir) {
+    case Direction::Forward: return F<Direction::Forward>::call(std::forward<Args>(args)...);
+    case Direction::BackwardData: return F<Direction::BackwardData>::call(std::forward<Args>(args)...);
+    case Direction::BackwardFilter: return F<Direction::BackwardFilter>::call(std::forward<Args>(args)...);
+  }
+  throw std::invalid_argument("unknown direction");
+}
+
+template <Direction D>
+struct RunSearch {
+  template <typename... A>
+  static SearchOutput call(A&&... a) { return LegacySearch<D>::run(std::forward<A>(a)...); }
+};
+template <Direction D>
+struct RunExecute {
+  template <typename... A>
+  static void call(A&&... a) { LegacySearch<D>::execute(std::forward<A>(a)...); }
+};
+template <Direction D>
+struct RunWorkspace {
+  template <typename... A>
+  static int64_t call(A&&... a) { return LegacySearch<D>::workspace_size(std::forward<A>(a)...); }
+};
+template <Direction D>
+struct Names {
+  static std::vector<std::string> call() {
+    return std::vector<std::string>(DirectionTraits<D>::algo_names.begin(), DirectionTraits<D>::algo_names.end());
+  }
+};
+
+}  // namespace
+
+SearchOutput legacy_search(Direction dir, const ConvProblem& problem, Mode mode, const Buffers* buffers,
+                           int64_t workspace_limit, int device) {
+  return dispatch<RunSearch>(dir, problem, mode, buffers, workspace_limit, device);
+}
+
+void legacy_execute(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
+                    const Buffers& buffers, int64_t workspace_limit, int device) {
+  dispatch<RunExecute>(dir, problem, algo_id, math, buffers, workspace_limit, device);
+}
+
+int64_t legacy_workspace_size(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
+                              int device) {
+  return dispatch<RunWorkspace>(dir, problem, algo_id, math, device);
+}
+
+std::vector<std::string> algo_names(Direction dir) { return dispatch<Names>(dir); }
+
+}  // namespace cudnn_algos

@@ -1,0 +1,86 @@
+"""``cudnn_algos.info()``: what the package sees — GPUs, versions, where cuDNN came from, the extension's state."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class Info:
+    package_version: str
+    torch_version: str
+    torch_cuda: str | None
+    torch_cudnn: int | None  # torch.backends.cudnn.version()
+    cudnn_library: str | None  # the libcudnn.so the process loaded
+    extension: str  # "installed", "jit", or "unavailable: <why>"
+    extension_versions: dict = field(default_factory=dict)
+    build_config: str = ""
+    gpus: tuple[str, ...] = ()
+    driver_version: str | None = None
+    cudnn_handle: str = ""  # status of creating a cuDNN handle on GPU 0 ("SUCCESS" when usable)
+
+    def __str__(self) -> str:
+        from .results import Environment
+
+        v = self.extension_versions
+        lines = [
+            f"cudnn_algos {self.package_version}",
+            f"torch        {self.torch_version} (CUDA {self.torch_cuda}, cuDNN "
+            f"{Environment.version_str(self.torch_cudnn) if self.torch_cudnn else 'none'})",
+            f"libcudnn     {self.cudnn_library or 'not loaded'}",
+            f"extension    {self.extension}",
+        ]
+        if v:
+            lines.append(
+                f"             built against cuDNN {Environment.version_str(v['cudnn_build'])} and torch "
+                f"{v['torch_build']}; running cuDNN {Environment.version_str(v['cudnn_runtime'])}, CUDA runtime "
+                f"{v['cuda_runtime']}, driver API {v['cuda_driver']}"
+            )
+        if self.build_config:
+            lines.append(f"build        {self.build_config}")
+        lines.append(f"driver       {self.driver_version or 'not found'}")
+        if self.gpus:
+            lines += [f"GPU {i}        {g}" for i, g in enumerate(self.gpus)]
+            lines.append(f"cuDNN handle {self.cudnn_handle}")
+        else:
+            lines.append("GPUs         none visible (torch.cuda.is_available() is False)")
+        return "\n".join(lines)
+
+
+def info() -> Info:
+    """Never raises for a missing GPU or extension: it reports them."""
+    from . import __version__, _build, _ext
+    from .api import _driver_release, loaded_cudnn_library
+
+    cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    try:
+        ext = _ext.load()
+        ext_state, versions = _ext.how_loaded(), dict(ext.versions())
+    except Exception as e:  # report, don't raise
+        ext, ext_state, versions = None, f"unavailable: {e}", {}
+    try:
+        build = _build.find_build_config().summary()
+    except Exception as e:
+        build = f"no build configuration: {e}"
+    gpus: tuple[str, ...] = ()
+    handle = ""
+    if torch.cuda.is_available():
+        gpus = tuple(
+            f"{p.name} (sm_{p.major}{p.minor}, {p.total_memory / 2**30:.0f} GiB)"
+            for p in (torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count()))
+        )
+        handle = ext.probe_handle(0) if ext is not None else "extension unavailable"
+    return Info(
+        package_version=__version__,
+        torch_version=torch.__version__,
+        torch_cuda=torch.version.cuda,
+        torch_cudnn=cudnn_v,
+        cudnn_library=loaded_cudnn_library(),
+        extension=ext_state,
+        extension_versions=versions,
+        build_config=build,
+        gpus=gpus,
+        driver_version=_driver_release(),
+        cudnn_handle=handle,
+    )

@@ -1,0 +1,303 @@
+"""ConvSpec: a convolution layer's hyper-parameters, from a torch module or plain numbers, with validation.
+
+Everything here is pure Python: it runs without a GPU and without the extension.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import torch
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+_INT32_MAX = 2**31 - 1
+
+
+def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}")
+    if isinstance(value, int):
+        return (value,) * n
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}") from None
+    if len(out) == 1:
+        out = out * n
+    if len(out) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
+        raise ValueError(f"{name}={value!r} must be an int or {n} ints for a {n}-d convolution")
+    return out
+
+
+@dataclass(frozen=True)
+class ConvShapes:
+    """Shapes of one convolution problem.
+
+    ``input_shape``/``weight_shape``/``output_shape`` are the layer's own (what its forward receives, its
+    weight, what it returns). ``x_shape``/``w_shape``/``y_shape`` are the operands of the cross-correlation cuDNN
+    runs, y = conv(x, w): for a transposed convolution x is the layer's output and y its input (its forward is
+    cuDNN's backward-data of that mirrored convolution); ``x_shape`` includes ``pre_pad``, the explicit padding
+    torch applies before the convolution for ``padding="same"`` with an odd total or a ``padding_mode`` other than
+    zeros. ``padding`` is the symmetric zero padding cuDNN applies itself.
+    """
+
+    input_shape: tuple[int, ...]
+    weight_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    padding: tuple[int, ...]
+    pre_pad: tuple[tuple[int, int], ...]
+    pre_pad_mode: str
+
+    @property
+    def has_pre_pad(self) -> bool:
+        return any(lo or hi for lo, hi in self.pre_pad)
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A convolution layer, as torch defines it.
+
+    Ints broadcast to every spatial dim; ``padding`` may also be ``"same"`` or ``"valid"`` (not for transposed).
+    ``kernel_size``'s length sets the dimensionality (1, 2 or 3).
+    """
+
+    in_channels: int
+    out_channels: int
+    kernel_size: tuple[int, ...]
+    stride: tuple[int, ...] | int = 1
+    padding: tuple[int, ...] | int | str = 0
+    dilation: tuple[int, ...] | int = 1
+    groups: int = 1
+    transposed: bool = False
+    output_padding: tuple[int, ...] | int = 0
+    padding_mode: str = "zeros"
+
+    def __post_init__(self) -> None:
+        ks = self.kernel_size
+        if isinstance(ks, int) and not isinstance(ks, bool):
+            raise ValueError(
+                f"kernel_size={ks!r}: give a tuple whose length is the dimensionality, e.g. ({ks}, {ks}) for 2-d"
+            )
+        ks = tuple(ks)
+        nd = len(ks)
+        if nd not in (1, 2, 3):
+            raise ValueError(f"kernel_size={self.kernel_size!r}: only 1-, 2- and 3-d convolutions exist in cuDNN's legacy API here")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        set_("kernel_size", _tuple(ks, nd, "kernel_size"))
+        for name in ("stride", "dilation", "output_padding"):
+            set_(name, _tuple(getattr(self, name), nd, name))
+        if isinstance(self.padding, str):
+            if self.padding not in ("same", "valid"):
+                raise ValueError(f"padding={self.padding!r} must be an int, a tuple, 'same' or 'valid'")
+        else:
+            set_("padding", _tuple(self.padding, nd, "padding"))
+        for name in ("in_channels", "out_channels", "groups"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"{name}={v!r} must be a positive int")
+        for name in ("kernel_size", "stride", "dilation"):
+            if any(v <= 0 for v in getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)} must be positive in every dim")
+        if not isinstance(self.padding, str) and any(v < 0 for v in self.padding):
+            raise ValueError(f"padding={self.padding} must be >= 0 in every dim")
+        if any(v < 0 for v in self.output_padding):
+            raise ValueError(f"output_padding={self.output_padding} must be >= 0 in every dim")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(
+                f"groups={self.groups} must divide in_channels={self.in_channels} and "
+                f"out_channels={self.out_channels}"
+            )
+        if self.padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode={self.padding_mode!r} must be one of {', '.join(PADDING_MODES)}")
+        if self.padding == "same" and any(s != 1 for s in self.stride):
+            raise ValueError(f"padding='same' needs stride 1 (torch's rule), got stride={self.stride}")
+        if self.transposed:
+            if isinstance(self.padding, str):
+                raise ValueError(f"padding={self.padding!r} is not supported for transposed convolutions (torch's rule)")
+            if self.padding_mode != "zeros":
+                raise ValueError("a transposed convolution supports only padding_mode='zeros' (torch's rule)")
+            for op, s, d in zip(self.output_padding, self.stride, self.dilation):
+                if op >= max(s, d):
+                    raise ValueError(
+                        f"output_padding={self.output_padding} must be smaller than stride or dilation in every dim"
+                    )
+        elif any(self.output_padding):
+            raise ValueError("output_padding applies only to transposed convolutions")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_module(cls, module: torch.nn.Module) -> "ConvSpec":
+        """From ``nn.Conv1d/2d/3d`` or ``nn.ConvTranspose1d/2d/3d`` (and subclasses, e.g. lazy ones once built)."""
+        conv_types = (torch.nn.modules.conv._ConvNd,)
+        if not isinstance(module, conv_types):
+            raise TypeError(
+                f"expected nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d or a ConvSpec, got {type(module).__name__}"
+            )
+        if isinstance(module, torch.nn.modules.lazy.LazyModuleMixin) and module.has_uninitialized_params():
+            raise ValueError(f"{type(module).__name__} has uninitialized parameters: run it once first")
+        return cls(
+            in_channels=module.in_channels,
+            out_channels=module.out_channels,
+            kernel_size=tuple(module.kernel_size),
+            stride=tuple(module.stride),
+            padding=module.padding if isinstance(module.padding, str) else tuple(module.padding),
+            dilation=tuple(module.dilation),
+            groups=module.groups,
+            transposed=bool(module.transposed),
+            output_padding=tuple(module.output_padding),
+            padding_mode=module.padding_mode,
+        )
+
+    @classmethod
+    def coerce(cls, conv: "ConvSpec | torch.nn.Module") -> "ConvSpec":
+        if isinstance(conv, ConvSpec):
+            return conv
+        if isinstance(conv, torch.nn.Module):
+            return cls.from_module(conv)
+        raise TypeError(
+            f"conv must be nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d or a ConvSpec, got {type(conv).__name__}"
+        )
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def ndim(self) -> int:
+        return len(self.kernel_size)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        if self.transposed:
+            return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+
+    @property
+    def module_name(self) -> str:
+        return f"Conv{'Transpose' if self.transposed else ''}{self.ndim}d"
+
+    def __str__(self) -> str:
+        parts = [str(self.in_channels), str(self.out_channels), f"kernel_size={_short(self.kernel_size)}"]
+        if any(s != 1 for s in self.stride):
+            parts.append(f"stride={_short(self.stride)}")
+        if isinstance(self.padding, str) or any(self.padding):
+            parts.append(f"padding={self.padding!r}" if isinstance(self.padding, str) else f"padding={_short(self.padding)}")
+        if any(d != 1 for d in self.dilation):
+            parts.append(f"dilation={_short(self.dilation)}")
+        if any(self.output_padding):
+            parts.append(f"output_padding={_short(self.output_padding)}")
+        if self.groups != 1:
+            parts.append(f"groups={self.groups}")
+        if self.padding_mode != "zeros":
+            parts.append(f"padding_mode={self.padding_mode!r}")
+        return f"{self.module_name}({', '.join(parts)})"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, tuple):
+                d[k] = list(v)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ConvSpec":
+        d = dict(d)
+        for k, v in d.items():
+            if isinstance(v, list):
+                d[k] = tuple(v)
+        return cls(**d)
+
+    def _torch_padding(self) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+        """(symmetric padding cuDNN applies, explicit (left, right) padding torch applies first) per dim."""
+        nd = self.ndim
+        if self.padding == "valid":
+            return (0,) * nd, ((0, 0),) * nd
+        if self.padding == "same":
+            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            left = [t // 2 for t in total]
+            right = [t - lo for t, lo in zip(total, left)]
+        else:
+            left = right = list(self.padding)
+        if self.padding_mode != "zeros":
+            # torch pads explicitly with the mode, then convolves with padding 0
+            return (0,) * nd, tuple(zip(left, right))
+        # zeros: cuDNN pads symmetrically by `left`; an odd 'same' total needs one more on the right, explicitly
+        return tuple(left), tuple((0, r - lo) for lo, r in zip(left, right))
+
+    def shapes(self, input_shape: Sequence[int]) -> ConvShapes:
+        """Validates ``input_shape`` (N, C, *spatial) against this layer and returns every derived shape."""
+        nd = self.ndim
+        try:
+            shape = tuple(int(v) for v in input_shape)
+            if any(isinstance(v, bool) or int(v) != v for v in input_shape):
+                raise TypeError
+        except (TypeError, ValueError):
+            raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints") from None
+        if len(shape) != nd + 2:
+            raise ValueError(
+                f"input_shape={shape} has {len(shape)} dims but a {self.module_name} needs {nd + 2} "
+                f"(N, C, {', '.join('DHW'[3 - nd:])})"
+            )
+        if any(v <= 0 for v in shape):
+            raise ValueError(f"input_shape={shape}: every dim must be positive")
+        if shape[1] != self.in_channels:
+            raise ValueError(
+                f"input_shape={shape} has {shape[1]} channels but the layer expects {self.in_channels}"
+            )
+        n, spatial = shape[0], shape[2:]
+        pad, pre = self._torch_padding()
+        eff_k = [d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel_size)]
+        if self.transposed:
+            out_sp = tuple(
+                (L - 1) * s - 2 * p + ek + op
+                for L, s, p, ek, op in zip(spatial, self.stride, pad, eff_k, self.output_padding)
+            )
+            if any(v <= 0 for v in out_sp):
+                raise ValueError(f"input_shape={shape} gives output size {out_sp} for {self}: must be positive")
+            output_shape = (n, self.out_channels, *out_sp)
+            x_shape, y_shape = output_shape, shape
+        else:
+            if self.padding_mode == "circular" or self.padding_mode == "reflect":
+                for (lo, hi), L in zip(pre, spatial):
+                    limit = L if self.padding_mode == "circular" else L - 1
+                    if max(lo, hi) > limit:
+                        raise ValueError(
+                            f"input_shape={shape}: padding {max(lo, hi)} is too large for padding_mode="
+                            f"'{self.padding_mode}' on a dim of size {L}"
+                        )
+            padded = tuple(L + lo + hi for L, (lo, hi) in zip(spatial, pre))
+            out_sp = tuple(
+                (L + 2 * p - ek) // s + 1 for L, p, ek, s in zip(padded, pad, eff_k, self.stride)
+            )
+            if any(L + 2 * p - ek < 0 for L, p, ek in zip(padded, pad, eff_k)):
+                raise ValueError(
+                    f"input_shape={shape} is smaller than the kernel's extent {tuple(eff_k)} after padding for {self}: "
+                    "output size would be <= 0"
+                )
+            output_shape = (n, self.out_channels, *out_sp)
+            x_shape, y_shape = (n, self.in_channels, *padded), output_shape
+        w_shape = self.weight_shape
+        for name, s in (("input", x_shape), ("weight", w_shape), ("output", y_shape)):
+            numel = 1
+            for v in s:
+                numel *= v
+            if numel > _INT32_MAX:
+                raise ValueError(
+                    f"input_shape={shape}: the {name} tensor {s} has {numel} elements; cuDNN's legacy API indexes "
+                    f"with 32-bit ints (at most {_INT32_MAX}): split the batch"
+                )
+        return ConvShapes(
+            input_shape=shape,
+            weight_shape=w_shape,
+            output_shape=output_shape,
+            x_shape=x_shape,
+            w_shape=w_shape,
+            y_shape=y_shape,
+            padding=pad,
+            pre_pad=pre,
+            pre_pad_mode="constant" if self.padding_mode == "zeros" else self.padding_mode,
+        )
+
+
+def _short(t: tuple[int, ...]) -> str:
+    return str(t[0]) if len(set(t)) == 1 else str(t)
