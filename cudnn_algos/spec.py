@@ -192,6 +192,15 @@ class ConvSpec:
             parts.append(f"padding_mode={self.padding_mode!r}")
         return f"{self.module_name}({', '.join(parts)})"
 
+    def to_module(self, **factory_kwargs) -> torch.nn.Module:
+        """The torch module this spec describes, without bias (``device=``/``dtype=`` go to its constructor)."""
+        kind = getattr(torch.nn, self.module_name)
+        kw = dict(stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups, bias=False,
+                  padding_mode=self.padding_mode, **factory_kwargs)
+        if self.transposed:
+            kw["output_padding"] = self.output_padding
+        return kind(self.in_channels, self.out_channels, self.kernel_size, **kw)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         for k, v in d.items():

@@ -1,0 +1,143 @@
+"""``cudnn-algos`` / ``python -m cudnn_algos``: info, and find for one layer.
+
+Exit codes: 0 ok; 1 the GPU, cuDNN or the extension failed (one line on stderr, no traceback); 2 bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from typing import Sequence
+
+DEFAULT_CONV = "Conv2d(64, 128, 3, padding=1)"
+DEFAULT_INPUT = "32,64,56,56"
+
+EXAMPLES = f"""examples:
+  cudnn-algos info
+  cudnn-algos find                                   # {DEFAULT_CONV} on input {DEFAULT_INPUT}
+  cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 --channels-last
+  cudnn-algos find --conv "Conv1d(80, 256, 5)" --input 8,80,1000 --direction all --json out.json
+  cudnn-algos find --conv "ConvTranspose2d(64, 32, 4, stride=2, padding=1)" --input 8,64,32,32 --mode find_ex
+"""
+
+_CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_conv(text: str):
+    """'Conv2d(64, 128, 3, padding=1)' -> that torch module, built on the meta device. Only literal arguments are
+    accepted (nothing is evaluated)."""
+    import torch
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise UsageError(f"--conv {text!r} is not of the form Conv2d(64, 128, 3, padding=1)") from None
+    if not isinstance(node, ast.Call):
+        raise UsageError(f"--conv {text!r} must be a call such as Conv2d(64, 128, 3)")
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if name not in _CONV_TYPES:
+        raise UsageError(f"--conv {text!r}: {name or '?'} is not one of {', '.join(_CONV_TYPES)}")
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except ValueError:
+        raise UsageError(f"--conv {text!r}: arguments must be literals") from None
+    kwargs.setdefault("bias", False)
+    try:
+        return getattr(torch.nn, name)(*args, device="meta", **kwargs)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise UsageError(f"--conv {text!r}: {e}") from None
+
+
+def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
+    try:
+        shape = tuple(int(v) for v in text.replace("x", ",").split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} must be comma-separated ints, e.g. {DEFAULT_INPUT}") from None
+    if not shape:
+        raise UsageError(f"{flag} {text!r} is empty")
+    return shape
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cudnn-algos",
+        description="See every cuDNN convolution algorithm for a layer: status, time, workspace, determinism, math.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="{info,find}")
+    sub.required = True
+    sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
+    f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    f.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
+    f.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
+    f.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
+    f.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+    f.add_argument("--direction", default="all", choices=["forward", "backward_data", "backward_filter", "all"],
+                   help="the layer's direction (default: all)")
+    f.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
+    f.add_argument("--math", default=None, choices=["default", "tensor_op", "tensor_op_allow_conversion", "fma"],
+                   help="cuDNN math type (default: what torch uses)")
+    f.add_argument("--workspace-limit", type=int, default=None, metavar="BYTES")
+    f.add_argument("--device", type=int, default=None)
+    f.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    return p
+
+
+def _cmd_find(a: argparse.Namespace) -> int:
+    from .api import find
+
+    conv = parse_conv(a.conv)
+    shape = parse_shape(a.input)
+    fmt = None
+    if a.channels_last:
+        fmt = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    try:
+        res = find(conv, shape, direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
+                   workspace_limit=a.workspace_limit, device=a.device)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    print(res)
+    if a.json:
+        res.to_json(a.json)
+        print(f"wrote {a.json}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
+
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        if a.command == "info":
+            from .info import info
+
+            print(info())
+            return 0
+        return _cmd_find(a)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"cudnn-algos: error: {e}", file=sys.stderr)
+        return 2
+    except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError) as e:
+        print(f"cudnn-algos: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("cudnn-algos: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # torch.OutOfMemoryError and the like: one line, no traceback
+        if type(e).__name__ == "OutOfMemoryError":
+            print(f"cudnn-algos: out of GPU memory: {str(e).splitlines()[0]}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+# Sourced by scripts/test, scripts/run and scripts/gpu-check: makes $PY a python with a CUDA build of torch,
+# ninja and pytest, and cudnn_algos built from this tree. Installs only what is missing, so it also works where no
+# package registry is reachable but torch is already installed (the GPU machine).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+
+if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+  echo "bootstrap: installing torch==2.14.1 (a CUDA 13 build)" >&2
+  "$PY" -m pip install -q torch==2.14.1
+fi
+missing=""
+for mod in ninja pytest numpy; do
+  "$PY" -c "import $mod" 2>/dev/null || missing="$missing $mod"
+done
+if [ -n "$missing" ]; then
+  echo "bootstrap: installing$missing" >&2
+  "$PY" -m pip install -q $missing
+fi
+# (re)build the extension when it is missing or older than its sources
+so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
+if [ -z "$so" ] || [ -n "$(find csrc cudnn_algos/_build.py setup.py -newer "$so" -type f 2>/dev/null | head -n1)" ] \
+   || ! "$PY" -c "import cudnn_algos._C" 2>/dev/null; then
+  echo "bootstrap: building cudnn_algos._C" >&2
+  "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true
+  "$PY" -c "import torch, cudnn_algos._C" || { echo "bootstrap: the extension did not build" >&2; exit 1; }
+fi
+export PY

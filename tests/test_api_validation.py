@@ -1,0 +1,125 @@
+"""CPU: every bad argument of find()/run() raises a typed error naming the argument, before any GPU work.
+
+These run identically with or without a GPU: validation precedes the CUDA check (the last test needs no GPU).
+"""
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos import ConvSpec, CudaUnavailableError
+
+CONV = torch.nn.Conv2d(64, 128, 3, padding=1)
+SHAPE = (32, 64, 56, 56)
+
+
+@pytest.mark.parametrize(
+    "shape,match",
+    [
+        ((32, 64, 56), r"input_shape=\(32, 64, 56\) has 3 dims"),
+        ((32, 3, 56, 56), "input_shape=.* has 3 channels but the layer expects 64"),
+        ((32, 64, 0, 56), "input_shape=.*every dim must be positive"),
+        ((32, 64, 1, 1), "input_shape=.*output size would be <= 0"),
+    ],
+)
+def test_bad_input_shape(shape, match):
+    conv = torch.nn.Conv2d(64, 128, 3)
+    with pytest.raises(ValueError, match=match):
+        cudnn_algos.find(conv, shape)
+
+
+def test_bad_groups():
+    with pytest.raises(ValueError, match="groups=3 must divide"):
+        cudnn_algos.find(ConvSpec(64, 128, (3, 3), groups=3), SHAPE)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.complex64, torch.uint8, torch.float8_e4m3fn])
+def test_unsupported_dtype_is_type_error(dtype):
+    with pytest.raises(TypeError, match="dtype="):
+        cudnn_algos.find(CONV, SHAPE, dtype=dtype)
+
+
+def test_unknown_dtype_name():
+    with pytest.raises(ValueError, match="dtype='float12' is not one of"):
+        cudnn_algos.find(CONV, SHAPE, dtype="float12")
+
+
+@pytest.mark.parametrize(
+    "conv,shape,fmt,match",
+    [
+        (torch.nn.Conv1d(8, 8, 3), (2, 8, 32), "channels_last", "does not fit a 1-d convolution.*valid: contiguous"),
+        (CONV, SHAPE, "channels_last_3d", "does not fit a 2-d.*valid: contiguous, channels_last"),
+        (torch.nn.Conv3d(8, 8, 3), (2, 8, 4, 8, 8), torch.channels_last, "does not fit a 3-d"),
+        (CONV, SHAPE, "nhwc", "memory_format='nhwc' is not one of: contiguous, channels_last, channels_last_3d"),
+        (CONV, SHAPE, torch.preserve_format, "is not one of"),
+    ],
+)
+def test_bad_memory_format(conv, shape, fmt, match):
+    with pytest.raises(ValueError, match=match):
+        cudnn_algos.find(conv, shape, memory_format=fmt)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(direction="sideways"), "direction='sideways' is not one of: forward, backward_data, backward_filter, all"),
+        (dict(mode="fast"), "mode='fast' is not one of: find, find_ex, heuristic"),
+        (dict(math="tf32"), "math='tf32' is not one of: default, tensor_op, tensor_op_allow_conversion, fma"),
+        (dict(workspace_limit=-1), "workspace_limit=-1 must be >= 0"),
+    ],
+)
+def test_bad_choices(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cudnn_algos.find(CONV, SHAPE, **kwargs)
+
+
+def test_workspace_limit_type():
+    with pytest.raises(TypeError, match="workspace_limit"):
+        cudnn_algos.find(CONV, SHAPE, workspace_limit=1.5)
+
+
+def test_bad_conv_type():
+    with pytest.raises(TypeError, match="conv must be"):
+        cudnn_algos.find("Conv2d(3, 4, 3)", SHAPE)
+
+
+def test_bad_device_type():
+    with pytest.raises(TypeError, match="device="):
+        cudnn_algos.find(CONV, SHAPE, device=1.0)
+
+
+def test_cpu_device_rejected():
+    with pytest.raises(ValueError, match="not a CUDA device"):
+        cudnn_algos.find(CONV, SHAPE, device="cpu")
+
+
+def test_default_math_follows_torch():
+    assert cudnn_algos.default_math(torch.float16) == "tensor_op"
+    old = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        assert cudnn_algos.default_math(torch.float32) == "default"
+        torch.backends.cudnn.allow_tf32 = False
+        assert cudnn_algos.default_math(torch.float32) == "fma"
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+def test_run_argument_checks():
+    w = torch.randn(128, 64, 3, 3)
+    with pytest.raises(ValueError, match="needs weight="):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(SHAPE))
+    with pytest.raises(ValueError, match="needs input_shape="):
+        cudnn_algos.run(CONV, "GEMM", direction="backward_data", weight=w, grad_output=torch.randn(32, 128, 56, 56))
+    with pytest.raises(ValueError, match="weight has shape"):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=torch.randn(128, 64, 5, 5))
+    with pytest.raises(ValueError, match="run\\(\\) needs CUDA tensors"):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=w)
+    with pytest.raises(TypeError, match="input must be a torch.Tensor"):
+        cudnn_algos.run(CONV, "GEMM", input=[1, 2], weight=w)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error; a GPU is visible")
+def test_no_gpu_is_a_clear_error():
+    with pytest.raises(CudaUnavailableError, match="no CUDA GPU is visible") as ei:
+        cudnn_algos.find(CONV, SHAPE)
+    assert isinstance(ei.value, RuntimeError)

@@ -1,0 +1,65 @@
+"""CPU: the extension builds, loads, and agrees with torch about cuDNN; its C++ argument checks raise ValueError.
+
+Calls here never reach a GPU (no handle, no search)."""
+import pytest
+import torch
+
+from cudnn_algos import _build, _ext
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return _ext.load()
+
+
+def test_loaded_and_versions_agree_with_torch(ext):
+    v = ext.versions()
+    assert v["cudnn_runtime"] == torch.backends.cudnn.version()
+    assert v["cudnn_build"] // 10000 == v["cudnn_runtime"] // 10000
+    assert v["torch_build"] == torch.__version__
+    assert _ext.how_loaded() in ("installed", "jit")
+
+
+def test_build_config_finds_the_cudnn_torch_loads(ext):
+    cfg = _build.find_build_config()
+    assert cfg.cudnn_header_version == ext.versions()["cudnn_build"]
+    from cudnn_algos.api import loaded_cudnn_library
+
+    lib = loaded_cudnn_library()
+    assert lib is not None, "torch should have loaded libcudnn after cudnn.version()"
+    if cfg.cudnn_source != "CUDNN_PATH":
+        import os
+
+        assert os.path.realpath(os.path.dirname(lib)) == os.path.realpath(cfg.cudnn_lib)
+
+
+@pytest.mark.parametrize("direction,n", [("forward", 8), ("backward_data", 6), ("backward_filter", 7)])
+def test_every_legacy_algorithm_is_named(ext, direction, n):
+    names = ext.algo_names(direction)
+    assert len(names) == n and len(set(names)) == n
+
+
+def test_algo_names_for_unknown_direction(ext):
+    with pytest.raises(ValueError, match="direction='up' is not one of: forward, backward_data, backward_filter"):
+        ext.algo_names("up")
+
+
+def _problem(ext, **over):
+    kw = dict(dtype="float32", layout="nchw", x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6], padding=[0, 0],
+              stride=[1, 1], dilation=[1, 1], groups=1, math="default")
+    kw.update(over)
+    return ext.ConvProblem(**kw)
+
+
+def test_problem_checks(ext):
+    assert "x=(2,4,8,8)" in _problem(ext).describe()
+    with pytest.raises(ValueError, match="dtype='int8' is not one of"):
+        _problem(ext, dtype="int8")
+    with pytest.raises(ValueError, match="layout='chwn'"):
+        _problem(ext, layout="chwn")
+    with pytest.raises(ValueError, match="4 or 5 dims"):
+        _problem(ext, x=[2, 4, 8], w=[4, 4, 3], y=[2, 4, 6])
+    with pytest.raises(ValueError, match="one entry per spatial dim"):
+        _problem(ext, padding=[0])
+    with pytest.raises(ValueError, match="math='tf32'"):
+        _problem(ext, math="tf32")
