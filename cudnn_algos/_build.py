@@ -63,7 +63,8 @@ class BuildConfig:
         return flags
 
     def defines(self) -> list[str]:
-        return [f'-DCUDNN_ALGOS_BUILD_TORCH_VERSION="{self.torch_version}"', *self.extra_cflags]
+        # unquoted (shell-quoting differs between setuptools and JIT builds); bindings.cpp stringifies it
+        return [f"-DCUDNN_ALGOS_BUILD_TORCH_VERSION_RAW={self.torch_version}", *self.extra_cflags]
 
 
 class BuildConfigError(RuntimeError):

@@ -53,6 +53,8 @@ def load() -> ModuleType:
         import torch  # noqa: F401  (loads libtorch, CUDA and cuDNN first, so _C binds to the same libraries)
 
         try:
+            if os.environ.get("CUDNN_ALGOS_FORCE_JIT"):
+                raise ImportError("CUDNN_ALGOS_FORCE_JIT is set")
             from . import _C as mod  # type: ignore[attr-defined]
 
             _how = "installed"

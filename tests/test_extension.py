@@ -63,3 +63,16 @@ def test_problem_checks(ext):
         _problem(ext, padding=[0])
     with pytest.raises(ValueError, match="math='tf32'"):
         _problem(ext, math="tf32")
+
+
+def test_jit_build_from_source_tree(tmp_path):
+    """Without an installed _C, import JIT-builds it from csrc/ (how a bare checkout works on the GPU machine)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CUDNN_ALGOS_FORCE_JIT="1")
+    code = "from cudnn_algos import _ext; m = _ext.load(); print(_ext.how_loaded(), m.versions()['cudnn_runtime'])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-2:] == ["jit", str(torch.backends.cudnn.version())]
