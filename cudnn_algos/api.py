@@ -319,16 +319,23 @@ def find(
 
     Times are milliseconds as cuDNN reported them; workspace is in bytes.
     """
-    problem = _problem(conv, input_shape, dtype, memory_format, math)
-    if direction == "all":
-        directions = DIRECTIONS
-    else:
-        directions = (_check_choice("direction", direction, DIRECTIONS + ("all",)),)
-    _check_choice("mode", mode, MODES)
-    limit = _workspace_limit(workspace_limit)
-    dev = _device_index(device)
+    problem, directions, limit, dev = validate(conv, input_shape, direction=direction, dtype=dtype,
+                                              memory_format=memory_format, math=math, mode=mode,
+                                              workspace_limit=workspace_limit, device=device)
     results = tuple(_search_one(problem, d, mode, limit, dev) for d in directions)
     return results[0] if direction != "all" else SearchResults(results)
+
+
+def validate(conv, input_shape, *, direction="forward", dtype=None, memory_format=None, math=None, mode="find",
+             workspace_limit=None, device=None) -> tuple[_Problem, tuple[str, ...], int, int]:
+    """All of find()'s argument checks, in order, with no GPU work but the final check that CUDA is usable.
+    Raises ValueError / TypeError naming the argument, or CudaUnavailableError."""
+    problem = _problem(conv, input_shape, dtype, memory_format, math)
+    _check_choice("direction", direction, DIRECTIONS + ("all",))
+    directions = DIRECTIONS if direction == "all" else (direction,)
+    _check_choice("mode", mode, MODES)
+    limit = _workspace_limit(workspace_limit)
+    return problem, directions, limit, _device_index(device)
 
 
 def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:

@@ -91,18 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_find(a: argparse.Namespace) -> int:
-    from .api import find
+    from .api import find, validate
 
     conv = parse_conv(a.conv)
     shape = parse_shape(a.input)
     fmt = None
     if a.channels_last:
         fmt = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
+                  workspace_limit=a.workspace_limit, device=a.device)
     try:
-        res = find(conv, shape, direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
-                   workspace_limit=a.workspace_limit, device=a.device)
-    except (ValueError, TypeError) as e:
+        validate(conv, shape, **kwargs)
+    except (ValueError, TypeError) as e:  # only argument errors are usage errors
         raise UsageError(str(e)) from None
+    res = find(conv, shape, **kwargs)
     print(res)
     if a.json:
         res.to_json(a.json)

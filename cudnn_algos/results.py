@@ -37,6 +37,7 @@ class AlgoResult:
     math_type: str | None
     rank: int | None
     note: str = ""
+    status_code: int = -1  # cuDNN's numeric status; -1 for NOT_RETURNED / WORKSPACE_LIMIT_EXCEEDED
 
     @property
     def ok(self) -> bool:
