@@ -106,14 +106,14 @@ void check_operand(const ConvProblem& p, const at::Tensor& t, const std::vector<
     throw std::invalid_argument(std::string(name) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
                                 ", the problem needs " + std::string(c10::toString(scalar_type_of(p.dtype))));
   if (t.sizes().vec() != dims)
-    throw std::invalid_argument(std::string(name) + " has shape " + c10::str(t.sizes()) + ", the problem needs " +
-                                c10::str(at::IntArrayRef(dims)));
+    throw std::invalid_argument(std::string(name) + " has shape " + join(t.sizes().vec()) + ", the problem needs " +
+                                join(dims));
   const auto want = p.strides_of(dims);
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] > 1 && t.stride(i) != want[i])
-      throw std::invalid_argument(std::string(name) + " has strides " + c10::str(t.strides()) + ", the " +
+      throw std::invalid_argument(std::string(name) + " has strides " + join(t.strides().vec()) + ", the " +
                                   (p.layout == Layout::NCHW ? "contiguous" : "channels-last") + " layout needs " +
-                                  c10::str(at::IntArrayRef(want)));
+                                  join(want));
 }
 
 Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device) {

@@ -6,14 +6,21 @@
 #include <cudnn.h>
 
 #include <cstdint>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace cudnn_algos {
 
-enum class Layout { NCHW, NHWC };  // NHWC also stands for NDHWC: channels last
+enum class Layout { NCHW, NHWC };
+
+// "(2,64,56,56)"
+template <typename T>
+std::string join(const std::vector<T>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + ")";
+}  // NHWC also stands for NDHWC: channels last
 
 struct ConvProblem {
   cudnnDataType_t dtype = CUDNN_DATA_FLOAT;
@@ -64,17 +71,14 @@ struct ConvProblem {
     if (groups < 1) throw std::invalid_argument("ConvProblem: groups must be >= 1");
   }
 
+  // Plain string building: no iostreams (an ostringstream here crashed on the GPU machine's image, inside
+  // libstdc++'s operator<<, when called from a pytest process; std::to_string has no such dependency).
   std::string describe() const {
-    std::ostringstream os;
-    auto vec = [&os](const char* name, const auto& v) {
-      os << name << "=(";
-      for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-      os << ") ";
-    };
-    vec("x", x_dims); vec("w", w_dims); vec("y", y_dims);
-    vec("pad", padding); vec("stride", stride); vec("dilation", dilation);
-    os << "groups=" << groups << " layout=" << (layout == Layout::NCHW ? "NCHW" : "NHWC");
-    return os.str();
+    std::string s;
+    s += "x=" + join(x_dims) + " w=" + join(w_dims) + " y=" + join(y_dims);
+    s += " pad=" + join(padding) + " stride=" + join(stride) + " dilation=" + join(dilation);
+    s += " groups=" + std::to_string(groups) + " layout=" + (layout == Layout::NCHW ? "NCHW" : "NHWC");
+    return s;
   }
 };
 

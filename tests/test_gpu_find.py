@@ -2,6 +2,8 @@
 algorithm that reports success executed through the extension and compared with PyTorch (float64 reference)."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
@@ -150,9 +152,14 @@ def test_run_checks_tensors():
         cudnn_algos.run(module, "GEMM", input=case.gpu["input"], weight=case.gpu["weight"].half())
 
 
-def test_out_of_memory_is_clean_and_the_process_lives_on():
+def _settled_allocated() -> int:
+    gc.collect()  # earlier tests' tensors must not be counted (or freed) inside the measurement
     torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
+    return torch.cuda.memory_allocated()
+
+
+def test_out_of_memory_is_clean_and_the_process_lives_on():
+    base = _settled_allocated()
     spec = ConvSpec(256, 256, (3, 3), padding=1)
     torch.cuda.set_per_process_memory_fraction(0.01)  # ~1.4 GiB on an H200: x fits, y does not
     try:
@@ -160,7 +167,7 @@ def test_out_of_memory_is_clean_and_the_process_lives_on():
             cudnn_algos.find(spec, (512, 256, 64, 64), mode="find_ex")
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
-    assert torch.cuda.memory_allocated() == base
+    assert _settled_allocated() == base
     assert cudnn_algos.find(spec, (2, 256, 8, 8), mode="find_ex").best is not None
 
 
@@ -168,14 +175,12 @@ def test_no_leak_over_repeated_searches_and_runs():
     module, shape = CASES["3x3"]
     case = Case(ConvSpec.from_module(module), shape, torch.float16, CL)
     r = cudnn_algos.find(module, shape, dtype=torch.float16, memory_format=CL, mode="find_ex")
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
+    base = _settled_allocated()
     for _ in range(5):
         cudnn_algos.find(module, shape, dtype=torch.float16, memory_format=CL, mode="find_ex", direction="all")
         out = cudnn_algos.run(module, r.best, **case.run_kwargs("forward"))
         del out
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == base
+    assert _settled_allocated() == base
 
 
 def test_nothing_hidden_for_unusual_combinations():
