@@ -177,6 +177,32 @@ void execute(const std::string& direction, const ConvProblem& p, int algo_id, co
   legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
 }
 
+py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
+                    const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+                    const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
+  const Direction dir = parse_direction(direction);
+  const cudnnMathType_t mt = parse_math(math);
+  if (xs.empty() || xs.size() != ws.size() || xs.size() != ys.size())
+    throw std::invalid_argument("time_calls: xs, ws, ys must be non-empty lists of one length");
+  int device = 0;
+  std::vector<Buffers> sets;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    int dev_i = 0;
+    sets.push_back(buffers_of(p, xs[i], ws[i], ys[i], &dev_i));
+    if (i == 0) device = dev_i;
+    else if (dev_i != device) throw std::invalid_argument("time_calls: all buffer sets must be on one device");
+  }
+  CallTiming t;
+  {
+    py::gil_scoped_release nogil;
+    t = legacy_time_calls(dir, p, algo_id, mt, sets, iters, workspace_limit, device);
+  }
+  py::dict d;
+  d["host_ms"] = t.host_ms;
+  d["gpu_ms"] = t.gpu_ms;
+  return d;
+}
+
 py::dict versions() {
   py::dict d;
   d["cudnn_runtime"] = static_cast<int64_t>(cudnnGetVersion());
@@ -219,6 +245,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("device") = 0);
   m.def("execute", &execute, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
         py::arg("x"), py::arg("w"), py::arg("y"), py::arg("workspace_limit") = -1);
+  m.def("time_calls", &time_calls, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
+        py::arg("xs"), py::arg("ws"), py::arg("ys"), py::arg("iters"), py::arg("workspace_limit") = -1);
   m.def(
       "workspace_size",
       [](const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math, int device) {

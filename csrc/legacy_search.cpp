@@ -4,6 +4,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -27,6 +28,19 @@ const char* math_type_name(cudnnMathType_t m) {
 }
 
 namespace {
+
+// A CUDA event, timing enabled; destroyed with its scope.
+class Event {
+ public:
+  Event() { CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() { cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
 
 // Workspace from torch's caching allocator, so searches share memory with the user's model and OOM behaves
 // like any torch allocation. Returns an empty DataPtr for 0 bytes.
@@ -155,41 +169,70 @@ struct LegacySearch {
     return out;
   }
 
+  // One algorithm, ready to run repeatedly: descriptors, math type and workspace are set up once, so a loop of
+  // call()s costs what cuDNN itself costs per call (on cuDNN 9 the legacy API rebuilds its plan inside each call).
+  class Executor {
+   public:
+    Executor(const ConvProblem& problem, int algo_id, cudnnMathType_t math, int64_t limit, int device)
+        : guard_(static_cast<c10::DeviceIndex>(device)), d_(problem) {
+      if (algo_id < 0 || algo_id >= kAlgos)
+        throw std::invalid_argument(std::string(T::name) + " algorithm id " + std::to_string(algo_id) +
+                                    " is out of range 0.." + std::to_string(kAlgos - 1));
+      handle_ = handle_for(device);
+      d_.conv.set_math(math);
+      algo_ = static_cast<algo_t>(algo_id);
+      CUDNN_CHECK(T::workspace(handle_, d_, algo_, &ws_bytes_));
+      if (limit >= 0 && static_cast<int64_t>(ws_bytes_) > limit)
+        throw std::invalid_argument(std::string(T::algo_names[algo_id]) + " needs " + std::to_string(ws_bytes_) +
+                                    " B of workspace, over workspace_limit=" + std::to_string(limit));
+      ws_ = allocate_workspace(ws_bytes_);
+      dbl_ = problem.dtype == CUDNN_DATA_DOUBLE;
+    }
+    void call(const Buffers& b) {
+      const double one_d = 1.0, zero_d = 0.0;
+      const float one_f = 1.0f, zero_f = 0.0f;
+      const void* alpha = dbl_ ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+      const void* beta = dbl_ ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+      CUDNN_CHECK(T::execute(handle_, d_, b, algo_, ws_.get(), ws_bytes_, alpha, beta));
+    }
+    size_t workspace_bytes() const { return ws_bytes_; }
+
+   private:
+    c10::cuda::CUDAGuard guard_;
+    ProblemDescriptors d_;
+    cudnnHandle_t handle_ = nullptr;
+    algo_t algo_{};
+    size_t ws_bytes_ = 0;
+    c10::DataPtr ws_;
+    bool dbl_ = false;
+  };
+
   static void execute(const ConvProblem& problem, int algo_id, cudnnMathType_t math, const Buffers& b, int64_t limit,
                       int device) {
-    if (algo_id < 0 || algo_id >= kAlgos)
-      throw std::invalid_argument(std::string(T::name) + " algorithm id " + std::to_string(algo_id) +
-                                  " is out of range 0.." + std::to_string(kAlgos - 1));
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    cudnnHandle_t h = handle_for(device);
-    ProblemDescriptors d(problem);
-    d.conv.set_math(math);
-    const algo_t algo = static_cast<algo_t>(algo_id);
-    size_t ws_bytes = 0;
-    CUDNN_CHECK(T::workspace(h, d, algo, &ws_bytes));
-    if (limit >= 0 && static_cast<int64_t>(ws_bytes) > limit)
-      throw std::invalid_argument(std::string(T::algo_names[algo_id]) + " needs " + std::to_string(ws_bytes) +
-                                  " B of workspace, over workspace_limit=" + std::to_string(limit));
-    c10::DataPtr ws = allocate_workspace(ws_bytes);
-    const double one_d = 1.0, zero_d = 0.0;
-    const float one_f = 1.0f, zero_f = 0.0f;
-    const bool dbl = problem.dtype == CUDNN_DATA_DOUBLE;
-    const void* alpha = dbl ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
-    const void* beta = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-    CUDNN_CHECK(T::execute(h, d, b, algo, ws.get(), ws_bytes, alpha, beta));
+    Executor(problem, algo_id, math, limit, device).call(b);
   }
 
   static int64_t workspace_size(const ConvProblem& problem, int algo_id, cudnnMathType_t math, int device) {
-    if (algo_id < 0 || algo_id >= kAlgos)
-      throw std::invalid_argument(std::string(T::name) + " algorithm id " + std::to_string(algo_id) +
-                                  " is out of range 0.." + std::to_string(kAlgos - 1));
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    cudnnHandle_t h = handle_for(device);
-    ProblemDescriptors d(problem);
-    d.conv.set_math(math);
-    size_t bytes = 0;
-    CUDNN_CHECK(T::workspace(h, d, static_cast<algo_t>(algo_id), &bytes));
-    return static_cast<int64_t>(bytes);
+    return static_cast<int64_t>(Executor(problem, algo_id, math, -1, device).workspace_bytes());
+  }
+
+  // `iters` back-to-back calls, rotating through the buffer sets: host wall time of the loop (the CPU cost of the
+  // launches) and device-event time around it (what a training loop sees), both in ms for the whole loop.
+  static CallTiming time_calls(const ConvProblem& problem, int algo_id, cudnnMathType_t math,
+                               const std::vector<Buffers>& sets, int iters, int64_t limit, int device) {
+    if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");
+    Executor ex(problem, algo_id, math, limit, device);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    Event start, stop;
+    CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) ex.call(sets[i % sets.size()]);
+    const auto t1 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float gpu_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, start.get(), stop.get()));
+    return CallTiming{std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(gpu_ms)};
   }
 };
 
@@ -220,6 +263,11 @@ struct RunWorkspace {
   static int64_t call(A&&... a) { return LegacySearch<D>::workspace_size(std::forward<A>(a)...); }
 };
 template <Direction D>
+struct RunTimeCalls {
+  template <typename... A>
+  static CallTiming call(A&&... a) { return LegacySearch<D>::time_calls(std::forward<A>(a)...); }
+};
+template <Direction D>
 struct Names {
   static std::vector<std::string> call() {
     return std::vector<std::string>(DirectionTraits<D>::algo_names.begin(), DirectionTraits<D>::algo_names.end());
@@ -241,6 +289,11 @@ void legacy_execute(Direction dir, const ConvProblem& problem, int algo_id, cudn
 int64_t legacy_workspace_size(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                               int device) {
   return dispatch<RunWorkspace>(dir, problem, algo_id, math, device);
+}
+
+CallTiming legacy_time_calls(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
+                             const std::vector<Buffers>& sets, int iters, int64_t workspace_limit, int device) {
+  return dispatch<RunTimeCalls>(dir, problem, algo_id, math, sets, iters, workspace_limit, device);
 }
 
 std::vector<std::string> algo_names(Direction dir) { return dispatch<Names>(dir); }

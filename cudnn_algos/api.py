@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
+from dataclasses import replace
 from typing import Any, Sequence
 
 import torch
@@ -299,6 +300,12 @@ def find(
     mode: str = "find",
     workspace_limit: int | None = None,
     device: int | str | torch.device | None = None,
+    measure: bool = False,
+    repeats: int = 10,
+    warmup: int = 3,
+    l2: str = "warm",
+    reference: str = "cuda",
+    cupti: bool = True,
 ) -> SearchResult | SearchResults:
     """Asks cuDNN for every legacy algorithm of one convolution and returns them all, failures included.
 
@@ -316,13 +323,25 @@ def find(
     workspace_limit: bytes; algorithms needing more become ``WORKSPACE_LIMIT_EXCEEDED`` rows (in ``find_ex`` no more
         than this is handed to cuDNN).
     device: CUDA device (default: the current one).
+    measure: re-time every successful algorithm ourselves (kernel, throughput and host time: median/min/max/
+        spread over ``repeats`` samples after ``warmup`` calls), with its relative and max-abs error against a
+        float64 reference computed by torch (on ``reference``: "cuda" or "cpu"), achieved TFLOP/s and % of this
+        device's measured matmul peak, and its heuristic and measured ranks (see cudnn_algos.measure).
+    l2: "warm" (the same operands every call) or "cold" (rotate operand sets totalling > 3x the L2 cache).
+    cupti: also read CUPTI kernel records for every row (the independent clock).
 
-    Times are milliseconds as cuDNN reported them; workspace is in bytes.
+    ``time_ms`` is milliseconds as cuDNN reported it; workspace is in bytes.
     """
+    cfg = None
+    if measure:
+        from .measure import MeasureConfig, check_config
+
+        check_config(repeats, warmup, l2, reference)
+        cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, cupti=bool(cupti), reference=reference)
     problem, directions, limit, dev = validate(conv, input_shape, direction=direction, dtype=dtype,
                                               memory_format=memory_format, math=math, mode=mode,
                                               workspace_limit=workspace_limit, device=device)
-    results = tuple(_search_one(problem, d, mode, limit, dev) for d in directions)
+    results = tuple(_search_one(problem, d, mode, limit, dev, cfg) for d in directions)
     return results[0] if direction != "all" else SearchResults(results)
 
 
@@ -339,9 +358,13 @@ def validate(conv, input_shape, *, direction="forward", dtype=None, memory_forma
 
 
 def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:
+    """Successful rows first (by our kernel median when measured, else cuDNN's time, or its rank in heuristic
+    mode), then the others by algorithm id."""
     ok = [r for r in rows if r.ok]
     rest = [r for r in rows if not r.ok]
-    if mode == "heuristic":
+    if any(r.kernel_ms is not None for r in ok):
+        ok.sort(key=lambda r: (r.kernel_ms is None, r.kernel_ms or 0.0))
+    elif mode == "heuristic":
         ok.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30))
     else:
         ok.sort(key=lambda r: (r.time_ms is None, r.time_ms or 0.0, r.rank or 0))
@@ -349,7 +372,7 @@ def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:
     return tuple(ok + rest)
 
 
-def _search_one(problem: _Problem, direction: str, mode: str, limit: int, dev: int) -> SearchResult:
+def _search_one(problem: _Problem, direction: str, mode: str, limit: int, dev: int, cfg=None) -> SearchResult:
     ext = _ext.load()
     cdir = _CUDNN_DIRECTION[(problem.spec.transposed, direction)]
     cp = problem.cudnn(ext)
@@ -367,7 +390,7 @@ def _search_one(problem: _Problem, direction: str, mode: str, limit: int, dev: i
     if err is not None:
         raise err
     rows = [AlgoResult(direction=cdir, **r) for r in out["rows"]]
-    return SearchResult(
+    result = SearchResult(
         rows=_order(rows, mode),
         spec=problem.spec,
         shapes=problem.shapes,
@@ -383,6 +406,13 @@ def _search_one(problem: _Problem, direction: str, mode: str, limit: int, dev: i
         env=environment(dev),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
+    if cfg is None:
+        return result
+    from .measure import measure_search
+
+    with torch.cuda.device(dev):
+        result = measure_search(result, problem, cfg, dev)
+    return replace(result, rows=_order(list(result.rows), mode))
 
 
 # ---------------------------------------------------------------------------------------------- run

@@ -11,9 +11,10 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
+from .measure import Measurement, MeasureConfig, Stats
 from .spec import ConvShapes, ConvSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 
@@ -38,10 +39,33 @@ class AlgoResult:
     rank: int | None
     note: str = ""
     status_code: int = -1  # cuDNN's numeric status; -1 for NOT_RETURNED / WORKSPACE_LIMIT_EXCEEDED
+    measured: Measurement | None = None  # find(..., measure=True): our own timings, accuracy and work
 
     @property
     def ok(self) -> bool:
         return self.status == "SUCCESS"
+
+    @property
+    def kernel_ms(self) -> float | None:
+        """Median kernel time we measured, ms per call (None when not measured)."""
+        m = self.measured
+        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AlgoResult":
+        d = dict(d)
+        m = d.get("measured")
+        if m is not None:
+            m = dict(m)
+            for k in ("kernel_ms", "throughput_ms", "host_ms"):
+                if m.get(k) is not None:
+                    m[k] = Stats(**m[k])
+            m["kernels"] = tuple(m.get("kernels", ()))
+            d["measured"] = Measurement(**m)
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -89,6 +113,12 @@ class SearchResult:
     env: Environment
     created: str = ""
     schema: int = SCHEMA_VERSION
+    # filled by measure=True
+    measure: MeasureConfig | None = None
+    flops: int | None = None
+    peak_tflops: dict[str, float] | None = None  # the device's measured matmul peak(s) used for pct_peak
+    heuristic_choice: str | None = None  # cudnnGet..._v7's first choice, "ALGO/math"
+    heuristic_regret: float | None = None  # its kernel median / the measured best's
 
     # ---------------------------------------------------------------- queries
     @property
@@ -97,6 +127,9 @@ class SearchResult:
         ok = [r for r in self.rows if r.ok]
         if not ok:
             return None
+        measured = [r for r in ok if r.kernel_ms is not None]
+        if measured:
+            return min(measured, key=lambda r: r.kernel_ms)
         if self.mode == "heuristic":
             return min(ok, key=lambda r: r.rank if r.rank is not None else 1 << 30)
         timed = [r for r in ok if r.time_ms is not None]
@@ -122,6 +155,45 @@ class SearchResult:
             f"cuDNN {Environment.version_str(e.cudnn_runtime)}"
         )
 
+    @property
+    def is_measured(self) -> bool:
+        return any(r.measured is not None for r in self.rows)
+
+    MEASURED_HEADERS = ("algorithm", "math", "status", "kernel ms", "±", "thrpt ms", "host ms", "cuDNN ms",
+                        "vs best", "TFLOP/s", "% peak", "rel err", "workspace", "determ.", "h-rank", "m-rank", "note")
+
+    def measured_table_rows(self) -> list[list[str]]:
+        best = self.best
+        bk = best.kernel_ms if best is not None else None
+        out = []
+        for r in self.rows:
+            m = r.measured
+            def f(st, d=4):
+                return f"{st.median:.{d}f}" if st is not None else "-"
+            note = r.note
+            if m is not None and m.error:
+                note = (note + "; " if note else "") + m.error
+            if m is not None and m.kernel_clock == "cupti":
+                note = (note + "; " if note else "") + "kernel time from CUPTI"
+            out.append([
+                r.algo, r.math_type or "-", r.status,
+                f(m.kernel_ms) if m else "-",
+                f"{100 * m.kernel_ms.spread:.0f}%" if m and m.kernel_ms else "",
+                f(m.throughput_ms) if m else "-",
+                f(m.host_ms) if m else "-",
+                f"{r.time_ms:.4f}" if r.time_ms is not None else "-",
+                f"{r.kernel_ms / bk:.2f}x" if (r.kernel_ms is not None and bk) else "",
+                f"{m.tflops:.1f}" if m and m.tflops is not None else "-",
+                f"{m.pct_peak:.0f}" if m and m.pct_peak is not None else "-",
+                f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-",
+                format_bytes(r.workspace_bytes),
+                {True: "yes", False: "no", None: "-"}[r.deterministic],
+                str(m.heuristic_rank) if m and m.heuristic_rank is not None else "-",
+                str(m.measured_rank) if m and m.measured_rank is not None else "-",
+                note,
+            ])
+        return out
+
     def table_rows(self) -> list[list[str]]:
         best = self.best
         bt = best.time_ms if best is not None else None
@@ -146,23 +218,41 @@ class SearchResult:
 
     HEADERS = ("algorithm", "id", "status", "time ms", "vs best", "workspace", "determ.", "math", "rank", "note")
 
+    def _headers_and_rows(self):
+        if self.is_measured:
+            return self.MEASURED_HEADERS, self.measured_table_rows(), {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15}
+        return self.HEADERS, self.table_rows(), {1, 3, 4, 5, 8}
+
     def __str__(self) -> str:
         lines = [self.title()]
-        lines += _aligned(self.HEADERS, self.table_rows(), right={1, 3, 4, 5, 8})
+        headers, rows, right = self._headers_and_rows()
+        lines += _aligned(headers, rows, right=right)
         b = self.best
         tail = f"best: {b.algo} ({b.math_type})" if b else "best: none succeeded"
-        if b is not None and b.time_ms is not None:
+        if b is not None and b.kernel_ms is not None:
+            tail += f" {b.kernel_ms:.4f} ms kernel ({b.measured.kernel_clock}, median of {b.measured.kernel_ms.n})"
+        elif b is not None and b.time_ms is not None:
             tail += f" {b.time_ms:.4f} ms (cuDNN's reported time)"
         tail += f"; search took {self.search_ms:.1f} ms"
         if self.workspace_given is not None:
             tail += f"; workspace given {format_bytes(self.workspace_given)}"
         lines.append(tail)
+        if self.measure is not None:
+            regret = f"{self.heuristic_regret:.2f}x" if self.heuristic_regret is not None else "n/a"
+            peaks = ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in (self.peak_tflops or {}).items())
+            lines.append(
+                f"heuristic's choice: {self.heuristic_choice or '-'} (regret {regret}); "
+                f"{self.flops / 1e9:.2f} GFLOP per call; peak: {peaks or '-'}; L2 {self.measure.l2} "
+                f"({self.measure.buffer_sets} operand set(s)); {self.measure.repeats} samples after "
+                f"{self.measure.warmup} warm-up calls"
+            )
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADERS)
+        headers, rows, _ = self._headers_and_rows()
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self.table_rows()
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
         )
         return f"<p><b>{html.escape(self.title())}</b></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -178,7 +268,20 @@ class SearchResult:
             "gpu": self.env.gpu_name,
             "cudnn": Environment.version_str(self.env.cudnn_runtime),
         }
-        return [{**asdict(r), **ctx} for r in self.rows]
+        out = []
+        for r in self.rows:
+            d = asdict(r)
+            m = d.pop("measured")
+            if m is not None:
+                for k in ("kernel_ms", "throughput_ms", "host_ms"):
+                    st = m.pop(k)
+                    for f_ in ("median", "min", "max", "spread"):
+                        m[f"{k.replace('_ms', '')}_{f_}" + ("_ms" if f_ != "spread" else "")] = st[f_] if st else None
+                m["kernels"] = ";".join(m["kernels"])
+                m["measure_error"] = m.pop("error")
+                d.update(m)
+            out.append({**d, **ctx})
+        return out
 
     def to_dataframe(self):
         """One row per algorithm with the search context as columns (needs pandas)."""
@@ -190,7 +293,8 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["rows"] = [asdict(r) for r in self.rows]
+        d["rows"] = [r.to_dict() for r in self.rows]
+        d["measure"] = asdict(self.measure) if self.measure is not None else None
         d["spec"] = self.spec.to_dict()
         d["shapes"] = _lists(asdict(self.shapes))
         d["env"] = asdict(self.env)
@@ -208,7 +312,9 @@ class SearchResult:
         d = dict(d)
         if d.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
             raise ValueError(f"result schema {d.get('schema')} is not {SCHEMA_VERSION}; it was saved by another version")
-        d["rows"] = tuple(AlgoResult(**r) for r in d["rows"])
+        d["rows"] = tuple(AlgoResult.from_dict(r) for r in d["rows"])
+        if d.get("measure") is not None:
+            d["measure"] = MeasureConfig(**d["measure"])
         d["spec"] = ConvSpec.from_dict(d["spec"])
         d["shapes"] = ConvShapes(**_tuples(d["shapes"]))
         d["env"] = Environment(**d["env"])
