@@ -25,7 +25,7 @@ import torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import _Problem
-    from .results import AlgoResult, SearchResult
+    from .results import SearchResult
 
 L2_MODES = ("warm", "cold")
 TARGET_SAMPLE_MS = 1.0  # GPU work per timed sample, which sets K (calls per sample)
@@ -235,6 +235,93 @@ def _cupti_per_row(jobs: list[tuple[int, Any]], n_calls: dict[int, int], device:
     return {i: (total[i] / 1000.0 / n_calls[i], tuple(kernels[i])) for i in total}
 
 
+@dataclass(frozen=True)
+class Timing:
+    kernel_ms: Stats | None
+    kernel_clock: str
+    throughput_ms: Stats
+    host_ms: Stats
+    calls_per_sample: int
+    error: str = ""
+
+
+def time_three_ways(call, loop, repeats: int, warmup: int, device: int) -> Timing:
+    """Times one operation the three ways, the same for our rows and for torch's own ops.
+
+    call(i): one call on operand set i (captured into a CUDA graph for the kernel clock).
+    loop(k): k back-to-back calls; returns (host ms, device-event ms) for the whole loop.
+    K, the calls per sample, is chosen so a sample holds about TARGET_SAMPLE_MS of GPU work.
+    """
+    host0, gpu0 = loop(max(warmup, 1))  # warm-up, and a first estimate of the per-call GPU time
+    est = max(gpu0 / max(warmup, 1), 1e-3)
+    k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
+    thr, host = [], []
+    for _ in range(repeats):
+        h, g = loop(k)
+        thr.append(g / k)
+        host.append(h / k)
+    kernel, clock, err = None, "none", ""
+    try:
+        kernel = Stats.of(_graph_kernel_ms(call, k, repeats, device))
+        clock = "graph"
+    except Exception as e:  # capture refused: the caller may fall back to CUPTI
+        err = f"graph capture failed ({type(e).__name__}: {str(e)[:120]})"
+        torch.cuda.synchronize(device)
+    return Timing(kernel, clock, Stats.of(thr), Stats.of(host), k, err)
+
+
+def python_loop(call, device: int):
+    """loop(k) for an operation called from Python (torch's own ops): host wall and device events around k calls."""
+    import time
+
+    def loop(k: int) -> tuple[float, float]:
+        stream = torch.cuda.current_stream(device)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(stream)
+        t0 = time.perf_counter()
+        for i in range(k):
+            call(i)
+        t1 = time.perf_counter()
+        e.record(stream)
+        e.synchronize()
+        return (t1 - t0) * 1e3, s.elapsed_time(e)
+
+    return loop
+
+
+def row_timer(problem: "_Problem", cdir: str, algo_id: int, math_type: str, sets: list[dict[str, torch.Tensor]],
+              limit: int, device: int):
+    """(call, loop) for one legacy algorithm on these operand sets; the loop runs in C++ (no Python per call)."""
+    from . import _ext
+
+    ext = _ext.load()
+    cp = problem.cudnn(ext)
+    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
+    n = len(sets)
+
+    def call(i: int) -> None:
+        s = sets[i % n]
+        ext.execute(cdir, cp, algo_id, math_type, s["x"], s["w"], s["y"], limit)
+
+    def loop(k: int) -> tuple[float, float]:
+        t = ext.time_calls(cdir, cp, algo_id, math_type, xs, ws, ys, k, limit)
+        return t["host_ms"], t["gpu_ms"]
+
+    return call, loop
+
+
+def operand_sets(problem: "_Problem", l2: str, device: int) -> list[dict[str, torch.Tensor]]:
+    """Fresh random cuDNN-role operands: one set (warm L2), or enough to exceed 3x the L2 cache (cold)."""
+    per_set = sum(math.prod(problem.lift(problem.operand_shape(r))) for r in "xwy") * \
+        torch.empty((), dtype=problem.dtype).element_size()
+    n_sets = 1
+    if l2 == "cold":
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20
+        free, _ = torch.cuda.mem_get_info(device)
+        n_sets = max(2, min(64, math.ceil(3 * l2_bytes / per_set) + 1, int(0.25 * free // max(per_set, 1))))
+    return [{r: problem.random_operand(r, device) for r in "xwy"} for _ in range(n_sets)]
+
+
 def measure_search(result: "SearchResult", problem: "_Problem", cfg: MeasureConfig, device: int) -> "SearchResult":
     """Returns `result` with every successful row measured (and failed rows untouched)."""
     from . import _ext
@@ -247,25 +334,19 @@ def measure_search(result: "SearchResult", problem: "_Problem", cfg: MeasureConf
     out_role = _OUTPUT_OPERAND[cdir]
     limit = -1 if result.workspace_limit is None else result.workspace_limit
 
-    # operand sets: one (warm L2) or enough to exceed 3x L2 (cold)
-    per_set = sum(math.prod(problem.lift(problem.operand_shape(r))) for r in "xwy") * \
-        torch.empty((), dtype=problem.dtype).element_size()
-    n_sets = 1
-    if cfg.l2 == "cold":
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20
-        free, _ = torch.cuda.mem_get_info(device)
-        n_sets = max(2, min(64, math.ceil(3 * l2 / per_set) + 1, int(0.25 * free // max(per_set, 1))))
+    sets = operand_sets(problem, cfg.l2, device)
+    n_sets = len(sets)
     cfg = replace(cfg, buffer_sets=n_sets)
-    sets = [{r: problem.random_operand(r, device) for r in "xwy"} for _ in range(n_sets)]
-    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
     ref = reference_output(problem, cdir, sets[0], cfg.reference)
 
-    heur = {}
+    heur: dict[tuple[int, str | None], int] = {}  # (algo, math) -> rank in cudnnGet..._v7's list
+    heur_first = None  # its first successful entry: what a heuristic-only choice would run
     try:
         h = ext.search(cdir, cp, "heuristic", workspace_limit=limit, device=device)
-        for r in h["rows"]:
-            if r["rank"] is not None:
-                heur.setdefault((r["algo_id"], r["math_type"]), r["rank"])
+        for r in sorted((r for r in h["rows"] if r["rank"] is not None), key=lambda r: r["rank"]):
+            heur.setdefault((r["algo_id"], r["math_type"]), r["rank"])
+            if heur_first is None and r["status"] == "SUCCESS":
+                heur_first = (r["algo_id"], r["math_type"])
     except CudnnError:
         pass
 
@@ -285,35 +366,18 @@ def measure_search(result: "SearchResult", problem: "_Problem", cfg: MeasureConf
             rel, mx = errors(sets[0][out_role], ref)
             if rel is None:
                 err = "output has non-finite values (unwritten or overflow)"
-            # warm-up, and a first estimate of the per-call GPU time that sets K
-            probe = ext.time_calls(cdir, cp, row.algo_id, math_t, xs, ws, ys, max(cfg.warmup, 1), limit)
-            est = max(probe["gpu_ms"] / max(cfg.warmup, 1), 1e-3)
-            k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
-            thr, host = [], []
-            for _ in range(cfg.repeats):
-                t = ext.time_calls(cdir, cp, row.algo_id, math_t, xs, ws, ys, k, limit)
-                thr.append(t["gpu_ms"] / k)
-                host.append(t["host_ms"] / k)
-
-            def one(j, _row=row, _m=math_t):
-                s = sets[j % n_sets]
-                ext.execute(cdir, cp, _row.algo_id, _m, s["x"], s["w"], s["y"], limit)
-
-            kernel, clock = None, "none"
-            try:
-                kernel = Stats.of(_graph_kernel_ms(one, k, cfg.repeats, device))
-                clock = "graph"
-            except Exception as e:  # capture refused: fall back to CUPTI below
-                err = (err + "; " if err else "") + f"graph capture failed ({type(e).__name__}: {str(e)[:120]})"
-                torch.cuda.synchronize(device)
+            call, loop = row_timer(problem, cdir, row.algo_id, math_t, sets, limit, device)
+            t = time_three_ways(call, loop, cfg.repeats, cfg.warmup, device)
+            k = t.calls_per_sample
+            if t.error:
+                err = (err + "; " if err else "") + t.error
             measured[i] = Measurement(
-                kernel_ms=kernel, kernel_clock=clock, throughput_ms=Stats.of(thr), host_ms=Stats.of(host),
-                cupti_kernel_ms=None, calls_per_sample=k, rel_err=rel, max_abs_err=mx, error=err,
-                heuristic_rank=heur.get((row.algo_id, row.math_type)),
+                kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
+                host_ms=t.host_ms, cupti_kernel_ms=None, calls_per_sample=k, rel_err=rel, max_abs_err=mx,
+                error=err, heuristic_rank=heur.get((row.algo_id, row.math_type)),
             )
             n_calls_of[i] = k
-            cupti_jobs.append((i, functools.partial(
-                ext.time_calls, cdir, cp, row.algo_id, math_t, xs, ws, ys, k, limit)))
+            cupti_jobs.append((i, functools.partial(loop, k)))
         except (CudnnError, RuntimeError, ValueError) as e:
             measured[i] = Measurement(kernel_ms=None, kernel_clock="none", throughput_ms=None, host_ms=None,
                                       cupti_kernel_ms=None, calls_per_sample=0,
@@ -350,11 +414,11 @@ def measure_search(result: "SearchResult", problem: "_Problem", cfg: MeasureConf
         measured[i] = replace(measured[i], measured_rank=rank)
 
     rows = tuple(replace(r, measured=measured.get(i)) for i, r in enumerate(result.rows))
-    del sets, xs, ws, ys, ref
+    del sets, ref
     # the heuristic's first choice among the measured rows, and what it costs against the measured best
     regret, choice = None, None
-    if heur and order:
-        first = min(heur.items(), key=lambda kv: kv[1])[0]
+    if heur_first is not None and order:
+        first = heur_first
         cands = [i for i in measured if (rows[i].algo_id, rows[i].math_type) == first and rows[i].measured
                  and rows[i].measured.kernel_ms is not None]
         name = ext.algo_names(cdir)[first[0]]

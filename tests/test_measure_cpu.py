@@ -8,7 +8,7 @@ from cudnn_algos import ConvSpec, load_json
 from cudnn_algos.api import _problem
 from cudnn_algos.measure import Measurement, MeasureConfig, Stats, conv_flops
 
-from test_results import make, row
+from test_results import make
 
 
 def test_stats_of():

@@ -78,7 +78,7 @@ def test_html_escapes():
 
 
 def test_dataframe_columns():
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     df = make().to_dataframe()
     assert len(df) == 4
     for col in ("algo", "status", "time_ms", "workspace_bytes", "deterministic", "math_type", "layer", "gpu"):
