@@ -179,9 +179,14 @@ def summary(result: dict) -> str:
             lines.append(f"run-to-run spread of the best algorithm's kernel median (2 full runs): median "
                          f"{100 * statistics.median(sp):.2f}% (target <= 3%), p90 "
                          f"{100 * sorted(sp)[int(0.9 * (len(sp) - 1))]:.2f}%")
+    costs = [c["s"] for c in result.get("default_measure_cost", [])]
+    if costs:
+        lines.append(f"cost of a default find(measure=True) of one layer's three directions, after warm-up "
+                     f"({len(costs)} layer/dtype samples): median {statistics.median(costs):.2f}s, "
+                     f"max {max(costs):.2f}s")
     costs = [c["measure_all_dirs_s"] for c in result["runs"][-1]["search_costs"]]
     if costs:
-        lines.append(f"cost of find(measure=True) for one layer's three directions (last run): median "
+        lines.append(f"  with CUPTI and repeats={result['repeats']} as in this benchmark: median "
                      f"{statistics.median(costs):.2f}s, max {max(costs):.2f}s")
     regrets = [e["heuristic_regret"] for e in result["runs"][0]["rows"] if e.get("heuristic_regret")]
     if regrets:
@@ -206,12 +211,20 @@ def main(argv=None) -> int:
     cudnn_algos.api.require_cuda()
     device = torch.cuda.current_device()
     # warm the process: cuDNN's first call loads its engines (hundreds of ms), not part of any number below
-    cudnn_algos.find(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), measure=True, repeats=2)
+    cudnn_algos.find(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), measure=True, repeats=2, cupti=True)
+    # the cost of a default measure=True search of one layer's three directions (no CUPTI), after warm-up
+    cost = []
+    for name, spec, shape, _ in resnet50_convs(batch=args.batch)[:: max(1, 23 // 6)]:
+        for dtype, fmt in (CONFIGS[c] for c in args.configs):
+            t = time.perf_counter()
+            cudnn_algos.find(spec, shape, direction="all", dtype=dtype, memory_format=fmt, measure=True)
+            cost.append({"layer": name, "dtype": str(dtype), "s": time.perf_counter() - t})
     t0 = time.perf_counter()
     env = environment(device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"batch": args.batch, "configs": args.configs, "repeats": args.repeats, "runs": [],
+              "default_measure_cost": cost,
               "env": env.__dict__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     for i in range(args.runs):
         result["runs"].append(one_run(args, device, i))

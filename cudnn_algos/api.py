@@ -305,7 +305,7 @@ def find(
     warmup: int = 3,
     l2: str = "warm",
     reference: str = "cuda",
-    cupti: bool = True,
+    cupti: bool = False,
 ) -> SearchResult | SearchResults:
     """Asks cuDNN for every legacy algorithm of one convolution and returns them all, failures included.
 
@@ -328,7 +328,8 @@ def find(
         float64 reference computed by torch (on ``reference``: "cuda" or "cpu"), achieved TFLOP/s and % of this
         device's measured matmul peak, and its heuristic and measured ranks (see cudnn_algos.measure).
     l2: "warm" (the same operands every call) or "cold" (rotate operand sets totalling > 3x the L2 cache).
-    cupti: also read CUPTI kernel records for every row (the independent clock).
+    cupti: also read CUPTI kernel records for every row (the independent clock, and the kernels' names); costs a
+        profiler session per search. Without it the CUPTI column is empty unless graph capture failed.
 
     ``time_ms`` is milliseconds as cuDNN reported it; workspace is in bytes.
     """

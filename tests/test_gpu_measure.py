@@ -19,7 +19,8 @@ def _check_stats(st):
 
 @pytest.mark.parametrize("dtype,fmt", [(torch.float32, None), (torch.float16, torch.channels_last)])
 def test_measured_statistics_are_positive_and_ordered(dtype, fmt):
-    res = cudnn_algos.find(LAYER, SHAPE, direction="all", dtype=dtype, memory_format=fmt, measure=True, repeats=5)
+    res = cudnn_algos.find(LAYER, SHAPE, direction="all", dtype=dtype, memory_format=fmt, measure=True, repeats=5,
+                           cupti=True)
     for r in res:
         assert r.is_measured and r.flops > 0 and r.peak_tflops
         measured = [row for row in r.succeeded if row.measured is not None]
