@@ -9,13 +9,14 @@ Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by
 from .api import MATH_TYPES, MODES, default_math, find, run
 from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
 from .info import info
+from .profile import EndToEnd, ModelReport, load_report, profile
 from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, SearchResults, load_json
 from .spec import ConvShapes, ConvSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "find", "run", "info", "load_json", "default_math",
+    "find", "run", "info", "load_json", "default_math", "profile", "ModelReport", "EndToEnd", "load_report",
     "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "Environment",
     "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError",
     "DIRECTIONS", "MODES", "MATH_TYPES", "__version__",

@@ -1,4 +1,4 @@
-"""``cudnn-algos`` / ``python -m cudnn_algos``: info, and find for one layer.
+"""``cudnn-algos`` / ``python -m cudnn_algos``: info, find (one layer) and profile (a whole model).
 
 Exit codes: 0 ok; 1 the GPU, cuDNN or the extension failed (one line on stderr, no traceback); 2 bad arguments.
 """
@@ -13,6 +13,9 @@ DEFAULT_CONV = "Conv2d(64, 128, 3, padding=1)"
 DEFAULT_INPUT = "32,64,56,56"
 
 EXAMPLES = f"""examples:
+  cudnn-algos profile resnet50 --batch 32 --dtype float16 --channels-last --plot out/
+  cudnn-algos profile torchvision:mobilenet_v3_small --batch 64 --json report.json --csv report.csv
+  cudnn-algos profile my_model.py:build --input 8,3,256,256 --directions forward
   cudnn-algos info
   cudnn-algos find                                   # {DEFAULT_CONV} on input {DEFAULT_INPUT}
   cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 --channels-last
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{info,find}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,profile}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
@@ -87,7 +90,78 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--workspace-limit", type=int, default=None, metavar="BYTES")
     f.add_argument("--device", type=int, default=None)
     f.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    f.add_argument("--measure", action="store_true", help="re-time every algorithm ourselves (kernel/throughput/host)")
+    f.add_argument("--repeats", type=int, default=10, help="timing samples per algorithm with --measure")
+    f.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+
+    pr = sub.add_parser("profile", help="every distinct convolution of a model, all directions, with totals",
+                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
+    pr.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
+    pr.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
+    pr.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"],
+                    help="dtype of the searches and of the end-to-end check (default: the model's)")
+    pr.add_argument("--channels-last", action="store_true")
+    pr.add_argument("--directions", default="forward,backward_data,backward_filter")
+    pr.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
+    pr.add_argument("--no-measure", action="store_true", help="use cuDNN's reported times (faster, less true)")
+    pr.add_argument("--repeats", type=int, default=5)
+    pr.add_argument("--no-e2e", action="store_true", help="skip the whole-model benchmark-mode check")
+    pr.add_argument("--json", metavar="PATH")
+    pr.add_argument("--csv", metavar="PATH")
+    pr.add_argument("--html", metavar="PATH")
+    pr.add_argument("--plot", metavar="DIR", help="write the figures (PNG and SVG) into DIR")
+    pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
+    pr.add_argument("--no-progress", action="store_true")
+    pr.add_argument("--device", type=int, default=None)
     return p
+
+
+def _cmd_profile(a: argparse.Namespace) -> int:
+    from .api import _device_index
+    from .models import ModelSourceError, load_model
+    from .profile import profile
+
+    if a.batch <= 0:
+        raise UsageError(f"--batch {a.batch} must be positive")
+    directions = tuple(d for d in a.directions.split(",") if d)
+    for d in directions:
+        if d not in ("forward", "backward_data", "backward_filter"):
+            raise UsageError(f"--directions: {d!r} is not one of forward, backward_data, backward_filter")
+    shape = parse_shape(a.input) if a.input else None
+    try:
+        model, example, name = load_model(a.model, batch=a.batch, input_shape=shape)
+    except ModelSourceError as e:
+        raise UsageError(str(e)) from None
+    fmt = None
+    if a.channels_last:
+        fmt = "channels_last_3d" if example.dim() == 5 else "channels_last"
+    _device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
+    try:
+        report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, mode=a.mode,
+                         measure=not a.no_measure, repeats=a.repeats, end_to_end_check=not a.no_e2e,
+                         progress=not a.no_progress, device=a.device, name=name)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    if a.rich:
+        try:
+            from rich.console import Console
+
+            Console().print(report.rich_table())
+        except ImportError:
+            raise UsageError("--rich needs the rich package: pip install rich") from None
+    else:
+        print(report)
+    for flag, path, write in (("--json", a.json, report.to_json), ("--csv", a.csv, report.to_csv),
+                              ("--html", a.html, report.to_html)):
+        if path:
+            write(path)
+            print(f"wrote {path}")
+    if a.plot:
+        for p in report.plot(a.plot):
+            print(f"wrote {p}")
+    return 0 if not report.interrupted else 130
+
 
 
 def _cmd_find(a: argparse.Namespace) -> int:
@@ -102,9 +176,13 @@ def _cmd_find(a: argparse.Namespace) -> int:
                   workspace_limit=a.workspace_limit, device=a.device)
     try:
         validate(conv, shape, **kwargs)
+        if a.measure:
+            from .measure import check_config
+
+            check_config(a.repeats, 3, a.l2, "cuda")
     except (ValueError, TypeError) as e:  # only argument errors are usage errors
         raise UsageError(str(e)) from None
-    res = find(conv, shape, **kwargs)
+    res = find(conv, shape, measure=a.measure, repeats=a.repeats, l2=a.l2, **kwargs)
     print(res)
     if a.json:
         res.to_json(a.json)
@@ -123,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(info())
             return 0
+        if a.command == "profile":
+            return _cmd_profile(a)
         return _cmd_find(a)
     except UsageError as e:
         parser.print_usage(sys.stderr)

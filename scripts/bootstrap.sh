@@ -10,7 +10,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/d
   "$PY" -m pip install -q torch==2.14.1
 fi
 missing=""
-for mod in ninja pytest numpy; do
+for mod in ninja pytest numpy pandas matplotlib; do
   "$PY" -c "import $mod" 2>/dev/null || missing="$missing $mod"
 done
 if [ -n "$missing" ]; then

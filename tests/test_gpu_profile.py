@@ -1,0 +1,81 @@
+"""GPU (H200): profile() on real models: every convolution found once per distinct problem, shapes right (checked
+against hooks on the real GPU forward pass), every direction searched, totals add up, end-to-end check runs."""
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos.profile import ModelReport
+
+pytestmark = pytest.mark.gpu
+
+
+def _real_uses(model, x):
+    """(name, input shape) of every conv call in a real forward pass on the GPU."""
+    seen = []
+    hs = [m.register_forward_pre_hook(lambda mod, a, n=n: seen.append((n, tuple(a[0].shape))))
+          for n, m in model.named_modules() if isinstance(m, torch.nn.modules.conv._ConvNd)]
+    with torch.no_grad():
+        model.cuda()(x.cuda())
+    for h in hs:
+        h.remove()
+    return seen
+
+
+def _check(report: ModelReport, model, x, directions):
+    real = _real_uses(model, x)
+    assert report.n_conv_calls == len(real)
+    got = sorted((name, p.input_shape) for p in report.problems for name in p.layers)
+    assert got == sorted(real), "every conv call appears exactly once, with its real input shape"
+    keys = [(p.spec, p.input_shape, p.dtype, p.memory_format) for p in report.problems]
+    assert len(keys) == len(set(keys)), "each distinct problem is searched once"
+    for p in report.problems:
+        assert set(p.results) == set(directions)
+        for d, r in p.results.items():
+            assert r.shapes.input_shape == p.input_shape and r.direction == d
+            assert r.best is not None, f"{p.spec} {d}: nothing succeeded"
+    t = report.totals()
+    for key in ("best_ms", "heuristic_ms", "layers"):
+        assert t["all"][key] == pytest.approx(sum(v[key] for k, v in t.items() if k != "all"))
+    assert t["all"]["layers"] == len(real) * len(directions)
+    assert ModelReport.load(report.to_json()) == report
+
+
+def test_resnet18_all_directions_with_end_to_end():
+    tv = pytest.importorskip("torchvision")
+    model, x = tv.models.resnet18(), torch.randn(8, 3, 112, 112)
+    r = cudnn_algos.profile(model, x, measure=False, progress=False, name="resnet18")
+    _check(r, model, x, cudnn_algos.DIRECTIONS)
+    e = r.e2e
+    assert e is not None and e.backward and e.step_ms_off > 0 and e.step_ms_on > 0
+    assert e.first_step_s_off is not None and e.first_step_s_on is not None, e.note
+    assert "benchmark mode:" in str(r)
+
+
+def test_mobilenet_v3_small_fp16_channels_last_measured():
+    tv = pytest.importorskip("torchvision")
+    model, x = tv.models.mobilenet_v3_small(), torch.randn(4, 3, 96, 96)
+    r = cudnn_algos.profile(model, x, dtype=torch.float16, memory_format=torch.channels_last, repeats=2,
+                            end_to_end_check=False, progress=False)
+    _check(r, model, x, cudnn_algos.DIRECTIONS)
+    assert any(p.spec.groups > 1 for p in r.problems), "depthwise layers are profiled"
+    assert all(p.dtype == "float16" and p.memory_format == "channels_last" for p in r.problems)
+    assert r.measured and all(row.best_ms is not None for row in r.layer_rows())
+
+
+def test_r3d_18_small_clip_forward():
+    tv = pytest.importorskip("torchvision")
+    model, x = tv.models.video.r3d_18(), torch.randn(1, 3, 8, 56, 56)
+    r = cudnn_algos.profile(model, x, directions=("forward",), measure=False, end_to_end_check=False,
+                            progress=False)
+    _check(r, model, x, ("forward",))
+    assert all(p.spec.ndim == 3 for p in r.problems)
+
+
+def test_conv1d_stack():
+    model = torch.nn.Sequential(torch.nn.Conv1d(80, 256, 5, padding=2), torch.nn.ReLU(),
+                                torch.nn.Conv1d(256, 256, 3, padding=1, groups=4), torch.nn.ReLU(),
+                                torch.nn.Conv1d(256, 256, 3, padding=1, groups=4))
+    x = torch.randn(4, 80, 1000)
+    r = cudnn_algos.profile(model, x, measure=False, end_to_end_check=False, progress=False)
+    _check(r, model, x, cudnn_algos.DIRECTIONS)
+    assert len(r.problems) == 2 and r.problems[1].count == 2
