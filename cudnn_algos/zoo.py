@@ -1,6 +1,8 @@
 """Built-in layer tables (no torchvision needed)."""
 from __future__ import annotations
 
+import torch.nn as nn
+
 from .spec import ConvSpec
 
 
@@ -36,37 +38,33 @@ def resnet50_convs(batch: int = 32, resolution: int = 224) -> list[tuple[str, Co
 
 
 # ------------------------------------------------------------------------------------------------ models
-def _bottleneck(torch_nn, cin: int, width: int, stride: int):
-    nn = torch_nn
+class Bottleneck(nn.Module):
+    """torchvision's ResNet v1.5 bottleneck (stride on the 3x3), module names included."""
 
-    class Bottleneck(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
-            self.bn2 = nn.BatchNorm2d(width)
-            self.conv3 = nn.Conv2d(width, width * 4, 1, bias=False)
-            self.bn3 = nn.BatchNorm2d(width * 4)
-            self.relu = nn.ReLU(inplace=True)
-            self.downsample = None
-            if stride != 1 or cin != width * 4:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride=stride, bias=False),
-                                                nn.BatchNorm2d(width * 4))
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, width * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or cin != width * 4:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride=stride, bias=False),
+                                            nn.BatchNorm2d(width * 4))
 
-        def forward(self, x):
-            idt = x if self.downsample is None else self.downsample(x)
-            y = self.relu(self.bn1(self.conv1(x)))
-            y = self.relu(self.bn2(self.conv2(y)))
-            return self.relu(self.bn3(self.conv3(y)) + idt)
-
-    return Bottleneck()
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        return self.relu(self.bn3(self.conv3(y)) + idt)
 
 
 def resnet50(num_classes: int = 1000):
     """ResNet-50 v1.5 (stride on the 3x3, as torchvision's), randomly initialised, built without torchvision.
     Its module names match torchvision's (conv1, layer1.0.conv2, layer2.0.downsample.0, ...)."""
-    import torch.nn as nn
 
     layers = [nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
               nn.MaxPool2d(3, stride=2, padding=1)]
@@ -75,7 +73,7 @@ def resnet50(num_classes: int = 1000):
         model.add_module(name, m)
     cin = 64
     for i, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1):
-        stage = nn.Sequential(*[_bottleneck(nn, cin if b == 0 else width * 4, width, stride if b == 0 else 1)
+        stage = nn.Sequential(*[Bottleneck(cin if b == 0 else width * 4, width, stride if b == 0 else 1)
                                 for b in range(blocks)])
         cin = width * 4
         model.add_module(f"layer{i}", stage)

@@ -123,3 +123,20 @@ def test_fixture_from_a_real_h200_run(tmp_path):
     assert t["all"]["best_ms"] <= t["all"]["heuristic_ms"] + 1e-9
     if pytest.importorskip("matplotlib"):
         assert len(r.plot(str(tmp_path), formats=("png",))) == 3
+
+
+def test_builtin_resnet50_matches_torchvision_when_available():
+    tv = pytest.importorskip("torchvision")
+    ours = {n: (m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding)
+            for n, m in resnet50().named_modules() if isinstance(m, torch.nn.Conv2d)}
+    theirs = {n: (m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding)
+              for n, m in tv.models.resnet50().named_modules() if isinstance(m, torch.nn.Conv2d)}
+    assert ours == theirs
+
+
+def test_builtin_resnet50_can_travel_to_a_fresh_process():
+    import io
+
+    buf = io.BytesIO()
+    torch.save(resnet50(), buf)  # the end-to-end check pickles the model for a fresh process
+    assert buf.getbuffer().nbytes > 50 * 2**20
