@@ -164,6 +164,12 @@ def summary(result: dict) -> str:
         lines.append(f"fidelity: {len(fid)} algorithm rows; kernel clock (graph replay) vs CUPTI kernel records: "
                      f"{100 * within:.1f}% within 5% (target >= 95%); median |ratio-1| {100 * statistics.median(dev):.2f}%, "
                      f"worst {100 * max(dev):.1f}%")
+        for lo, hi in ((0.05, None), (0.02, 0.05), (0.0, 0.02)):
+            part = [abs(f["ratio"] - 1) for f in fid if f["kernel_ms"] >= lo and (hi is None or f["kernel_ms"] < hi)]
+            if part:
+                label = f">= {lo * 1e3:.0f} us" if hi is None else f"{lo * 1e3:.0f}-{hi * 1e3:.0f} us"
+                lines.append(f"  kernels {label}: {len(part)} rows, {100 * sum(d <= 0.05 for d in part) / len(part):.1f}% "
+                             f"within 5%, median |ratio-1| {100 * statistics.median(part):.2f}%")
         worst = sorted(fid, key=lambda f: -abs(f["ratio"] - 1))[:3]
         for f in worst:
             lines.append(f"  worst: {f['config']} {f['layer']} {f['direction']} {f['algo']}/{f['math']}: graph "

@@ -7,7 +7,8 @@ Clocks (see README "What each number means"):
   throughput  device events around K back-to-back calls (the launch loop runs in C++), per call: what a training
               loop sees. When the host is slower than the kernels this measures the host.
   host        host wall time of the same loop, per call: the CPU cost of one launch through the legacy API.
-  cupti       the independent clock: CUPTI kernel records of K calls, summed, per call (mean).
+  cupti       the independent clock: CUPTI kernel records of K calls, the union of their [start, end) intervals
+              (concurrent kernels counted once), per call (mean).
 Each of kernel/throughput/host is sampled ``repeats`` times (after ``warmup`` calls); the headline is the median.
 Operands are fresh random tensors (never zeros); with ``l2="cold"`` calls rotate through enough operand sets
 that together exceed three times the L2 cache, so no call finds its tensors cache-resident.
@@ -224,7 +225,7 @@ def _cupti_per_row(jobs: list[tuple[int, Any]], n_calls: dict[int, int], device:
                 torch.cuda.synchronize(device)
     events = prof.events()
     ranges = [(e.time_range.start, e.time_range.end, names[e.name]) for e in events if e.name in names]
-    total: dict[int, float] = {i: 0.0 for _, _, i in ranges}
+    spans: dict[int, list[tuple[float, float]]] = {i: [] for _, _, i in ranges}
     kernels: dict[int, dict[str, None]] = {i: {} for _, _, i in ranges}
     for e in events:
         # device-side activity only; kineto also mirrors each named range onto the GPU timeline as an annotation
@@ -234,10 +235,26 @@ def _cupti_per_row(jobs: list[tuple[int, Any]], n_calls: dict[int, int], device:
         start = e.time_range.start
         for lo, hi, idx in ranges:
             if lo <= start <= hi:
-                total[idx] += e.time_range.elapsed_us()
+                spans[idx].append((e.time_range.start, e.time_range.end))
                 kernels[idx][e.name] = None
                 break
-    return {i: (total[i] / 1000.0 / n_calls[i], tuple(kernels[i])) for i in total}
+    return {i: (_busy_us(spans[i]) / 1000.0 / n_calls[i], tuple(kernels[i])) for i in spans}
+
+
+def _busy_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals: the time the GPU was running at least one of these kernels.
+    (A plain sum over-counts kernels that run concurrently, as cuDNN's FFT paths' kernels do: seen on the H200.)"""
+    total, cur_lo, cur_hi = 0.0, None, None
+    for lo, hi in sorted(intervals):
+        if cur_hi is None or lo > cur_hi:
+            if cur_hi is not None:
+                total += cur_hi - cur_lo
+            cur_lo, cur_hi = lo, hi
+        else:
+            cur_hi = max(cur_hi, hi)
+    if cur_hi is not None:
+        total += cur_hi - cur_lo
+    return total
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,11 @@ def test_measured_json_round_trip_and_dataframe():
                 "tflops", "pct_peak", "heuristic_rank", "measured_rank", "cupti_kernel_ms", "kernel_clock"):
         assert col in df.columns, col
     assert df.loc[0, "kernel_median_ms"] == 0.1
+
+
+def test_busy_time_counts_concurrent_kernels_once():
+    from cudnn_algos.measure import _busy_us
+
+    assert _busy_us([]) == 0
+    assert _busy_us([(0, 10), (12, 20)]) == 18  # sequential: the sum
+    assert _busy_us([(0, 10), (2, 8), (5, 15), (20, 21)]) == 16  # overlapping: the union
