@@ -32,12 +32,12 @@ def heatmap(report: "ModelReport"):
     fig = _figure(5.5 * len(dirs), 0.32 * len(report.problems) + 2.5)
     axes = fig.subplots(1, len(dirs), squeeze=False)[0]
     for ax, d in zip(axes, dirs):
-        algos: list[str] = []
+        ids: dict[str, int] = {}
         for p in report.problems:
             r = p.results.get(d)
             for row in r.rows if r else ():
-                if row.algo not in algos:
-                    algos.append(row.algo)
+                ids.setdefault(row.algo, row.algo_id)
+        algos = sorted(ids, key=ids.get)  # cuDNN's enum order, the same in every panel and report
         grid = np.full((len(report.problems), len(algos)), np.nan)
         for i, p in enumerate(report.problems):
             r = p.results.get(d)
