@@ -16,6 +16,21 @@ if TYPE_CHECKING:  # pragma: no cover
 _SHORT = {"forward": "forward", "backward_data": "backward-data", "backward_filter": "backward-filter"}
 
 
+def _relative_times(report: "ModelReport", direction: str):
+    """(problem index, row, time / that problem's best) for every successful, timed row of one direction."""
+    from .profile import row_time
+
+    for i, p in enumerate(report.problems):
+        r = p.results.get(direction)
+        if r is None or r.best is None or not row_time(r.best):
+            continue
+        best = row_time(r.best)
+        for row in r.succeeded:
+            t = row_time(row)
+            if t is not None:
+                yield i, row, t / best
+
+
 def _figure(w: float, h: float):
     from matplotlib.figure import Figure
 
@@ -25,8 +40,6 @@ def _figure(w: float, h: float):
 def heatmap(report: "ModelReport"):
     import numpy as np
     from matplotlib.colors import LogNorm
-
-    from .profile import row_time
 
     dirs = report.directions
     fig = _figure(5.5 * len(dirs), 0.32 * len(report.problems) + 2.5)
@@ -39,17 +52,9 @@ def heatmap(report: "ModelReport"):
                 ids.setdefault(row.algo, row.algo_id)
         algos = sorted(ids, key=ids.get)  # cuDNN's enum order, the same in every panel and report
         grid = np.full((len(report.problems), len(algos)), np.nan)
-        for i, p in enumerate(report.problems):
-            r = p.results.get(d)
-            if r is None or r.best is None or row_time(r.best) is None:
-                continue
-            best = row_time(r.best)
-            for row in r.succeeded:
-                t = row_time(row)
-                if t is not None:
-                    j = algos.index(row.algo)
-                    v = t / best
-                    grid[i, j] = v if math.isnan(grid[i, j]) else min(grid[i, j], v)
+        for i, row, v in _relative_times(report, d):
+            j = algos.index(row.algo)
+            grid[i, j] = v if math.isnan(grid[i, j]) else min(grid[i, j], v)
         masked = np.ma.masked_invalid(grid)
         cmap = _cmap()
         vmax = max(2.0, float(np.nanmax(grid))) if np.isfinite(grid).any() else 2.0
@@ -98,23 +103,15 @@ def best_vs_heuristic(report: "ModelReport"):
 
 
 def workspace_vs_time(report: "ModelReport"):
-    from .profile import row_time
-
     fig = _figure(7, 4.5)
     ax = fig.subplots()
     colors = {"forward": "#1b9e77", "backward_data": "#d95f02", "backward_filter": "#7570b3"}
     for d in report.directions:
         xs, ys = [], []
-        for p in report.problems:
-            r = p.results.get(d)
-            if r is None or r.best is None or row_time(r.best) is None:
-                continue
-            bt = row_time(r.best)
-            for row in r.succeeded:
-                t = row_time(row)
-                if t is not None and row.workspace_bytes is not None:
-                    xs.append(t / bt)
-                    ys.append(row.workspace_bytes / 2**20)
+        for _, row, v in _relative_times(report, d):
+            if row.workspace_bytes is not None:
+                xs.append(v)
+                ys.append(row.workspace_bytes / 2**20)
         ax.scatter(xs, ys, s=14, alpha=0.7, label=_SHORT[d], color=colors[d])
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1.0)

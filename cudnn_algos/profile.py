@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import json
 import os
 import statistics
 import subprocess
@@ -19,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, format_bytes
+from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, format_bytes, read_json, write_json
 from .spec import ConvSpec
 
 REPORT_SCHEMA = 1
@@ -264,11 +263,7 @@ class ModelReport:
         }
 
     def to_json(self, path: str | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
-        if path:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return write_json(self.to_dict(), path)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelReport":
@@ -287,11 +282,7 @@ class ModelReport:
 
     @classmethod
     def load(cls, source: str) -> "ModelReport":
-        text = source
-        if not source.lstrip().startswith("{"):
-            with open(source) as f:
-                text = f.read()
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(read_json(source))
 
     # ---------------------------------------------------------------- figures
     def plot(self, out_dir: str, formats: Sequence[str] = ("png", "svg")) -> list[str]:

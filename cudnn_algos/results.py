@@ -301,11 +301,7 @@ class SearchResult:
         return d
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
-        text = json.dumps(self.to_dict(), indent=kwargs.pop("indent", 1), allow_nan=False, **kwargs)
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return write_json(self.to_dict(), path, **kwargs)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SearchResult":
@@ -360,20 +356,29 @@ class SearchResults:
         return {"results": [r.to_dict() for r in self.results]}
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
-        text = json.dumps(self.to_dict(), indent=kwargs.pop("indent", 1), allow_nan=False, **kwargs)
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return write_json(self.to_dict(), path, **kwargs)
+
+
+def write_json(d: dict[str, Any], path: str | None = None, **kwargs: Any) -> str:
+    """JSON text of `d` (strict: no NaN), also written to `path` when given."""
+    text = json.dumps(d, indent=kwargs.pop("indent", 1), allow_nan=False, **kwargs)
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(text)
+    return text
+
+
+def read_json(source: str) -> dict[str, Any]:
+    """A JSON object from a string holding it or from a file path."""
+    if source.lstrip().startswith("{"):
+        return json.loads(source)
+    with open(source) as f:
+        return json.load(f)
 
 
 def load_json(source: str) -> SearchResult | SearchResults:
     """Reads what ``to_json`` wrote (a JSON string or a file path) back into equal result objects."""
-    text = source
-    if not source.lstrip().startswith("{"):
-        with open(source) as f:
-            text = f.read()
-    d = json.loads(text)
+    d = read_json(source)
     if "results" in d and "rows" not in d:
         return SearchResults(tuple(SearchResult.from_dict(r) for r in d["results"]))
     return SearchResult.from_dict(d)
