@@ -37,14 +37,6 @@ struct ConvProblem {
   // Accumulation type: cuDNN computes half and bfloat16 convolutions in float, as torch does.
   cudnnDataType_t compute_type() const { return dtype == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 
-  size_t element_size() const {
-    switch (dtype) {
-      case CUDNN_DATA_DOUBLE: return 8;
-      case CUDNN_DATA_FLOAT: return 4;
-      default: return 2;
-    }
-  }
-
   // Strides of a packed tensor with these dims in this problem's layout.
   std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) const {
     const size_t n = dims.size();

@@ -334,8 +334,9 @@ def row_timer(problem: "_Problem", cdir: str, algo_id: int, math_type: str, sets
 
 def operand_sets(problem: "_Problem", l2: str, device: int) -> list[dict[str, torch.Tensor]]:
     """Fresh random cuDNN-role operands: one set (warm L2), or enough to exceed 3x the L2 cache (cold)."""
-    per_set = sum(math.prod(problem.lift(problem.operand_shape(r))) for r in "xwy") * \
-        torch.empty((), dtype=problem.dtype).element_size()
+    from .api import _nbytes
+
+    per_set = _nbytes(problem)
     n_sets = 1
     if l2 == "cold":
         l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
@@ -422,7 +421,3 @@ def _tuples(d: dict) -> dict:
         return tuple(conv(x) for x in v) if isinstance(v, list) else v
 
     return {k: conv(v) for k, v in d.items()}
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
