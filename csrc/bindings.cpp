@@ -10,6 +10,7 @@
 #include <string>
 
 #include "check.h"
+#include "engine_search.h"
 #include "legacy_search.h"
 
 namespace py = pybind11;
@@ -177,21 +178,27 @@ void execute(const std::string& direction, const ConvProblem& p, int algo_id, co
   legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
 }
 
+std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Tensor>& xs,
+                                 const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& ys, int* device) {
+  if (xs.empty() || xs.size() != ws.size() || xs.size() != ys.size())
+    throw std::invalid_argument("xs, ws, ys must be non-empty lists of one length");
+  std::vector<Buffers> sets;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    int dev_i = 0;
+    sets.push_back(buffers_of(p, xs[i], ws[i], ys[i], &dev_i));
+    if (i == 0) *device = dev_i;
+    else if (dev_i != *device) throw std::invalid_argument("all buffer sets must be on one device");
+  }
+  return sets;
+}
+
 py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
                     const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
                     const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
   const Direction dir = parse_direction(direction);
   const cudnnMathType_t mt = parse_math(math);
-  if (xs.empty() || xs.size() != ws.size() || xs.size() != ys.size())
-    throw std::invalid_argument("time_calls: xs, ws, ys must be non-empty lists of one length");
   int device = 0;
-  std::vector<Buffers> sets;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    int dev_i = 0;
-    sets.push_back(buffers_of(p, xs[i], ws[i], ys[i], &dev_i));
-    if (i == 0) device = dev_i;
-    else if (dev_i != device) throw std::invalid_argument("time_calls: all buffer sets must be on one device");
-  }
+  const std::vector<Buffers> sets = buffer_sets(p, xs, ws, ys, &device);
   CallTiming t;
   {
     py::gil_scoped_release nogil;
@@ -200,6 +207,26 @@ py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo
   py::dict d;
   d["host_ms"] = t.host_ms;
   d["gpu_ms"] = t.gpu_ms;
+  return d;
+}
+
+py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
+                          bool exhaustive, int64_t max_configs, bool runtime_compiled, int device) {
+  EngineSearchOptions opt;
+  opt.heuristics = std::move(heuristics);
+  opt.exhaustive = exhaustive;
+  opt.max_configs = max_configs;
+  opt.runtime_compiled = runtime_compiled;
+  const Direction dir = parse_direction(direction);
+  EngineSearchOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = engine_search(dir, p, opt, device);
+  }
+  py::dict d;
+  d["plans"] = out.plans;
+  d["engine_count"] = out.engine_count;
+  d["search_ms"] = out.search_ms;
   return d;
 }
 
@@ -256,6 +283,44 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         return legacy_workspace_size(dir, p, algo_id, mt, device);
       },
       py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"), py::arg("device") = 0);
+  py::class_<EnginePlan, std::shared_ptr<EnginePlan>>(m, "EnginePlan")
+      .def_readonly("engine_id", &EnginePlan::engine_id)
+      .def_readonly("knobs", &EnginePlan::knobs)
+      .def_readonly("numerical_notes", &EnginePlan::numerical_notes)
+      .def_readonly("behavior_notes", &EnginePlan::behavior_notes)
+      .def_readonly("sources", &EnginePlan::sources)
+      .def_readonly("heuristic_ranks", &EnginePlan::heuristic_ranks)
+      .def_readonly("status", &EnginePlan::status)
+      .def_readonly("stage", &EnginePlan::stage)
+      .def_readonly("workspace_bytes", &EnginePlan::workspace_bytes)
+      .def_readonly("plan_json", &EnginePlan::plan_json)
+      .def("execute",
+           [](EnginePlan& pl, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
+             int device = 0;
+             const Buffers b = buffers_of(pl.problem(), x, w, y, &device);
+             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+             py::gil_scoped_release nogil;
+             pl.execute(b);
+           })
+      .def("time_calls",
+           [](EnginePlan& pl, const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+              const std::vector<at::Tensor>& ys, int iters) {
+             int device = 0;
+             const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
+             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+             std::pair<double, double> t;
+             {
+               py::gil_scoped_release nogil;
+               t = pl.time_calls(sets, iters);
+             }
+             py::dict d;
+             d["host_ms"] = t.first;
+             d["gpu_ms"] = t.second;
+             return d;
+           });
+  m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
+        py::arg("heuristics") = std::vector<std::string>{"a", "b", "fallback"}, py::arg("exhaustive") = false,
+        py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0);
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);

@@ -75,3 +75,20 @@ inline std::string last_cudnn_message() {
     if (cudnn_algos_error_ != cudaSuccess)                                   \
       ::cudnn_algos::throw_cuda(cudnn_algos_error_, #call, __FILE__, __LINE__); \
   } while (0)
+
+namespace cudnn_algos {
+
+// A CUDA event (timing enabled), destroyed with its scope.
+class Event {
+ public:
+  Event() { CUDA_CHECK(cudaEventCreate(&e_)); }
+  ~Event() { cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+}  // namespace cudnn_algos

@@ -28,6 +28,12 @@ struct DirectionTraits<Direction::Forward> {
   using algo_t = cudnnConvolutionFwdAlgo_t;
   static constexpr const char* name = "forward";
   static constexpr Operand output = Operand::Y;
+  // graph API: the operation descriptor and its attributes (alpha, beta, conv, x, w, y)
+  static constexpr cudnnBackendDescriptorType_t op_type = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
+  static constexpr std::array<cudnnBackendAttributeName_t, 6> op_attrs = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
   static constexpr std::array<const char*, 8> algo_names = {
       "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
       "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
@@ -61,6 +67,11 @@ struct DirectionTraits<Direction::BackwardData> {
   using algo_t = cudnnConvolutionBwdDataAlgo_t;
   static constexpr const char* name = "backward_data";
   static constexpr Operand output = Operand::X;
+  static constexpr cudnnBackendDescriptorType_t op_type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
+  static constexpr std::array<cudnnBackendAttributeName_t, 6> op_attrs = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY};
   static constexpr std::array<const char*, 6> algo_names = {
       "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
   static_assert(algo_names.size() == CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
@@ -97,6 +108,12 @@ struct DirectionTraits<Direction::BackwardFilter> {
   using algo_t = cudnnConvolutionBwdFilterAlgo_t;
   static constexpr const char* name = "backward_filter";
   static constexpr Operand output = Operand::W;
+  static constexpr cudnnBackendDescriptorType_t op_type =
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+  static constexpr std::array<cudnnBackendAttributeName_t, 6> op_attrs = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY};
   static constexpr std::array<const char*, 7> algo_names = {
       "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
   static_assert(algo_names.size() == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,

@@ -29,19 +29,6 @@ const char* math_type_name(cudnnMathType_t m) {
 
 namespace {
 
-// A CUDA event, timing enabled; destroyed with its scope.
-class Event {
- public:
-  Event() { CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
 // Workspace from torch's caching allocator, so searches share memory with the user's model and OOM behaves
 // like any torch allocation. Returns an empty DataPtr for 0 bytes.
 c10::DataPtr allocate_workspace(size_t bytes) {

@@ -11,6 +11,8 @@ import os
 from dataclasses import replace
 from typing import Any, Sequence
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
@@ -18,6 +20,9 @@ from . import _ext
 from .errors import CudaUnavailableError, CudnnError
 from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, SearchResults
 from .spec import ConvShapes, ConvSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engines import EngineRow
 
 MODES = ("find", "find_ex", "heuristic")
 MATH_TYPES = ("default", "tensor_op", "tensor_op_allow_conversion", "fma")
@@ -444,7 +449,7 @@ def _format_of(t: torch.Tensor) -> str:
 
 def run(
     conv: ConvSpec | torch.nn.Module,
-    algo: AlgoResult | str | int,
+    algo: "AlgoResult | str | int | EngineRow",
     *,
     direction: str = "forward",
     input: torch.Tensor | None = None,
@@ -460,7 +465,8 @@ def run(
     direction ``"forward"`` needs ``input`` and ``weight`` and returns the layer's output (no bias);
     ``"backward_data"`` needs ``weight``, ``grad_output`` and ``input_shape`` (or ``input``) and returns the
     gradient wrt the input; ``"backward_filter"`` needs ``input`` and ``grad_output`` and returns the gradient wrt
-    the weight. ``algo`` is a row of a search (its algorithm and math type are used), a name or an id. The tensors
+    the weight. ``algo`` is a row of a search (its algorithm and math type are used), a name or an id, or an
+    engine configuration from :func:`find_engines` (its execution plan runs). The tensors
     must be CUDA tensors of one dtype on one device; their layout is taken from ``memory_format`` or, by default,
     from the first tensor given. Returns a new tensor, in that layout.
     """
@@ -498,9 +504,24 @@ def run(
     dev = first.device.index if first.device.index is not None else torch.cuda.current_device()
     ext = _ext.load()
     cdir = _CUDNN_DIRECTION[(spec.transposed, direction)]
-    algo_id, row_math = _algo_id(algo, cdir, ext)
-    exec_math = math if math is not None else (row_math or problem.math)
-    _check_choice("math", exec_math, MATH_TYPES)
+    from .engines import EngineRow
+
+    if isinstance(algo, EngineRow):  # a graph-API engine configuration: run its execution plan
+        if algo.direction != cdir:
+            raise ValueError(f"algo is a {algo.direction} engine configuration but this call runs cuDNN's {cdir}")
+        if not algo.ok or algo.plan is None:
+            raise ValueError(f"engine configuration {algo.name} has no plan to run (status {algo.status}; plans "
+                             "are not saved with JSON)")
+
+        def execute(x, w, y):
+            algo.plan.execute(x, w, y)
+    else:
+        algo_id, row_math = _algo_id(algo, cdir, ext)
+        exec_math = math if math is not None else (row_math or problem.math)
+        _check_choice("math", exec_math, MATH_TYPES)
+
+        def execute(x, w, y):
+            ext.execute(cdir, cp, algo_id, exec_math, x, w, y, workspace_limit=limit)
 
     # the layer's tensors in cuDNN's roles
     sh = problem.shapes
@@ -519,7 +540,7 @@ def run(
     cp = problem.cudnn(ext)
     try:
         with torch.cuda.device(dev):
-            ext.execute(cdir, cp, algo_id, exec_math, ops["x"], ops["w"], ops["y"], workspace_limit=limit)
+            execute(ops["x"], ops["w"], ops["y"])
     except CudnnError as e:
         err = _with_context(e, problem, direction)
     else:

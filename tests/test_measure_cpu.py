@@ -88,3 +88,17 @@ def test_busy_time_counts_concurrent_kernels_once():
     assert _busy_us([]) == 0
     assert _busy_us([(0, 10), (12, 20)]) == 18  # sequential: the sum
     assert _busy_us([(0, 10), (2, 8), (5, 15), (20, 21)]) == 16  # overlapping: the union
+
+
+def test_engine_family_and_arguments():
+    from cudnn_algos.engines import legacy_family
+
+    assert legacy_family(("TENSOR_CORE",)) == "IMPLICIT_GEMM"
+    assert legacy_family(("FFT",)) == "FFT"
+    assert legacy_family(("WINOGRAD", "WINOGRAD_TILE_4x4")) == "WINOGRAD"
+    with pytest.raises(ValueError, match="max_configs=0"):
+        cudnn_algos.find_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), max_configs=0)
+    with pytest.raises(ValueError, match="heuristics='z'"):
+        cudnn_algos.find_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), heuristics=("z",))
+    with pytest.raises(ValueError, match="one direction at a time"):
+        cudnn_algos.find_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), direction="all")

@@ -1,0 +1,420 @@
+// Engine x knob search through cuDNN's backend (graph) API, written once and specialised per direction through
+// DirectionTraits (operation type and attribute names).
+//
+// Note [statuses in the engine search]: an engine that does not support the graph, a knob choice that fails to
+// finalize, or a plan that fails to build is data (a plan row whose `status` and `stage` say so); only a failure
+// to describe the problem itself (tensors, convolution, operation graph) is an exception.
+#include "engine_search.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "check.h"
+#include "descriptors.h"
+
+namespace cudnn_algos {
+
+BackendDesc::BackendDesc(cudnnBackendDescriptorType_t type) { CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_)); }
+
+BackendDesc::~BackendDesc() {
+  if (d_) cudnnBackendDestroyDescriptor(d_);
+}
+
+BackendDesc& BackendDesc::operator=(BackendDesc&& o) noexcept {
+  if (this != &o) {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+    d_ = std::exchange(o.d_, nullptr);
+  }
+  return *this;
+}
+
+namespace {
+
+// ---- attribute helpers (an attribute call that fails is a bug in how we describe the problem: it throws)
+template <typename T>
+void set_attr(const BackendDesc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, const T* v,
+              int64_t n = 1) {
+  CUDNN_CHECK(cudnnBackendSetAttribute(d.get(), a, t, n, v));
+}
+
+void set_desc(const BackendDesc& d, cudnnBackendAttributeName_t a, const BackendDesc& v) {
+  cudnnBackendDescriptor_t raw = v.get();
+  set_attr(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw);
+}
+
+void set_int64s(const BackendDesc& d, cudnnBackendAttributeName_t a, const std::vector<int64_t>& v) {
+  set_attr(d, a, CUDNN_TYPE_INT64, v.data(), static_cast<int64_t>(v.size()));
+}
+
+int64_t get_int64(const BackendDesc& d, cudnnBackendAttributeName_t a) {
+  int64_t v = 0, n = 0;
+  CUDNN_CHECK(cudnnBackendGetAttribute(d.get(), a, CUDNN_TYPE_INT64, 1, &n, &v));
+  return v;
+}
+
+template <typename E>
+std::vector<int> get_enums(const BackendDesc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t) {
+  std::vector<E> v(64);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(d.get(), a, t, static_cast<int64_t>(v.size()), &n, v.data()) != CUDNN_STATUS_SUCCESS)
+    return {};
+  return std::vector<int>(v.begin(), v.begin() + std::min<int64_t>(n, v.size()));
+}
+
+// A list of descriptors held by an attribute (heuristic results, knob infos, knob choices): pre-created, then filled.
+std::vector<BackendDesc> get_descs(const BackendDesc& d, cudnnBackendAttributeName_t a,
+                                   cudnnBackendDescriptorType_t type, int64_t max_n) {
+  std::vector<BackendDesc> out;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < max_n; ++i) {
+    out.emplace_back(type);
+    raw.push_back(out.back().get());
+  }
+  int64_t n = 0;
+  CUDNN_CHECK(cudnnBackendGetAttribute(d.get(), a, CUDNN_TYPE_BACKEND_DESCRIPTOR, max_n, &n, raw.data()));
+  out.resize(static_cast<size_t>(std::min(n, max_n)));
+  return out;
+}
+
+c10::DataPtr workspace(size_t bytes) {
+  if (bytes == 0) return c10::DataPtr();
+  return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+}
+
+cudnnBackendHeurMode_t heur_mode(const std::string& s) {
+  if (s == "a") return CUDNN_HEUR_MODE_A;
+  if (s == "b") return CUDNN_HEUR_MODE_B;
+  if (s == "instant") return CUDNN_HEUR_MODE_INSTANT;
+  if (s == "fallback") return CUDNN_HEUR_MODE_FALLBACK;
+  throw std::invalid_argument("heuristic mode '" + s + "' is not one of: a, b, instant, fallback");
+}
+
+constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
+
+}  // namespace
+
+struct EngineGraph {
+  ConvProblem problem;
+  BackendDesc x, w, y, conv, op, graph;
+  cudnnHandle_t handle = nullptr;
+};
+
+namespace {
+
+BackendDesc tensor(const ConvProblem& p, const std::vector<int64_t>& dims, int64_t uid) {
+  BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t dt = p.dtype;
+  const int64_t alignment = 16;
+  set_attr(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt);
+  set_int64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
+  set_int64s(t, CUDNN_ATTR_TENSOR_STRIDES, p.strides_of(dims));
+  set_attr(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+  set_attr(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment);
+  CUDNN_CHECK(cudnnBackendFinalize(t.get()));
+  return t;
+}
+
+template <Direction D>
+std::shared_ptr<EngineGraph> build_graph(const ConvProblem& p, cudnnHandle_t handle) {
+  using T = DirectionTraits<D>;
+  p.validate();
+  auto g = std::make_shared<EngineGraph>();
+  g->problem = p;
+  g->handle = handle;
+  g->x = tensor(p, p.x_dims, kUidX);
+  g->w = tensor(p, p.w_dims, kUidW);
+  g->y = tensor(p, p.y_dims, kUidY);
+
+  g->conv = BackendDesc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t comp = p.compute_type();
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t nsp = p.spatial_dims();
+  const std::vector<int64_t> pad(p.padding.begin(), p.padding.end()), str(p.stride.begin(), p.stride.end()),
+      dil(p.dilation.begin(), p.dilation.end());
+  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
+  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
+  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &nsp);
+  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, dil);
+  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, str);
+  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, pad);
+  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, pad);
+  CUDNN_CHECK(cudnnBackendFinalize(g->conv.get()));
+
+  g->op = BackendDesc(T::op_type);
+  const auto& a = T::op_attrs;  // alpha, beta, conv, x-role, w-role, y-role
+  if (p.dtype == CUDNN_DATA_DOUBLE) {
+    const double one = 1.0, zero = 0.0;
+    set_attr(g->op, a[0], CUDNN_TYPE_DOUBLE, &one);
+    set_attr(g->op, a[1], CUDNN_TYPE_DOUBLE, &zero);
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    set_attr(g->op, a[0], CUDNN_TYPE_FLOAT, &one);
+    set_attr(g->op, a[1], CUDNN_TYPE_FLOAT, &zero);
+  }
+  set_desc(g->op, a[2], g->conv);
+  set_desc(g->op, a[3], g->x);
+  set_desc(g->op, a[4], g->w);
+  set_desc(g->op, a[5], g->y);
+  CUDNN_CHECK(cudnnBackendFinalize(g->op.get()));
+
+  g->graph = BackendDesc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  cudnnBackendDescriptor_t op_raw = g->op.get();
+  set_attr(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_raw);
+  set_attr(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  CUDNN_CHECK(cudnnBackendFinalize(g->graph.get()));
+  return g;
+}
+
+// Notes, knob choices and plan of one finalized engine config; failures are recorded on the plan row.
+void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compiled) {
+  pl.engine_id = get_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+  pl.numerical_notes = get_enums<cudnnBackendNumericalNote_t>(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                                               CUDNN_TYPE_NUMERICAL_NOTE);
+  pl.behavior_notes = get_enums<cudnnBackendBehaviorNote_t>(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                                            CUDNN_TYPE_BEHAVIOR_NOTE);
+  const bool rtc = std::find(pl.behavior_notes.begin(), pl.behavior_notes.end(),
+                             static_cast<int>(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) != pl.behavior_notes.end();
+  if (rtc && !runtime_compiled) {
+    pl.status = "SKIPPED_RUNTIME_COMPILATION";
+    pl.stage = "plan";
+    return;
+  }
+  pl.plan = BackendDesc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  cudnnBackendDescriptor_t cfg = pl.config.get();
+  cudnnHandle_t h = pl.graph->handle;
+  set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
+  const cudnnStatus_t s = cudnnBackendFinalize(pl.plan.get());
+  if (s != CUDNN_STATUS_SUCCESS) {
+    pl.status = short_status_name(s);
+    pl.stage = "plan";
+    pl.plan = BackendDesc();
+    return;
+  }
+  pl.workspace_bytes = get_int64(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+  std::vector<char> json(1 << 14, 0);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(pl.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                               static_cast<int64_t>(json.size()), &n, json.data()) == CUDNN_STATUS_SUCCESS)
+    pl.plan_json.assign(json.data(), static_cast<size_t>(std::min<int64_t>(n, json.size())));
+}
+
+// Knob choices of a config, as (type, value) pairs.
+std::vector<std::pair<int64_t, int64_t>> knobs_of(const BackendDesc& cfg) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto choices = get_descs(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
+                           CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& c : choices) {
+    cudnnBackendKnobType_t type{};
+    int64_t n = 0, value = 0;
+    CUDNN_CHECK(cudnnBackendGetAttribute(c.get(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                         &type));
+    CUDNN_CHECK(cudnnBackendGetAttribute(c.get(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n,
+                                         &value));
+    out.emplace_back(static_cast<int64_t>(type), value);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct KnobRange {
+  int64_t type, lo, hi, stride;
+};
+
+std::vector<KnobRange> knob_ranges(const BackendDesc& engine) {
+  std::vector<KnobRange> out;
+  auto infos = get_descs(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR,
+                         CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : infos) {
+    cudnnBackendKnobType_t type{};
+    int64_t n = 0, lo = 0, hi = 0, st = 1;
+    CUDNN_CHECK(cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type));
+    CUDNN_CHECK(cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &lo));
+    CUDNN_CHECK(cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &hi));
+    CUDNN_CHECK(cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &n, &st));
+    out.push_back({static_cast<int64_t>(type), lo, hi, std::max<int64_t>(st, 1)});
+  }
+  return out;
+}
+
+template <Direction D>
+EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& opt, int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineSearchOutput out;
+  auto graph = build_graph<D>(p, handle_for(device));
+  out.engine_count = get_int64(graph->graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT);
+
+  std::map<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>, std::shared_ptr<EnginePlan>> seen;
+  auto add = [&](std::shared_ptr<EnginePlan> pl, const std::string& source, int rank) {
+    auto key = std::make_pair(pl->engine_id, pl->knobs);
+    auto it = seen.find(key);
+    if (it != seen.end() && pl->engine_id >= 0) {
+      it->second->sources.push_back(source);
+      if (rank >= 0) it->second->heuristic_ranks.emplace_back(source, rank);
+      return;
+    }
+    pl->sources.push_back(source);
+    if (rank >= 0) pl->heuristic_ranks.emplace_back(source, rank);
+    seen.emplace(key, pl);
+    out.plans.push_back(std::move(pl));
+  };
+  auto new_plan = [&]() {
+    auto pl = std::make_shared<EnginePlan>();
+    pl->graph = graph;
+    pl->device = device;
+    pl->dbl = p.dtype == CUDNN_DATA_DOUBLE;
+    return pl;
+  };
+
+  // 1. heuristics: their ranked engine configs, as cuDNN (and torch) would pick them
+  for (const auto& mode_name : opt.heuristics) {
+    const cudnnBackendHeurMode_t mode = heur_mode(mode_name);
+    const std::string source = mode_name == "fallback" ? "fallback" : "heuristic_" + mode_name;
+    BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cudnnBackendDescriptor_t g = graph->graph.get();
+    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
+    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+    if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;  // e.g. mode B on 3-d problems
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS)
+      continue;
+    auto cfgs = get_descs(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count);
+    for (size_t r = 0; r < cfgs.size(); ++r) {
+      auto pl = new_plan();
+      pl->config = std::move(cfgs[r]);
+      auto engines = get_descs(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1);
+      if (engines.empty()) continue;
+      pl->knobs = knobs_of(pl->config);
+      pl->engine_id = get_int64(engines[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+      const auto key = std::make_pair(pl->engine_id, pl->knobs);
+      if (seen.count(key)) {  // the same config from another list: record where else it ranked, build once
+        add(pl, source, static_cast<int>(r));
+        continue;
+      }
+      finish_plan(*pl, engines[0], opt.runtime_compiled);
+      add(pl, source, static_cast<int>(r));
+    }
+  }
+
+  // 2. exhaustive: every engine, every knob combination, until max_configs plans exist in all
+  if (opt.exhaustive) {
+    for (int64_t e = 0; e < out.engine_count && static_cast<int64_t>(out.plans.size()) < opt.max_configs; ++e) {
+      BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+      cudnnBackendDescriptor_t g = graph->graph.get();
+      set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
+      set_attr(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &e);
+      const cudnnStatus_t s = cudnnBackendFinalize(engine.get());
+      if (s != CUDNN_STATUS_SUCCESS) {
+        auto pl = new_plan();
+        pl->engine_id = e;
+        pl->status = short_status_name(s);
+        pl->stage = "engine";
+        add(pl, "exhaustive", -1);
+        continue;
+      }
+      const auto ranges = knob_ranges(engine);
+      // odometer over the knob values
+      std::vector<int64_t> value;
+      for (const auto& k : ranges) value.push_back(k.lo);
+      while (static_cast<int64_t>(out.plans.size()) < opt.max_configs) {
+        auto pl = new_plan();
+        pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        std::vector<BackendDesc> choices;
+        std::vector<cudnnBackendDescriptor_t> raw;
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+          const auto type = static_cast<cudnnBackendKnobType_t>(ranges[i].type);
+          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
+          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &value[i]);
+          CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
+          raw.push_back(choices.back().get());
+          pl->knobs.emplace_back(ranges[i].type, value[i]);
+        }
+        std::sort(pl->knobs.begin(), pl->knobs.end());
+        pl->engine_id = e;
+        if (!seen.count(std::make_pair(e, pl->knobs))) {
+          cudnnBackendDescriptor_t eng = engine.get();
+          set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
+          if (!raw.empty())
+            set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
+                     static_cast<int64_t>(raw.size()));
+          const cudnnStatus_t cs = cudnnBackendFinalize(pl->config.get());
+          if (cs != CUDNN_STATUS_SUCCESS) {
+            pl->status = short_status_name(cs);
+            pl->stage = "config";
+          } else {
+            finish_plan(*pl, engine, opt.runtime_compiled);
+          }
+        }
+        add(pl, "exhaustive", -1);
+        // next knob combination
+        size_t i = 0;
+        for (; i < ranges.size(); ++i) {
+          value[i] += ranges[i].stride;
+          if (value[i] <= ranges[i].hi) break;
+          value[i] = ranges[i].lo;
+        }
+        if (i == ranges.size()) break;  // all combinations done (or the engine has no knobs)
+      }
+    }
+  }
+  out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace
+
+const ConvProblem& EnginePlan::problem() const { return graph->problem; }
+
+void EnginePlan::execute(const Buffers& b) {
+  if (!ok()) throw std::invalid_argument("this engine configuration has no plan: " + status + " at " + stage);
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudnnHandle_t h = handle_for(device);
+  c10::DataPtr ws = workspace(static_cast<size_t>(workspace_bytes));
+  BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  void* ptrs[3] = {b.x, b.w, b.y};
+  const int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* wsp = ws.get();
+  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs, 3);
+  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
+  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &wsp);
+  CUDNN_CHECK(cudnnBackendFinalize(pack.get()));
+  CUDNN_CHECK(cudnnBackendExecute(h, plan.get(), pack.get()));
+}
+
+std::pair<double, double> EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {
+  if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  Event start, stop;
+  CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) execute(sets[i % sets.size()]);
+  const auto t1 = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return {std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(ms)};
+}
+
+EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
+                                 int device) {
+  switch (dir) {
+    case Direction::Forward: return run_search<Direction::Forward>(problem, opt, device);
+    case Direction::BackwardData: return run_search<Direction::BackwardData>(problem, opt, device);
+    case Direction::BackwardFilter: return run_search<Direction::BackwardFilter>(problem, opt, device);
+  }
+  throw std::invalid_argument("unknown direction");
+}
+
+}  // namespace cudnn_algos

@@ -1,0 +1,81 @@
+// The cuDNN 9 graph API's view of one convolution: engines x knob choices, each finalized into an execution plan.
+// What torch's own cuDNN convolution runs is one of these plans; the legacy algorithms are a thin view over them.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conv_params.h"
+#include "directions.h"
+
+namespace cudnn_algos {
+
+// A graph-API descriptor whose type is chosen at run time (the Descriptor template in descriptors.h covers the
+// objects created by a no-argument create call; backend descriptors take their type as an argument).
+class BackendDesc {
+ public:
+  BackendDesc() = default;
+  explicit BackendDesc(cudnnBackendDescriptorType_t type);
+  ~BackendDesc();
+  BackendDesc(BackendDesc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  BackendDesc& operator=(BackendDesc&& o) noexcept;
+  BackendDesc(const BackendDesc&) = delete;
+  BackendDesc& operator=(const BackendDesc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+struct EngineGraph;  // tensors, convolution, operation and operation graph of one problem and direction
+
+// One engine configuration (engine + knob choices) and, when it finalized, its execution plan.
+class EnginePlan {
+ public:
+  int64_t engine_id = -1;
+  std::vector<std::pair<int64_t, int64_t>> knobs;  // (cudnnBackendKnobType_t, value)
+  std::vector<int> numerical_notes;                // cudnnBackendNumericalNote_t values
+  std::vector<int> behavior_notes;                 // cudnnBackendBehaviorNote_t values
+  std::vector<std::string> sources;                // "heuristic_a", "heuristic_b", "fallback", "exhaustive"
+  std::vector<std::pair<std::string, int>> heuristic_ranks;  // (source, position in that list)
+  std::string status = "SUCCESS";                  // short cuDNN status of the first step that failed
+  std::string stage;                               // "engine", "config" or "plan": where it failed
+  int64_t workspace_bytes = -1;
+  std::string plan_json;                           // cuDNN's own description of the plan, when it gives one
+
+  bool ok() const { return status == "SUCCESS"; }
+  void execute(const Buffers& b);
+  // `iters` back-to-back executions rotating through the buffer sets: (host ms, device-event ms) for the loop
+  std::pair<double, double> time_calls(const std::vector<Buffers>& sets, int iters);
+
+  const ConvProblem& problem() const;
+
+  std::shared_ptr<EngineGraph> graph;
+  BackendDesc config;
+  BackendDesc plan;
+  int device = 0;
+  bool dbl = false;
+};
+
+struct EngineSearchOptions {
+  std::vector<std::string> heuristics{"a", "b", "fallback"};
+  bool exhaustive = false;
+  int64_t max_configs = 64;   // with exhaustive: at most this many configurations in all (heuristic ones first)
+  bool runtime_compiled = true;  // finalize plans of engines that compile at run time (NVRTC: slow to build)
+};
+
+struct EngineSearchOutput {
+  std::vector<std::shared_ptr<EnginePlan>> plans;
+  int64_t engine_count = 0;  // engines cuDNN has for this operation graph
+  double search_ms = 0;      // host time to enumerate and finalize
+};
+
+EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
+                                 int device);
+
+}  // namespace cudnn_algos

@@ -1,0 +1,79 @@
+"""GPU (H200): the graph API's engine x knob search: configurations enumerated and built, every built plan run
+through the extension and checked against PyTorch (float64 reference), exhaustive mode, measurement."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos import ConvSpec
+
+from reference import ERR_FACTOR, TOL, Case, rel_err
+
+pytestmark = [pytest.mark.gpu]
+CL, C = torch.channels_last, torch.contiguous_format
+
+CASES = {
+    "3x3-fp16-nhwc": (torch.nn.Conv2d(64, 64, 3, padding=1), (8, 64, 28, 28), torch.float16, CL),
+    "3x3-fp32": (torch.nn.Conv2d(64, 64, 3, padding=1), (8, 64, 28, 28), torch.float32, C),
+    "1x1s2-bf16": (torch.nn.Conv2d(64, 128, 1, stride=2), (8, 64, 28, 28), torch.bfloat16, C),
+    "conv1d-fp32": (torch.nn.Conv1d(80, 256, 5), (4, 80, 1000), torch.float32, C),
+    "convT2d-fp16-nhwc": (torch.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), (4, 64, 16, 16), torch.float16, CL),
+}
+
+
+def _check_all(res, case, direction):
+    ref = case.reference(direction)
+    tol = max(TOL[case.dtype], ERR_FACTOR * rel_err(case.torch_gpu(direction), ref))
+    failures = []
+    for row in res.succeeded:
+        out = cudnn_algos.run(case.spec, row, direction=direction, **case.run_kwargs(direction))
+        if not torch.isfinite(out).all():
+            failures.append(f"{direction} {row.name}: non-finite output")
+        elif (e := rel_err(out, ref)) > tol:
+            failures.append(f"{direction} {row.name}: rel err {e:.2e} > {tol:.2e}")
+    return failures
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_heuristic_engine_configs_build_and_match_pytorch(name):
+    module, shape, dtype, fmt = CASES[name]
+    spec = ConvSpec.from_module(module)
+    case = Case(spec, shape, dtype, fmt)
+    failures = []
+    for d in cudnn_algos.DIRECTIONS:
+        res = cudnn_algos.find_engines(spec, shape, direction=d, dtype=dtype, memory_format=fmt)
+        assert res.engine_count > 0 and res.rows, f"{d}: no engine configuration at all"
+        assert res.succeeded, f"{d}: no plan built:\n{res}"
+        assert all(r.status for r in res.rows)
+        assert any(r.rank_a == 0 for r in res.rows), "heuristic A's first choice is a row"
+        failures += _check_all(res, case, d)
+    assert not failures, "\n".join(failures)
+
+
+def test_exhaustive_knob_search():
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    spec = ConvSpec.from_module(module)
+    heur = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt)
+    res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, exhaustive=True, max_configs=60)
+    assert len(res.rows) >= len(heur.rows) and len(res.rows) <= 60 + len(heur.rows)
+    assert any("exhaustive" in r.sources for r in res.rows)
+    assert any(r.knobs for r in res.rows), "some engines have knobs"
+    assert len({(r.engine_id, r.knobs) for r in res.rows}) == len(res.rows), "configurations are unique"
+    case = Case(spec, shape, dtype, fmt)
+    sample = type(res)(**{**res.__dict__, "rows": res.succeeded[:12]})
+    assert not _check_all(sample, case, "forward")
+
+
+def test_measured_engines_and_best():
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    res = cudnn_algos.find_engines(module, shape, dtype=dtype, memory_format=fmt, measure=True, repeats=3)
+    timed = [r for r in res.succeeded if r.kernel_ms is not None]
+    assert timed and res.best.kernel_ms == min(r.kernel_ms for r in timed)
+    for r in timed:
+        st = r.measured.kernel_ms
+        assert 0 < st.min <= st.median <= st.max
+        assert r.measured.rel_err is not None and r.measured.rel_err < 1e-2
+    text = str(res)
+    assert "best: eng" in text and "kernel ms" in text
+    assert res.to_json()  # plans are not saved; everything else is
