@@ -42,7 +42,8 @@ def test_heuristic_engine_configs_build_and_match_pytorch(name):
     case = Case(spec, shape, dtype, fmt)
     failures = []
     for d in cudnn_algos.DIRECTIONS:
-        res = cudnn_algos.find_engines(spec, shape, direction=d, dtype=dtype, memory_format=fmt)
+        res = cudnn_algos.find_engines(spec, shape, direction=d, dtype=dtype, memory_format=fmt,
+                                       runtime_compiled=False)
         assert res.engine_count > 0 and res.rows, f"{d}: no engine configuration at all"
         assert res.succeeded, f"{d}: no plan built:\n{res}"
         assert all(r.status for r in res.rows)
@@ -55,7 +56,8 @@ def test_exhaustive_knob_search():
     module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
     spec = ConvSpec.from_module(module)
     heur = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt)
-    res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, exhaustive=True, max_configs=60)
+    res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, exhaustive=True, max_configs=60,
+                                   runtime_compiled=False)
     assert len(res.rows) >= len(heur.rows) and len(res.rows) <= 60 + len(heur.rows)
     assert any("exhaustive" in r.sources for r in res.rows)
     assert any(r.knobs for r in res.rows), "some engines have knobs"
