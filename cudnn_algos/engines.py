@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .measure import Measurement, Stats, errors, reference_output, time_three_ways, operand_sets, conv_flops
+from .measure import MeasuredRow, Measurement, Stats, errors, reference_output, time_three_ways, operand_sets, conv_flops
 from .results import Environment, _aligned, format_bytes, write_json
 from .spec import ConvShapes, ConvSpec
 
@@ -45,7 +45,7 @@ def legacy_family(notes: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
-class EngineRow:
+class EngineRow(MeasuredRow):
     """One engine configuration. ``name`` is stable across runs: ``eng<id>`` plus its knob values."""
 
     direction: str  # cuDNN's direction
@@ -63,15 +63,6 @@ class EngineRow:
     heuristic_ranks: tuple[tuple[str, int], ...]
     measured: Measurement | None = None
     plan: Any = field(default=None, compare=False, repr=False)  # the live execution plan (not saved)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "SUCCESS"
-
-    @property
-    def kernel_ms(self) -> float | None:
-        m = self.measured
-        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
 
     @property
     def rank_a(self) -> int | None:

@@ -86,6 +86,23 @@ class Measurement:
     error: str = ""  # why something could not be measured
 
 
+class MeasuredRow:
+    """What a result row (legacy algorithm or engine configuration) with `status` and `measured` offers."""
+
+    status: str
+    measured: "Measurement | None"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
+
+    @property
+    def kernel_ms(self) -> float | None:
+        """Median kernel time we measured, ms per call (None when not measured)."""
+        m = self.measured
+        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
+
+
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any) -> None:
     for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
         if isinstance(v, bool) or not isinstance(v, int):

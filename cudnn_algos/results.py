@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
-from .measure import Measurement, MeasureConfig, Stats
+from .measure import MeasuredRow, Measurement, MeasureConfig, Stats
 from .spec import ConvShapes, ConvSpec
 
 SCHEMA_VERSION = 2
@@ -18,7 +18,7 @@ DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 
 @dataclass(frozen=True)
-class AlgoResult:
+class AlgoResult(MeasuredRow):
     """One algorithm under one math type, in one search.
 
     ``time_ms``: the time cuDNN's search reported for it (ms; on cuDNN 9 that includes host-side set-up per call);
@@ -39,16 +39,6 @@ class AlgoResult:
     note: str = ""
     status_code: int = -1  # cuDNN's numeric status; -1 for NOT_RETURNED / WORKSPACE_LIMIT_EXCEEDED
     measured: Measurement | None = None  # find(..., measure=True): our own timings, accuracy and work
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "SUCCESS"
-
-    @property
-    def kernel_ms(self) -> float | None:
-        """Median kernel time we measured, ms per call (None when not measured)."""
-        m = self.measured
-        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
