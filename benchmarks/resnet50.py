@@ -69,6 +69,22 @@ def med(st):
     return None if st is None else st.median
 
 
+def engine_timer(plan, sets):
+    """(call, loop) for one graph-API execution plan on these operand sets; the loop runs in C++."""
+    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
+    n = len(sets)
+
+    def call(i):
+        s = sets[i % n]
+        plan.execute(s["x"], s["w"], s["y"])
+
+    def loop(k):
+        t = plan.time_calls(xs, ws, ys, k)
+        return t["host_ms"], t["gpu_ms"]
+
+    return call, loop
+
+
 def one_run(args, device: int, run_idx: int) -> dict:
     rows = []
     fidelity = []
@@ -107,11 +123,28 @@ def one_run(args, device: int, run_idx: int) -> dict:
                                  ours_kernel=med(ours.kernel_ms), ours_thr=med(ours.throughput_ms),
                                  ours_host=med(ours.host_ms), ours_clock=ours.kernel_clock,
                                  best_rel_err=best.measured.rel_err)
+                if args.engines:  # the graph API's best configuration, timed the same way on the same inputs
+                    eng = cudnn_algos.find_engines(spec, shape, direction=r.direction, dtype=dtype,
+                                                   memory_format=fmt, runtime_compiled=False)
+                    best_eng, best_t = None, None
+                    ranked = sorted(eng.succeeded, key=lambda x: (x.rank_a is None, x.rank_a or 0))
+                    for row in ranked[: args.engine_top]:
+                        call, loop = engine_timer(row.plan, sets)
+                        t = time_three_ways(call, loop, args.repeats, 3, device)
+                        if t.kernel_ms is not None and (best_t is None or t.kernel_ms.median < best_t.kernel_ms.median):
+                            best_eng, best_t = row, t
+                    entry.update(engine_configs=len(eng.rows), engine_built=len(eng.succeeded),
+                                 engine_count=eng.engine_count, engine_search_ms=eng.search_ms)
+                    if best_eng is not None:
+                        entry.update(best_engine=best_eng.name, engine_kernel=med(best_t.kernel_ms),
+                                     engine_thr=med(best_t.throughput_ms), engine_host=med(best_t.host_ms))
                 for label, bench in (("off", False), ("on", True)):
                     t, first = time_torch(problem, cdir, sets, bench, args.repeats, device)
                     entry.update({f"torch_{label}_kernel": med(t.kernel_ms), f"torch_{label}_thr": med(t.throughput_ms),
                                   f"torch_{label}_host": med(t.host_ms), f"torch_{label}_first_call_ms": first})
                 torch.backends.cudnn.benchmark = False
+                if entry.get("engine_kernel") and entry.get("torch_on_kernel"):
+                    entry["engine_vs_on"] = entry["engine_kernel"] / entry["torch_on_kernel"]
                 if entry.get("ours_kernel") and entry.get("torch_on_kernel"):
                     entry["ratio_vs_on"] = entry["ours_kernel"] / entry["torch_on_kernel"]
                 if entry.get("ours_kernel") and entry.get("torch_off_kernel"):
@@ -148,6 +181,26 @@ def markdown(result: dict) -> str:
                 tot["ours"] += e["ours_kernel"] * e["count"]
                 tot["on"] += e["torch_on_kernel"] * e["count"]
                 tot["off"] += e["torch_off_kernel"] * e["count"]
+        eng_rows = [e for e in run["rows"] if e["config"] == cfg and e.get("engine_kernel")]
+        if eng_rows:
+            out.append(f"\n#### {cfg}: graph-API engines (best of heuristic A's first {result.get('engine_top', '?')} "
+                       "configurations; runtime-compiled engines skipped)\n")
+            out.append("| layer | dir | best engine config | configs built / listed (engines) | kernel | thrpt | host "
+                       "| torch on kernel | engine/on |")
+            out.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
+            se = so = 0.0
+            for e in eng_rows:
+                ratio = f"{e['engine_vs_on']:.2f}" if e.get("engine_vs_on") else "-"
+                out.append(f"| {e['layer']} | {e['direction'].replace('backward_', 'bwd_')} | {e['best_engine']} "
+                           f"| {e['engine_built']} / {e['engine_configs']} ({e['engine_count']}) "
+                           f"| {fmt_ms(e['engine_kernel'])} | {fmt_ms(e['engine_thr'])} | {fmt_ms(e['engine_host'])} "
+                           f"| {fmt_ms(e.get('torch_on_kernel'))} | {ratio} |")
+                if e.get("torch_on_kernel"):
+                    se += e["engine_kernel"] * e["count"]
+                    so += e["torch_on_kernel"] * e["count"]
+            if so:
+                out.append(f"\nΣ engines: best engine {se:.3f} ms vs torch benchmark on {so:.3f} ms: "
+                           f"ratio {se / so:.3f} (target <= 0.97)\n")
         if tot["on"]:
             out.append(f"\nΣ over the model's 53 convolutions (each unique layer × its count), kernel time: ours "
                        f"{tot['ours']:.3f} ms, torch benchmark off {tot['off']:.3f} ms, on {tot['on']:.3f} ms; "
@@ -208,6 +261,10 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--layers", type=int, default=0, help="only the first N unique layers (0: all 23)")
     p.add_argument("--configs", default="fp32-nchw,fp16-nhwc")
+    p.add_argument("--engines", action="store_true",
+                   help="also time the graph API's heuristic engine configurations (find_engines) per layer")
+    p.add_argument("--engine-top", type=int, default=8,
+                   help="with --engines: time this many configurations, in heuristic A's order (default 8)")
     p.add_argument("--out", default=os.environ.get("OUT", "out"))
     args = p.parse_args(argv)
     args.configs = [c for c in args.configs.split(",") if c]
@@ -230,7 +287,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"batch": args.batch, "configs": args.configs, "repeats": args.repeats, "runs": [],
-              "default_measure_cost": cost,
+              "default_measure_cost": cost, "engine_top": args.engine_top if args.engines else None,
               "env": env.__dict__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     for i in range(args.runs):
         result["runs"].append(one_run(args, device, i))
