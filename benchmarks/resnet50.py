@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cudnn_algos  # noqa: E402
 from cudnn_algos.api import _CUDNN_DIRECTION, _problem, environment  # noqa: E402
-from cudnn_algos.measure import operand_sets, python_loop, row_timer, time_three_ways  # noqa: E402
+from cudnn_algos.measure import operand_sets, plan_timer, python_loop, row_timer, time_three_ways  # noqa: E402
 from cudnn_algos.zoo import resnet50_convs  # noqa: E402
 
 CONFIGS = {
@@ -67,22 +67,6 @@ def time_torch(problem, cdir, sets, benchmark: bool, repeats: int, device: int):
 
 def med(st):
     return None if st is None else st.median
-
-
-def engine_timer(plan, sets):
-    """(call, loop) for one graph-API execution plan on these operand sets; the loop runs in C++."""
-    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
-    n = len(sets)
-
-    def call(i):
-        s = sets[i % n]
-        plan.execute(s["x"], s["w"], s["y"])
-
-    def loop(k):
-        t = plan.time_calls(xs, ws, ys, k)
-        return t["host_ms"], t["gpu_ms"]
-
-    return call, loop
 
 
 def one_run(args, device: int, run_idx: int) -> dict:
@@ -129,7 +113,7 @@ def one_run(args, device: int, run_idx: int) -> dict:
                     best_eng, best_t = None, None
                     ranked = sorted(eng.succeeded, key=lambda x: (x.rank_a is None, x.rank_a or 0))
                     for row in ranked[: args.engine_top]:
-                        call, loop = engine_timer(row.plan, sets)
+                        call, loop = plan_timer(row.plan, sets)
                         t = time_three_ways(call, loop, args.repeats, 3, device)
                         if t.kernel_ms is not None and (best_t is None or t.kernel_ms.median < best_t.kernel_ms.median):
                             best_eng, best_t = row, t

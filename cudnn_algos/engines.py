@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .measure import MeasuredRow, Measurement, Stats, errors, reference_output, time_three_ways, operand_sets, conv_flops
+from .measure import (MeasuredRow, Measurement, Stats, conv_flops, errors, operand_sets, plan_timer,
+                      reference_output, time_three_ways)
 from .results import Environment, _aligned, format_bytes, write_json
 from .spec import ConvShapes, ConvSpec
 
@@ -209,7 +210,6 @@ def _measure(result: EngineSearchResult, problem, repeats: int, warmup: int, l2:
     from .api import _OUTPUT_OPERAND
 
     sets = operand_sets(problem, l2, dev)
-    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
     out_role = _OUTPUT_OPERAND[result.cudnn_direction]
     ref = reference_output(problem, result.cudnn_direction, sets[0], "cuda")
     measured = {}
@@ -222,14 +222,7 @@ def _measure(result: EngineSearchResult, problem, repeats: int, warmup: int, l2:
             plan.execute(sets[0]["x"], sets[0]["w"], sets[0]["y"])
             rel, mx = errors(sets[0][out_role], ref)
 
-            def call(j, _p=plan):
-                s = sets[j % len(sets)]
-                _p.execute(s["x"], s["w"], s["y"])
-
-            def loop(k, _p=plan):
-                t = _p.time_calls(xs, ws, ys, k)
-                return t["host_ms"], t["gpu_ms"]
-
+            call, loop = plan_timer(plan, sets)
             t = time_three_ways(call, loop, repeats, warmup, dev)
             err = "output has non-finite values" if rel is None else ""
             measured[i] = Measurement(

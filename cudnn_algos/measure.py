@@ -349,6 +349,22 @@ def row_timer(problem: "_Problem", cdir: str, algo_id: int, math_type: str, sets
     return call, loop
 
 
+def plan_timer(plan, sets: list[dict[str, torch.Tensor]]):
+    """(call, loop) for one graph-API execution plan on these operand sets; the loop runs in C++."""
+    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
+    n = len(sets)
+
+    def call(i: int) -> None:
+        s = sets[i % n]
+        plan.execute(s["x"], s["w"], s["y"])
+
+    def loop(k: int) -> tuple[float, float]:
+        t = plan.time_calls(xs, ws, ys, k)
+        return t["host_ms"], t["gpu_ms"]
+
+    return call, loop
+
+
 def operand_sets(problem: "_Problem", l2: str, device: int) -> list[dict[str, torch.Tensor]]:
     """Fresh random cuDNN-role operands: one set (warm L2), or enough to exceed 3x the L2 cache (cold)."""
     from .api import _nbytes
