@@ -32,7 +32,6 @@ CONFIGS = {
     "fp32-nchw": (torch.float32, "contiguous"),
     "fp16-nhwc": (torch.float16, "channels_last"),
 }
-DIRS = ("forward", "backward_data", "backward_filter")
 
 
 def torch_op(problem, cdir, sets):

@@ -274,15 +274,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x"), py::arg("w"), py::arg("y"), py::arg("workspace_limit") = -1);
   m.def("time_calls", &time_calls, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
         py::arg("xs"), py::arg("ws"), py::arg("ys"), py::arg("iters"), py::arg("workspace_limit") = -1);
-  m.def(
-      "workspace_size",
-      [](const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math, int device) {
-        const Direction dir = parse_direction(direction);
-        const cudnnMathType_t mt = parse_math(math);
-        py::gil_scoped_release nogil;
-        return legacy_workspace_size(dir, p, algo_id, mt, device);
-      },
-      py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"), py::arg("device") = 0);
   py::class_<EnginePlan, std::shared_ptr<EnginePlan>>(m, "EnginePlan")
       .def_readonly("engine_id", &EnginePlan::engine_id)
       .def_readonly("knobs", &EnginePlan::knobs)
@@ -308,14 +299,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              int device = 0;
              const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
              if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
-             std::pair<double, double> t;
+             CallTiming t;
              {
                py::gil_scoped_release nogil;
                t = pl.time_calls(sets, iters);
              }
              py::dict d;
-             d["host_ms"] = t.first;
-             d["gpu_ms"] = t.second;
+             d["host_ms"] = t.host_ms;
+             d["gpu_ms"] = t.gpu_ms;
              return d;
            });
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -90,5 +91,26 @@ class Event {
  private:
   cudaEvent_t e_ = nullptr;
 };
+
+struct CallTiming {
+  double host_ms = 0;  // host wall time of the whole loop of launches
+  double gpu_ms = 0;   // device-event time around the whole loop
+};
+
+// `iters` back-to-back calls of call(i) on `stream`: host wall time of the loop (the CPU cost of the launches) and
+// device-event time around it (what a training loop sees), both in ms for the whole loop.
+template <typename F>
+CallTiming time_loop(cudaStream_t stream, int iters, F&& call) {
+  Event start, stop;
+  CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) call(i);
+  const auto t1 = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return CallTiming{std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(ms)};
+}
 
 }  // namespace cudnn_algos

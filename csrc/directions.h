@@ -10,6 +10,8 @@
 #include <cudnn.h>
 
 #include <array>
+#include <stdexcept>
+#include <type_traits>
 
 #include "conv_params.h"
 #include "descriptors.h"
@@ -145,5 +147,17 @@ struct DirectionTraits<Direction::BackwardFilter> {
                                           beta, d.w.get(), b.w);
   }
 };
+
+// Calls f(std::integral_constant<Direction, D>{}) for the run-time direction: the one place where a run-time
+// direction becomes a compile-time traits choice (the legacy search and the engine search both use it).
+template <typename F>
+decltype(auto) with_direction(Direction dir, F&& f) {
+  switch (dir) {
+    case Direction::Forward: return f(std::integral_constant<Direction, Direction::Forward>{});
+    case Direction::BackwardData: return f(std::integral_constant<Direction, Direction::BackwardData>{});
+    case Direction::BackwardFilter: return f(std::integral_constant<Direction, Direction::BackwardFilter>{});
+  }
+  throw std::invalid_argument("unknown direction");
+}
 
 }  // namespace cudnn_algos

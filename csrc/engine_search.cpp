@@ -391,30 +391,16 @@ void EnginePlan::execute(const Buffers& b) {
   CUDNN_CHECK(cudnnBackendExecute(h, plan.get(), pack.get()));
 }
 
-std::pair<double, double> EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {
+CallTiming EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {
   if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  Event start, stop;
-  CUDA_CHECK(cudaEventRecord(start.get(), stream));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) execute(sets[i % sets.size()]);
-  const auto t1 = std::chrono::steady_clock::now();
-  CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-  CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return {std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(ms)};
+  return time_loop(c10::cuda::getCurrentCUDAStream(device).stream(), iters,
+                   [&](int i) { execute(sets[i % sets.size()]); });
 }
 
 EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
                                  int device) {
-  switch (dir) {
-    case Direction::Forward: return run_search<Direction::Forward>(problem, opt, device);
-    case Direction::BackwardData: return run_search<Direction::BackwardData>(problem, opt, device);
-    case Direction::BackwardFilter: return run_search<Direction::BackwardFilter>(problem, opt, device);
-  }
-  throw std::invalid_argument("unknown direction");
+  return with_direction(dir, [&](auto d) { return run_search<decltype(d)::value>(problem, opt, device); });
 }
 
 }  // namespace cudnn_algos

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "check.h"
 #include "conv_params.h"
 #include "directions.h"
 
@@ -50,8 +51,8 @@ class EnginePlan {
 
   bool ok() const { return status == "SUCCESS"; }
   void execute(const Buffers& b);
-  // `iters` back-to-back executions rotating through the buffer sets: (host ms, device-event ms) for the loop
-  std::pair<double, double> time_calls(const std::vector<Buffers>& sets, int iters);
+  // `iters` back-to-back executions rotating through the buffer sets (see time_loop in check.h)
+  CallTiming time_calls(const std::vector<Buffers>& sets, int iters);
 
   const ConvProblem& problem() const;
 

@@ -182,8 +182,6 @@ struct LegacySearch {
       const void* beta = dbl_ ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
       CUDNN_CHECK(T::execute(handle_, d_, b, algo_, ws_.get(), ws_bytes_, alpha, beta));
     }
-    size_t workspace_bytes() const { return ws_bytes_; }
-
    private:
     c10::cuda::CUDAGuard guard_;
     ProblemDescriptors d_;
@@ -199,65 +197,13 @@ struct LegacySearch {
     Executor(problem, algo_id, math, limit, device).call(b);
   }
 
-  static int64_t workspace_size(const ConvProblem& problem, int algo_id, cudnnMathType_t math, int device) {
-    return static_cast<int64_t>(Executor(problem, algo_id, math, -1, device).workspace_bytes());
-  }
-
-  // `iters` back-to-back calls, rotating through the buffer sets: host wall time of the loop (the CPU cost of the
-  // launches) and device-event time around it (what a training loop sees), both in ms for the whole loop.
+  // `iters` back-to-back calls, rotating through the buffer sets (see time_loop in check.h).
   static CallTiming time_calls(const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                                const std::vector<Buffers>& sets, int iters, int64_t limit, int device) {
     if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");
     Executor ex(problem, algo_id, math, limit, device);
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-    Event start, stop;
-    CUDA_CHECK(cudaEventRecord(start.get(), stream));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) ex.call(sets[i % sets.size()]);
-    const auto t1 = std::chrono::steady_clock::now();
-    CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-    CUDA_CHECK(cudaEventSynchronize(stop.get()));
-    float gpu_ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, start.get(), stop.get()));
-    return CallTiming{std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(gpu_ms)};
-  }
-};
-
-// Calls F<D>::run(args...) for the run-time direction.
-template <template <Direction> class F, typename... Args>
-auto dispatch(Direction dir, Args&&... args) {
-  switch (dir) {
-    case Direction::Forward: return F<Direction::Forward>::call(std::forward<Args>(args)...);
-    case Direction::BackwardData: return F<Direction::BackwardData>::call(std::forward<Args>(args)...);
-    case Direction::BackwardFilter: return F<Direction::BackwardFilter>::call(std::forward<Args>(args)...);
-  }
-  throw std::invalid_argument("unknown direction");
-}
-
-template <Direction D>
-struct RunSearch {
-  template <typename... A>
-  static SearchOutput call(A&&... a) { return LegacySearch<D>::run(std::forward<A>(a)...); }
-};
-template <Direction D>
-struct RunExecute {
-  template <typename... A>
-  static void call(A&&... a) { LegacySearch<D>::execute(std::forward<A>(a)...); }
-};
-template <Direction D>
-struct RunWorkspace {
-  template <typename... A>
-  static int64_t call(A&&... a) { return LegacySearch<D>::workspace_size(std::forward<A>(a)...); }
-};
-template <Direction D>
-struct RunTimeCalls {
-  template <typename... A>
-  static CallTiming call(A&&... a) { return LegacySearch<D>::time_calls(std::forward<A>(a)...); }
-};
-template <Direction D>
-struct Names {
-  static std::vector<std::string> call() {
-    return std::vector<std::string>(DirectionTraits<D>::algo_names.begin(), DirectionTraits<D>::algo_names.end());
+    return time_loop(c10::cuda::getCurrentCUDAStream(device).stream(), iters,
+                     [&](int i) { ex.call(sets[i % sets.size()]); });
   }
 };
 
@@ -265,24 +211,30 @@ struct Names {
 
 SearchOutput legacy_search(Direction dir, const ConvProblem& problem, Mode mode, const Buffers* buffers,
                            int64_t workspace_limit, int device) {
-  return dispatch<RunSearch>(dir, problem, mode, buffers, workspace_limit, device);
+  return with_direction(dir, [&](auto d) {
+    return LegacySearch<decltype(d)::value>::run(problem, mode, buffers, workspace_limit, device);
+  });
 }
 
 void legacy_execute(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                     const Buffers& buffers, int64_t workspace_limit, int device) {
-  dispatch<RunExecute>(dir, problem, algo_id, math, buffers, workspace_limit, device);
-}
-
-int64_t legacy_workspace_size(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
-                              int device) {
-  return dispatch<RunWorkspace>(dir, problem, algo_id, math, device);
+  with_direction(dir, [&](auto d) {
+    LegacySearch<decltype(d)::value>::execute(problem, algo_id, math, buffers, workspace_limit, device);
+  });
 }
 
 CallTiming legacy_time_calls(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                              const std::vector<Buffers>& sets, int iters, int64_t workspace_limit, int device) {
-  return dispatch<RunTimeCalls>(dir, problem, algo_id, math, sets, iters, workspace_limit, device);
+  return with_direction(dir, [&](auto d) {
+    return LegacySearch<decltype(d)::value>::time_calls(problem, algo_id, math, sets, iters, workspace_limit, device);
+  });
 }
 
-std::vector<std::string> algo_names(Direction dir) { return dispatch<Names>(dir); }
+std::vector<std::string> algo_names(Direction dir) {
+  return with_direction(dir, [](auto d) {
+    const auto& names = DirectionTraits<decltype(d)::value>::algo_names;
+    return std::vector<std::string>(names.begin(), names.end());
+  });
+}
 
 }  // namespace cudnn_algos

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "conv_params.h"
 #include "directions.h"
 
@@ -36,19 +37,11 @@ struct SearchOutput {
   int returned = 0;              // how many perf results cuDNN returned
 };
 
-struct CallTiming {
-  double host_ms = 0;  // host wall time of the whole loop of launches
-  double gpu_ms = 0;   // device-event time around the whole loop
-};
-
 SearchOutput legacy_search(Direction dir, const ConvProblem& problem, Mode mode, const Buffers* buffers,
                            int64_t workspace_limit, int device);
 
 void legacy_execute(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                     const Buffers& buffers, int64_t workspace_limit, int device);
-
-int64_t legacy_workspace_size(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
-                              int device);
 
 CallTiming legacy_time_calls(Direction dir, const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                              const std::vector<Buffers>& sets, int iters, int64_t workspace_limit, int device);

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, format_bytes, read_json, write_json
+from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, read_json, write_json
 from .spec import ConvSpec
 
 REPORT_SCHEMA = 1
@@ -578,5 +578,4 @@ def load_report(source: str) -> ModelReport:
     return ModelReport.load(source)
 
 
-__all__ = ["profile", "ModelReport", "ProblemEntry", "EndToEnd", "LayerRow", "load_report", "discover",
-           "format_bytes"]
+__all__ = ["profile", "ModelReport", "ProblemEntry", "EndToEnd", "LayerRow", "load_report", "discover"]
