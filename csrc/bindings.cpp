@@ -310,7 +310,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              return d;
            });
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
-        py::arg("heuristics") = std::vector<std::string>{"a", "b", "fallback"}, py::arg("exhaustive") = false,
+        py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0);
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);

@@ -305,9 +305,22 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
     }
   }
 
-  // 2. exhaustive: every engine, every knob combination, until max_configs plans exist in all
+  // 2. exhaustive: every engine, every knob combination, in rounds (one more combination of every engine per
+  // round, so a cap still covers every engine) until max_configs configurations exist in all. An engine that
+  // does not support the graph is one row (stage "engine") and does not count towards the cap.
   if (opt.exhaustive) {
-    for (int64_t e = 0; e < out.engine_count && static_cast<int64_t>(out.plans.size()) < opt.max_configs; ++e) {
+    struct Odometer {
+      int64_t id;
+      BackendDesc engine;
+      std::vector<KnobRange> ranges;
+      std::vector<int64_t> value;
+      bool done = false;
+    };
+    auto configs = [&]() {
+      return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
+    };
+    std::vector<Odometer> engines;
+    for (int64_t e = 0; e < out.engine_count; ++e) {
       BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
       cudnnBackendDescriptor_t g = graph->graph.get();
       set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
@@ -321,28 +334,34 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
         add(pl, "exhaustive", -1);
         continue;
       }
-      const auto ranges = knob_ranges(engine);
-      // odometer over the knob values
-      std::vector<int64_t> value;
-      for (const auto& k : ranges) value.push_back(k.lo);
-      while (static_cast<int64_t>(out.plans.size()) < opt.max_configs) {
+      auto ranges = knob_ranges(engine);
+      Odometer od{e, std::move(engine), std::move(ranges), {}};
+      for (const auto& k : od.ranges) od.value.push_back(k.lo);
+      engines.push_back(std::move(od));
+    }
+    bool more = !engines.empty();
+    while (more && configs() < opt.max_configs) {
+      more = false;
+      for (auto& od : engines) {
+        if (od.done) continue;
+        if (configs() >= opt.max_configs) break;
         auto pl = new_plan();
         pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
         std::vector<BackendDesc> choices;
         std::vector<cudnnBackendDescriptor_t> raw;
-        for (size_t i = 0; i < ranges.size(); ++i) {
+        for (size_t i = 0; i < od.ranges.size(); ++i) {
           choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-          const auto type = static_cast<cudnnBackendKnobType_t>(ranges[i].type);
+          const auto type = static_cast<cudnnBackendKnobType_t>(od.ranges[i].type);
           set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
-          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &value[i]);
+          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &od.value[i]);
           CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
           raw.push_back(choices.back().get());
-          pl->knobs.emplace_back(ranges[i].type, value[i]);
+          pl->knobs.emplace_back(od.ranges[i].type, od.value[i]);
         }
         std::sort(pl->knobs.begin(), pl->knobs.end());
-        pl->engine_id = e;
-        if (!seen.count(std::make_pair(e, pl->knobs))) {
-          cudnnBackendDescriptor_t eng = engine.get();
+        pl->engine_id = od.id;
+        if (!seen.count(std::make_pair(od.id, pl->knobs))) {
+          cudnnBackendDescriptor_t eng = od.engine.get();
           set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
           if (!raw.empty())
             set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
@@ -352,18 +371,19 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
             pl->status = short_status_name(cs);
             pl->stage = "config";
           } else {
-            finish_plan(*pl, engine, opt.runtime_compiled);
+            finish_plan(*pl, od.engine, opt.runtime_compiled);
           }
         }
         add(pl, "exhaustive", -1);
-        // next knob combination
+        // this engine's next knob combination (an odometer over the knob ranges)
         size_t i = 0;
-        for (; i < ranges.size(); ++i) {
-          value[i] += ranges[i].stride;
-          if (value[i] <= ranges[i].hi) break;
-          value[i] = ranges[i].lo;
+        for (; i < od.ranges.size(); ++i) {
+          od.value[i] += od.ranges[i].stride;
+          if (od.value[i] <= od.ranges[i].hi) break;
+          od.value[i] = od.ranges[i].lo;
         }
-        if (i == ranges.size()) break;  // all combinations done (or the engine has no knobs)
+        od.done = i == od.ranges.size();  // all combinations done (or the engine has no knobs)
+        more = more || !od.done;
       }
     }
   }
