@@ -1,4 +1,5 @@
-"""``cudnn-algos`` / ``python -m cudnn_algos``: info, find (one layer) and profile (a whole model).
+"""``cudnn-algos`` / ``python -m cudnn_algos``: info, find (one layer, legacy algorithms), engines (one layer, the
+graph API's engine configurations) and profile (a whole model).
 
 Exit codes: 0 ok; 1 the GPU, cuDNN or the extension failed (one line on stderr, no traceback); 2 bad arguments.
 """
@@ -21,6 +22,9 @@ EXAMPLES = f"""examples:
   cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 --channels-last
   cudnn-algos find --conv "Conv1d(80, 256, 5)" --input 8,80,1000 --direction all --json out.json
   cudnn-algos find --conv "ConvTranspose2d(64, 32, 4, stride=2, padding=1)" --input 8,64,32,32 --mode find_ex
+  cudnn-algos engines --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \
+      --channels-last --measure --torch-benchmark on
+  cudnn-algos engines --exhaustive 200 --direction backward_filter --json engines.json
 """
 
 _CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
@@ -73,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{info,find,profile}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
@@ -93,6 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--measure", action="store_true", help="re-time every algorithm ourselves (kernel/throughput/host)")
     f.add_argument("--repeats", type=int, default=10, help="timing samples per algorithm with --measure")
     f.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+
+    e = sub.add_parser("engines", help="the graph API's engine configurations of one layer, beside torch's choice",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    e.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
+    e.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
+    e.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
+    e.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+    e.add_argument("--direction", default="forward", choices=["forward", "backward_data", "backward_filter", "all"])
+    e.add_argument("--heuristics", default="instant,a,b,fallback",
+                   help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback)")
+    e.add_argument("--exhaustive", type=int, default=0, metavar="N",
+                   help="also every engine x knob combination, up to N configurations in all (default: off)")
+    e.add_argument("--no-runtime-compiled", action="store_true", help="skip engines that compile at run time")
+    e.add_argument("--measure", action="store_true", help="time and check every built plan (and torch's op)")
+    e.add_argument("--repeats", type=int, default=10, help="timing samples per configuration with --measure")
+    e.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    e.add_argument("--torch", default=None, choices=["yes", "no"],
+                   help="run torch's own op and mark the configuration it ran (default: with --measure)")
+    e.add_argument("--torch-benchmark", default="current", choices=["on", "off", "current"],
+                   help="cudnn.benchmark for torch's op (default: as torch has it: off)")
+    e.add_argument("--device", type=int, default=None)
+    e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
     pr = sub.add_parser("profile", help="every distinct convolution of a model, all directions, with totals",
                         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,6 +216,50 @@ def _cmd_find(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_engines(a: argparse.Namespace) -> int:
+    from .api import DIRECTIONS, validate
+    from .engines import find_engines
+    from .results import write_json
+
+    conv = parse_conv(a.conv)
+    shape = parse_shape(a.input)
+    fmt = None
+    if a.channels_last:
+        fmt = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    if a.exhaustive < 0:
+        raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
+    heur = tuple(h for h in a.heuristics.split(",") if h)
+    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
+                  max_configs=a.exhaustive or 64, runtime_compiled=not a.no_runtime_compiled, measure=a.measure,
+                  repeats=a.repeats, l2=a.l2, compare_torch=None if a.torch is None else a.torch == "yes",
+                  torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], device=a.device)
+    directions = DIRECTIONS if a.direction == "all" else (a.direction,)
+    try:
+        from .api import _check_choice
+        from .engines import HEURISTICS
+
+        if not heur:
+            raise ValueError("--heuristics is empty")
+        for h in heur:
+            _check_choice("--heuristics", h, HEURISTICS)
+        if a.measure:
+            from .measure import check_config
+
+            check_config(a.repeats, 3, a.l2, "cuda")
+        validate(conv, shape, direction=a.direction, dtype=a.dtype, memory_format=fmt, device=a.device)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    results = []
+    for d in directions:
+        res = find_engines(conv, shape, direction=d, **kwargs)
+        print(res, end="\n\n" if d != directions[-1] else "\n")
+        results.append(res)
+    if a.json:
+        write_json({"results": [r.to_dict() for r in results]}, a.json)
+        print(f"wrote {a.json}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
 
@@ -203,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if a.command == "profile":
             return _cmd_profile(a)
+        if a.command == "engines":
+            return _cmd_engines(a)
         return _cmd_find(a)
     except UsageError as e:
         parser.print_usage(sys.stderr)

@@ -63,11 +63,40 @@ class EngineRow(MeasuredRow):
     sources: tuple[str, ...]  # heuristic_a / heuristic_b / fallback / exhaustive
     heuristic_ranks: tuple[tuple[str, int], ...]
     measured: Measurement | None = None
+    kernels: tuple[str, ...] = ()  # CUDA kernels one execution launched (CUPTI), when torch was compared
+    torch_rank: int | None = None  # position among the configurations torch's benchmark mode times (None: not)
+    torch_filter: str = ""  # why torch's convolution would never consider this configuration ("" if it would)
+    torch_ran: tuple[str, ...] = ()  # "benchmark_on" / "benchmark_off": torch's own call ran these kernels
     plan: Any = field(default=None, compare=False, repr=False)  # the live execution plan (not saved)
+
+    def rank(self, source: str) -> int | None:
+        """Position in a heuristic list ("heuristic_a", "heuristic_instant", "heuristic_b", "fallback")."""
+        return next((r for s, r in self.heuristic_ranks if s == source), None)
 
     @property
     def rank_a(self) -> int | None:
-        return next((r for s, r in self.heuristic_ranks if s == "heuristic_a"), None)
+        return self.rank("heuristic_a")
+
+
+@dataclass(frozen=True)
+class TorchRun:
+    """What torch's own cuDNN convolution ran for this problem, in this process, identified by its kernels."""
+
+    mode: str  # "benchmark_on" or "benchmark_off": cudnn.benchmark for torch's calls here
+    kernels: tuple[str, ...]  # CUDA kernels one call of torch's op launched (CUPTI records, torch.profiler)
+    matches: tuple[str, ...]  # names of the configurations that launched exactly these kernels (or, see match)
+    match: str  # "exact", "partial" (a configuration's kernels are a subset of torch's), or "none"
+    first_call_ms: float  # host ms of torch's first call here (with benchmark mode: its search, if it searched)
+    benchmark_limit: int  # torch.backends.cudnn.benchmark_limit
+    measured: Measurement | None = None  # torch's op timed like the rows, with its error against float64
+    error: str = ""  # why kernels could not be read (profiler unavailable), if so
+
+    def describe(self) -> str:
+        what = {"exact": "ran", "partial": "ran (its kernels include those of)", "none": "ran none of these "
+                "configurations' kernels"}[self.match]
+        names = ", ".join(self.matches[:3]) + (f" (+{len(self.matches) - 3} with the same kernels)"
+                                               if len(self.matches) > 3 else "")
+        return f"torch ({self.mode.replace('_', ' ')}) {what}{' ' + names if self.matches else ''}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +114,7 @@ class EngineSearchResult:
     env: Environment
     flops: int = 0
     created: str = ""
+    torch: TorchRun | None = None  # what torch's own convolution ran here (compare_torch=True)
 
     @property
     def succeeded(self) -> tuple[EngineRow, ...]:
@@ -98,8 +128,19 @@ class EngineSearchResult:
         ranked = [r for r in self.succeeded if r.rank_a is not None]
         return min(ranked, key=lambda r: r.rank_a) if ranked else (self.succeeded[0] if self.succeeded else None)
 
+    @property
+    def best_eligible(self) -> EngineRow | None:
+        """The fastest measured configuration that torch's own convolution would also accept (not filtered out
+        by its numerical rules): the fair one to compare with torch."""
+        timed = [r for r in self.succeeded if r.kernel_ms is not None and not r.torch_filter]
+        return min(timed, key=lambda r: r.kernel_ms) if timed else None
+
+    @property
+    def torch_candidates(self) -> int:
+        return sum(r.torch_rank is not None for r in self.rows)
+
     HEADERS = ("config", "family", "status", "kernel ms", "thrpt ms", "host ms", "rel err", "workspace", "det.",
-               "heur. A", "sources", "notes")
+               "heur. A", "torch", "sources", "notes")
 
     def __str__(self) -> str:
         rows = []
@@ -111,7 +152,8 @@ class EngineSearchResult:
                 f(m.kernel_ms) if m else "-", f(m.throughput_ms) if m else "-", f(m.host_ms) if m else "-",
                 f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-", format_bytes(r.workspace_bytes),
                 "yes" if r.deterministic else "no", str(r.rank_a) if r.rank_a is not None else "-",
-                ",".join(s.replace("heuristic_", "h") for s in r.sources), ",".join(r.numerical_notes + r.behavior_notes),
+                _torch_cell(r), ",".join(s.replace("heuristic_", "h") for s in r.sources),
+                ",".join(r.numerical_notes + r.behavior_notes),
             ])
         d = self.direction if self.direction == self.cudnn_direction else f"{self.direction} (cuDNN {self.cudnn_direction})"
         title = (f"{self.spec} {d} | input {'x'.join(map(str, self.shapes.input_shape))} {self.dtype} "
@@ -119,8 +161,31 @@ class EngineSearchResult:
                  f"({len(self.succeeded)} built) | {self.env.gpu_name} cuDNN {Environment.version_str(self.env.cudnn_runtime)}")
         b = self.best
         tail = f"best: {b.name}" + (f" {b.kernel_ms:.4f} ms kernel" if b and b.kernel_ms else "") if b else "best: none"
-        return "\n".join([title, *_aligned(self.HEADERS, rows, right={3, 4, 5, 6, 7, 9}),
-                          f"{tail}; search (enumerate + build plans) took {self.search_ms:.0f} ms"])
+        lines = [title, *_aligned(self.HEADERS, rows, right={3, 4, 5, 6, 7, 9}),
+                 f"{tail}; search (enumerate + build plans) took {self.search_ms:.0f} ms"]
+        lines += self.torch_lines()
+        return "\n".join(lines)
+
+    def torch_lines(self) -> list[str]:
+        """What torch's own convolution ran and cost beside our best (when compare_torch ran)."""
+        t = self.torch
+        if t is None:
+            return []
+        out = [f"{t.describe()}; kernels: {', '.join(k[:60] for k in t.kernels) or 'none seen'}"]
+        lim = t.benchmark_limit or "no limit"
+        out.append(f"torch's benchmark mode times {self.torch_candidates} of these configurations (heuristic "
+                   f"INSTANT's list then the fallback list, minus what it filters out; its limit: {lim}); this "
+                   f"search built {len(self.succeeded)} of {len(self.rows)}")
+        m, b = t.measured, self.best_eligible
+        if m is not None and m.kernel_ms is not None:
+            f = (lambda st: f"{st.median:.4f}" if st is not None else "-")
+            line = (f"torch's op here: kernel {f(m.kernel_ms)} ms, throughput {f(m.throughput_ms)} ms, host "
+                    f"{f(m.host_ms)} ms per call")
+            if b is not None and b.measured is not None:
+                line += (f"; best configuration torch would accept, {b.name}: kernel {b.kernel_ms:.4f} ms "
+                         f"({b.kernel_ms / m.kernel_ms.median:.3f}x torch's), host {f(b.measured.host_ms)} ms")
+            out.append(line)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("direction", "cudnn_direction", "dtype", "memory_format", "engine_count",
@@ -129,6 +194,7 @@ class EngineSearchResult:
         d["input_shape"] = list(self.shapes.input_shape)
         d["env"] = asdict(self.env)
         d["rows"] = [{k: v for k, v in asdict(replace(r, plan=None)).items() if k != "plan"} for r in self.rows]
+        d["torch"] = asdict(self.torch) if self.torch is not None else None
         return d
 
     def to_json(self, path: str | None = None) -> str:
@@ -141,6 +207,8 @@ class EngineSearchResult:
         for r in self.rows:
             d = {k: v for k, v in asdict(replace(r, plan=None)).items() if k not in ("plan", "measured")}
             d["knobs"] = ",".join(f"{k}={v}" for k, v in r.knobs)
+            d["kernels"] = ";".join(r.kernels)
+            d["torch_ran"] = ",".join(r.torch_ran)
             m = r.measured
             if m is not None:
                 for k in ("kernel_ms", "throughput_ms", "host_ms"):
@@ -149,6 +217,68 @@ class EngineSearchResult:
                 d.update(rel_err=m.rel_err, tflops=m.tflops, measured_rank=m.measured_rank)
             recs.append(d)
         return pd.DataFrame.from_records(recs)
+
+
+def _torch_cell(r: EngineRow) -> str:
+    parts = []
+    if r.torch_ran:
+        parts.append("RAN(" + ",".join(m.replace("benchmark_", "") for m in r.torch_ran) + ")")
+    if r.torch_rank is not None:
+        parts.append(f"#{r.torch_rank}")
+    if r.torch_filter:
+        parts.append(f"never ({r.torch_filter})")
+    return " ".join(parts) or "-"
+
+
+def torch_filter(numerical_notes: Sequence[str], dtype: str, deterministic: bool, allow_tf32: bool) -> str:
+    """Why torch's cuDNN convolution would drop an engine configuration with these notes ("" if it would keep it),
+    following its engine-config filter: inputs down-converted always; nondeterministic under
+    cudnn.deterministic; tensor cores for float32 when cudnn.allow_tf32 is off."""
+    if "DOWN_CONVERT_INPUTS" in numerical_notes:
+        return "down-converts inputs"
+    if deterministic and "NONDETERMINISTIC" in numerical_notes:
+        return "nondeterministic"
+    if dtype == "float32" and not allow_tf32 and "TENSOR_CORE" in numerical_notes:
+        return "tensor cores, allow_tf32 off"
+    return ""
+
+
+def torch_candidates(rows: Sequence[EngineRow], limit: int) -> dict[int, int]:
+    """Row index -> position among the configurations torch's benchmark mode would time: heuristic INSTANT's
+    list, then the fallback list, without the ones its filter drops (``torch_filter``) or that fail to build,
+    the first ``limit`` (0: all). Torch also drops plans whose workspace exceeds the largest free block of its
+    allocator; that depends on the moment and is not modelled here."""
+    order: list[int] = []
+    for src in ("heuristic_instant", "fallback"):
+        ranked = sorted((r.rank(src), i) for i, r in enumerate(rows) if r.rank(src) is not None)
+        order += [i for _, i in ranked if i not in order]
+    out: dict[int, int] = {}
+    for i in order:
+        r = rows[i]
+        if r.torch_filter or not (r.ok or r.status == "SKIPPED_RUNTIME_COMPILATION"):
+            continue
+        out[i] = len(out)
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def match_kernels(torch_kernels: Sequence[str], rows: Sequence[EngineRow]) -> tuple[str, tuple[int, ...]]:
+    """Which rows launched the kernels torch's call launched: ("exact", rows with exactly that set), else
+    ("partial", rows whose kernels are all among torch's, the largest such sets), else ("none", ())."""
+    def kset(names):  # copies and fills are not what tells configurations apart
+        return frozenset(n for n in names if not n.startswith(("Memset", "Memcpy", "[Memset", "[Memcpy")))
+
+    t = kset(torch_kernels)
+    sets = {i: kset(r.kernels) for i, r in enumerate(rows) if kset(r.kernels)}
+    exact = tuple(i for i, k in sets.items() if k == t)
+    if exact and t:
+        return "exact", exact
+    sub = {i: k for i, k in sets.items() if k and k < t}
+    if sub:
+        most = max(len(k) for k in sub.values())
+        return "partial", tuple(i for i, k in sub.items() if len(k) == most)
+    return "none", ()
 
 
 def _row(plan, cdir: str) -> EngineRow:
@@ -165,16 +295,25 @@ def _row(plan, cdir: str) -> EngineRow:
 
 def find_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
-    heuristics: Sequence[str] = ("a", "b", "fallback"), exhaustive: bool = False, max_configs: int = 64,
+    heuristics: Sequence[str] = ("instant", "a", "b", "fallback"), exhaustive: bool = False, max_configs: int = 64,
     runtime_compiled: bool = True, measure: bool = False, repeats: int = 10, warmup: int = 3, l2: str = "warm",
-    device=None,
+    compare_torch: bool | None = None, torch_benchmark: bool | None = None, device=None,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
-    heuristics: which of cuDNN's ranked lists to take configurations from ("a", "b", "instant", "fallback").
-    exhaustive: also every engine x every knob combination, until ``max_configs`` configurations exist in all.
+    heuristics: which of cuDNN's ranked lists to take configurations from ("instant", "a", "b", "fallback");
+        torch's convolution uses "instant" then "fallback".
+    exhaustive: also every engine x every knob combination (in rounds over the engines) until ``max_configs``
+        configurations exist in all; engines that reject the problem are rows that do not count.
     runtime_compiled: build plans of engines that compile at run time (slow to build) too.
     measure: time and check every built plan (kernel/throughput/host, accuracy) like find(..., measure=True).
+    compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
+        kernels (CUPTI, torch.profiler), and with ``measure`` time it the same three ways (default: = measure).
+    torch_benchmark: cudnn.benchmark for torch's calls (default: as currently set). torch keeps the first plan it
+        picks for a problem for the life of the process, so benchmark mode's choice only shows for a problem
+        torch has not run yet in this process.
+    Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
+    (``torch_filter``), from the heuristic lists and the notes.
     """
     from . import api
     from .measure import check_config
@@ -187,6 +326,10 @@ def find_engines(
         raise ValueError(f"max_configs={max_configs!r} must be a positive int")
     if measure:
         check_config(repeats, warmup, l2, "cuda")
+    compare_torch = measure if compare_torch is None else compare_torch
+    for name, v in (("compare_torch", compare_torch), ("torch_benchmark", torch_benchmark)):
+        if v is not None and not isinstance(v, bool):
+            raise TypeError(f"{name}={v!r} must be a bool")
     problem, _, _, dev = api.validate(conv, input_shape, direction=direction, dtype=dtype,
                                       memory_format=memory_format, device=device)
     ext = _ext.load()
@@ -195,21 +338,88 @@ def find_engines(
     with torch.cuda.device(dev):
         out = ext.engine_search(cdir, cp, list(heuristics), exhaustive, max_configs, runtime_compiled, dev)
     rows = [_row(p, cdir) for p in out["plans"]]
+    dtype_name = api.DTYPES[problem.dtype]
+    det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
+    rows = [replace(r, torch_filter=torch_filter(r.numerical_notes, dtype_name, det, tf32)) for r in rows]
+    limit = int(torch.backends.cudnn.benchmark_limit or 0)
+    for i, pos in torch_candidates(rows, limit).items():
+        rows[i] = replace(rows[i], torch_rank=pos)
     result = EngineSearchResult(
         rows=tuple(rows), spec=problem.spec, shapes=problem.shapes, direction=direction, cudnn_direction=cdir,
         dtype=api.DTYPES[problem.dtype], memory_format=problem.memory_format, engine_count=int(out["engine_count"]),
         search_ms=float(out["search_ms"]), exhaustive=exhaustive, env=api.environment(dev),
         flops=conv_flops(problem), created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    if measure:
+    if measure or compare_torch:
         with torch.cuda.device(dev):
-            result = _measure(result, problem, repeats, warmup, l2, dev)
+            sets = operand_sets(problem, l2, dev)
+            if measure:
+                result = _measure(result, problem, sets, repeats, warmup, dev)
+            if compare_torch:
+                bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
+                result = _compare_torch(result, problem, sets, bench, measure, repeats, warmup, dev)
+            del sets
     return result
 
 
-def _measure(result: EngineSearchResult, problem, repeats: int, warmup: int, l2: str, dev: int) -> EngineSearchResult:
+def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, measure: bool, repeats: int,
+                   warmup: int, dev: int) -> EngineSearchResult:
+    """Runs torch's own op (cudnn.benchmark = `benchmark`) and every built plan once each inside one profiler
+    session, matches torch's kernels against each plan's, and (measure) times torch's op like the rows."""
+    import time
+
+    from .measure import _cupti_per_row, python_loop, torch_call
+
+    call = torch_call(problem, result.cudnn_direction, sets)
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = benchmark
+    try:
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        out = call(0)  # torch plans the problem here (benchmark mode: its search, unless it planned it before)
+        torch.cuda.synchronize(dev)
+        first_ms = (time.perf_counter() - t0) * 1e3
+        rel, mx = errors(out, reference_output(problem, result.cudnn_direction, sets[0], "cuda"))
+        del out
+        o = sets[0]
+
+        def safe(p):
+            def job():
+                try:
+                    p.execute(o["x"], o["w"], o["y"])
+                except Exception:  # its measured row already says why; here it just launches nothing
+                    pass
+            return job
+
+        jobs = [(-1, lambda: call(0))] + [(i, safe(r.plan)) for i, r in enumerate(result.rows) if r.ok]
+        err = ""
+        try:
+            got = _cupti_per_row(jobs, {i: 1 for i, _ in jobs}, dev)
+        except Exception as e:  # profiler unavailable: no identification, say why
+            got, err = {}, f"kernels not read: {type(e).__name__}: {str(e)[:150]}"
+        tk = got.get(-1, (None, ()))
+        m = None
+        if measure:
+            t = time_three_ways(call, python_loop(call, dev), repeats, warmup, dev)
+            m = Measurement(kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
+                            host_ms=t.host_ms, cupti_kernel_ms=tk[0], calls_per_sample=t.calls_per_sample,
+                            kernels=tk[1], rel_err=rel, max_abs_err=mx, error=t.error,
+                            tflops=(result.flops / (t.kernel_ms.median * 1e-3) / 1e12) if t.kernel_ms else None)
+    finally:
+        torch.backends.cudnn.benchmark = old
+    mode = "benchmark_on" if benchmark else "benchmark_off"
+    rows = [replace(r, kernels=got[i][1]) if i in got else r for i, r in enumerate(result.rows)]
+    how, idx = match_kernels(tk[1], rows)
+    for i in idx:
+        rows[i] = replace(rows[i], torch_ran=rows[i].torch_ran + (mode,))
+    run = TorchRun(mode=mode, kernels=tk[1], matches=tuple(rows[i].name for i in idx), match=how,
+                   first_call_ms=first_ms, benchmark_limit=int(torch.backends.cudnn.benchmark_limit or 0),
+                   measured=m, error=err)
+    return replace(result, rows=tuple(rows), torch=run)
+
+
+def _measure(result: EngineSearchResult, problem, sets, repeats: int, warmup: int, dev: int) -> EngineSearchResult:
     from .api import _OUTPUT_OPERAND
 
-    sets = operand_sets(problem, l2, dev)
     out_role = _OUTPUT_OPERAND[result.cudnn_direction]
     ref = reference_output(problem, result.cudnn_direction, sets[0], "cuda")
     measured = {}
@@ -241,4 +451,5 @@ def _measure(result: EngineSearchResult, problem, repeats: int, warmup: int, l2:
     return replace(result, rows=tuple(ok + [r for r in rows if not r.ok]))
 
 
-__all__ = ["find_engines", "EngineRow", "EngineSearchResult", "legacy_family", "Stats"]
+__all__ = ["find_engines", "EngineRow", "EngineSearchResult", "TorchRun", "legacy_family", "torch_filter",
+           "torch_candidates", "match_kernels", "Stats"]

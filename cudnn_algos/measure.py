@@ -185,6 +185,34 @@ def reference_output(problem: "_Problem", cdir: str, ops: dict[str, torch.Tensor
         return gx if cdir == "backward_data" else gw
 
 
+def torch_call(problem: "_Problem", cdir: str, sets: list[dict[str, torch.Tensor]]):
+    """call(i) -> output: torch's own convolution for cuDNN direction `cdir` on cuDNN-role operand set i, via the ops a
+    model's forward and autograd run (aten.convolution / aten.convolution_backward), so torch picks its cuDNN plan
+    exactly as it would in a model (cudnn.benchmark, deterministic and allow_tf32 as currently set).
+
+    torch keeps the first plan it picks for a problem for the life of the process, whatever cudnn.benchmark says
+    later (its plan cache key has no benchmark flag): to see benchmark mode's choice, the first call of a shape in
+    a process must run with benchmark on."""
+    s = problem.spec
+    lift = (lambda v, fill: [fill, *v]) if s.ndim == 1 else (lambda v, fill: list(v))
+    stride, pad, dil = lift(s.stride, 1), lift(problem.shapes.padding, 0), lift(s.dilation, 1)
+    zeros = [0] * len(stride)
+    n = len(sets)
+    if cdir == "forward":
+        def call(i: int) -> torch.Tensor:
+            o = sets[i % n]
+            return torch.ops.aten.convolution(o["x"], o["w"], None, stride, pad, dil, False, zeros, s.groups)
+    else:
+        mask = [cdir == "backward_data", cdir == "backward_filter", False]
+
+        def call(i: int) -> torch.Tensor:
+            o = sets[i % n]
+            gx, gw, _ = torch.ops.aten.convolution_backward(o["y"], o["x"], o["w"], None, stride, pad, dil, False,
+                                                            zeros, s.groups, mask)
+            return gx if mask[0] else gw
+    return call
+
+
 def errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float | None, float | None]:
     o = out.to(device=ref.device, dtype=torch.float64)
     if not torch.isfinite(o).all():

@@ -71,3 +71,24 @@ def test_find_without_gpu_is_one_line_exit_1():
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0 and "no CUDA GPU is visible" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (("--heuristics", "a,zz"), "--heuristics='zz' is not one of"),
+        (("--heuristics", ","), "--heuristics is empty"),
+        (("--exhaustive", "-3"), "--exhaustive -3 must be >= 0"),
+        (("--measure", "--repeats", "0"), "repeats=0 must be >= 1"),
+        (("--conv", "Conv2d(3, 8, 3)", "--input", "1,4,8,8"), "has 4 channels but the layer expects 3"),
+    ],
+)
+def test_engines_usage_errors(args, match):
+    r = _run("engines", *args)
+    assert r.returncode == 2 and match in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path; a GPU is visible")
+def test_engines_without_gpu_is_one_line_exit_1():
+    r = _run("engines", "--measure")
+    assert r.returncode == 1 and "no CUDA GPU is visible" in r.stderr and "Traceback" not in r.stderr
