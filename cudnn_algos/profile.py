@@ -43,18 +43,23 @@ class ProblemEntry:
 
 @dataclass(frozen=True)
 class EndToEnd:
-    """torch's benchmark mode on the whole model, in this process (per step) and in fresh processes (first step)."""
+    """torch's benchmark mode on the whole model: each mode in its own fresh process (first step, then the median
+    step after warm-up). One process cannot compare the two: torch keeps the first cuDNN plan it picks for each
+    shape for the life of the process, whatever cudnn.benchmark says later."""
 
     backward: bool  # a step is forward + backward when True
     iterations: int
-    step_ms_off: float  # median step time, cudnn.benchmark = False
-    step_ms_on: float  # median step time, cudnn.benchmark = True (after its warm-up)
+    step_ms_off: float | None  # median step time, cudnn.benchmark = False
+    step_ms_on: float | None  # median step time, cudnn.benchmark = True (after its warm-up)
     first_step_s_off: float | None = None  # a fresh process's first step, benchmark off
     first_step_s_on: float | None = None  # ... benchmark on: includes cuDNN's search for every new shape
     note: str = ""
+    where: str = "fresh processes"  # where the step times come from
 
     @property
-    def step_change_pct(self) -> float:
+    def step_change_pct(self) -> float | None:
+        if self.step_ms_on is None or not self.step_ms_off:
+            return None
         return 100.0 * (self.step_ms_on - self.step_ms_off) / self.step_ms_off
 
     @property
@@ -64,8 +69,14 @@ class EndToEnd:
         return self.first_step_s_on - self.first_step_s_off
 
     def sentence(self) -> str:
-        s = f"benchmark mode: {self.step_change_pct:+.1f}% per step ({self.step_ms_off:.2f} -> {self.step_ms_on:.2f} ms"
-        s += ", forward+backward)" if self.backward else ", forward)"
+        kind = "forward+backward" if self.backward else "forward"
+        if self.step_change_pct is None:
+            s = (f"benchmark mode: not compared ({kind} step {self.step_ms_off:.2f} ms with it off"
+                 f"{'' if not self.note else '; ' + self.note})") if self.step_ms_off else \
+                f"benchmark mode: not compared ({self.note or 'no step time'})"
+            return s
+        s = (f"benchmark mode: {self.step_change_pct:+.1f}% per step ({self.step_ms_off:.2f} -> "
+             f"{self.step_ms_on:.2f} ms, {kind}, {self.where})")
         if self.warmup_cost_s is not None:
             s += (f", {self.warmup_cost_s:.2f} s to warm up (first step in a fresh process: "
                   f"{self.first_step_s_off:.2f} s off, {self.first_step_s_on:.2f} s on)")
@@ -425,57 +436,77 @@ def time_steps(model, inp, backward: bool, iterations: int, benchmark: bool, dev
         model.zero_grad(set_to_none=True)
 
 
-def first_step_fresh_process(model_file: str, input_file: str, backward: bool, benchmark: bool, device: int,
-                             timeout: float = 600) -> float:
-    """Seconds for the first step of a fresh python process (cuDNN loading included) with cudnn.benchmark set."""
+def steps_fresh_process(model_file: str, input_file: str, backward: bool, benchmark: bool, device: int,
+                        iterations: int = 10, timeout: float = 600) -> tuple[float, float]:
+    """(seconds for the first step, median ms of the next `iterations` steps after 2 more warm-up steps) in a fresh
+    python process (cuDNN loading included in the first step) with cudnn.benchmark set from the start."""
     code = (
-        "import sys, time, torch\n"
+        "import sys, time, statistics, torch\n"
         "m = torch.load(sys.argv[1], weights_only=False); x = torch.load(sys.argv[2], weights_only=False)\n"
         f"torch.backends.cudnn.benchmark = {benchmark!r}\n"
         f"dev = 'cuda:{device}'\n"
         "torch.zeros(1, device=dev); torch.cuda.synchronize()\n"  # CUDA context before the clock starts
         "m = m.to(dev); x = tuple(v.to(dev) for v in x) if isinstance(x, tuple) else x.to(dev)\n"
-        "t = time.perf_counter()\n"
-        f"with torch.{'enable_grad' if backward else 'no_grad'}():\n"
-        "    out = m(*x) if isinstance(x, tuple) else m(x)\n"
-        f"    if {backward!r}:\n"
-        "        out = out[0] if isinstance(out, (tuple, list)) else out\n"
-        "        out.float().sum().backward()\n"
-        "torch.cuda.synchronize()\n"
+        "def step():\n"
+        f"    with torch.{'enable_grad' if backward else 'no_grad'}():\n"
+        "        out = m(*x) if isinstance(x, tuple) else m(x)\n"
+        f"        if {backward!r}:\n"
+        "            out = out[0] if isinstance(out, (tuple, list)) else out\n"
+        "            out.float().sum().backward()\n"
+        "    m.zero_grad(set_to_none=True)\n"
+        "t = time.perf_counter(); step(); torch.cuda.synchronize()\n"
         "print('FIRST_STEP_S', time.perf_counter() - t)\n"
+        "step(); step(); torch.cuda.synchronize()\n"
+        "ts = []\n"
+        f"for _ in range({int(iterations)}):\n"
+        "    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "    s.record(); step(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))\n"
+        "print('STEP_MS', statistics.median(ts))\n"
     )
     r = subprocess.run([sys.executable, "-c", code, model_file, input_file], capture_output=True, text=True,
                        timeout=timeout)
+    got = {}
     for line in r.stdout.splitlines():
-        if line.startswith("FIRST_STEP_S"):
-            return float(line.split()[1])
-    raise RuntimeError(f"fresh-process step failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode}")
+        k, _, v = line.partition(" ")
+        if k in ("FIRST_STEP_S", "STEP_MS"):
+            got[k] = float(v)
+    if len(got) != 2:
+        raise RuntimeError("fresh-process steps failed: "
+                           f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    return got["FIRST_STEP_S"], got["STEP_MS"]
 
 
 def end_to_end(model, example_input, *, backward: bool, dtype, fmt, device: int, iterations: int = 10,
                fresh_process: bool = True) -> EndToEnd:
+    """Benchmark mode off vs on for the whole model, each in its own fresh process. Without a fresh process (or a
+    model that cannot be saved for one), only the step time with benchmark off is measured here: this process
+    cannot run benchmark mode's choice for shapes torch has already planned."""
     dev = f"cuda:{device}"
-    m = _model_to(model, dev, dtype, fmt)
-    inp = _example_to(example_input, dev, dtype, fmt)
-    off = time_steps(m, inp, backward, iterations, False, device)
-    on = time_steps(m, inp, backward, iterations, True, device)
-    e = EndToEnd(backward=backward, iterations=iterations, step_ms_off=off, step_ms_on=on)
+
+    def in_process(note: str) -> EndToEnd:
+        m, inp = _model_to(model, dev, dtype, fmt), _example_to(example_input, dev, dtype, fmt)
+        off = time_steps(m, inp, backward, iterations, torch.backends.cudnn.benchmark, device)
+        mode = "on" if torch.backends.cudnn.benchmark else "off"
+        return EndToEnd(backward=backward, iterations=iterations, step_ms_off=off if mode == "off" else None,
+                        step_ms_on=off if mode == "on" else None, where="this process",
+                        note=f"{note}; measured in this process with benchmark {mode} only")
+
     if not fresh_process:
-        return replace(e, note="fresh-process measurement disabled")
+        return in_process("fresh-process measurement disabled")
     with tempfile.TemporaryDirectory() as d:
         mf, xf = os.path.join(d, "model.pt"), os.path.join(d, "input.pt")
         try:
-            torch.save(m.cpu(), mf)
-            torch.save(_example_to(inp, "cpu", None, None), xf)
+            torch.save(_model_to(model, "cpu", dtype, fmt), mf)
+            torch.save(_example_to(example_input, "cpu", dtype, fmt), xf)
         except Exception as ex:  # e.g. a model class defined in __main__ or a lambda inside
-            return replace(e, note=f"the model could not be saved for a fresh process ({type(ex).__name__})")
-        del m, inp
+            return in_process(f"the model could not be saved for a fresh process ({type(ex).__name__})")
         try:
-            first_off = first_step_fresh_process(mf, xf, backward, False, device)
-            first_on = first_step_fresh_process(mf, xf, backward, True, device)
+            first_off, off = steps_fresh_process(mf, xf, backward, False, device, iterations)
+            first_on, on = steps_fresh_process(mf, xf, backward, True, device, iterations)
         except Exception as ex:
-            return replace(e, note=str(ex)[:200])
-    return replace(e, first_step_s_off=first_off, first_step_s_on=first_on)
+            return in_process(str(ex)[:200])
+    return EndToEnd(backward=backward, iterations=iterations, step_ms_off=off, step_ms_on=on,
+                    first_step_s_off=first_off, first_step_s_on=first_on)
 
 
 # ------------------------------------------------------------------------------------------------ profile

@@ -79,7 +79,7 @@ def test_text_report_and_e2e_sentence():
     text = str(_report())
     assert "toy: 2 convolution calls, 1 distinct problems" in text
     assert "layer1.conv +1" in text and "fwd best" in text and "1.2x" in text
-    assert "benchmark mode: -10.0% per step (10.00 -> 9.00 ms, forward+backward), 2.00 s to warm up" in text
+    assert "benchmark mode: -10.0% per step (10.00 -> 9.00 ms, forward+backward, fresh processes), 2.00 s to warm up" in text
     assert "pays for itself after 2,000 steps" in text
 
 
