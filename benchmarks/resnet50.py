@@ -110,47 +110,50 @@ def run_torch_off(args) -> dict:
     return d
 
 
-def engine_columns(args, spec, shape, dtype, fmt, direction, problem, cdir, device) -> dict:
+def engine_columns(args, spec, shape, dtype, fmt, direction, problem, cdir, device):
     """The graph API's configurations of one problem: every built one screened (kernel clock, few repeats), the
-    fastest one torch would also accept re-timed on fresh operands beside torch's op (benchmark on, this process),
-    and torch's own choice identified by its kernels."""
+    fastest one torch would also accept re-timed on fresh operands beside torch's op (benchmark on: its first call
+    of the shape in this process is here). No profiler here (see identify): returns (columns, the search result)."""
     eng = cudnn_algos.find_engines(spec, shape, direction=direction, dtype=dtype, memory_format=fmt,
                                    runtime_compiled=False, exhaustive=args.exhaustive > 0,
                                    max_configs=args.exhaustive or 64, measure=True, repeats=args.screen_repeats,
-                                   compare_torch=True, torch_benchmark=True)
-    t = eng.torch
+                                   compare_torch=False, refine=args.refine, refine_max=args.refine_max)
     e = {"engine_configs": len(eng.rows), "engine_built": len(eng.succeeded), "engine_count": eng.engine_count,
-         "engine_search_ms": eng.search_ms, "torch_candidates": eng.torch_candidates,
-         "torch_benchmark_limit": t.benchmark_limit if t else None,
-         "torch_match": t.match if t else None, "torch_config": list(t.matches) if t else [],
-         "torch_kernels": list(t.kernels) if t else [], "torch_on_search_ms": t.first_call_ms if t else None,
-         "engine_screen": [{"name": r.name, "kernel": r.kernel_ms, "torch_rank": r.torch_rank,
-                            "torch_filter": r.torch_filter, "rel_err": r.measured.rel_err if r.measured else None}
-                           for r in eng.succeeded]}
-    best = eng.best_eligible
-    if best is None:
-        return e
-    torch_rows = [r for r in eng.rows if r.torch_ran]
+         "engine_refined": eng.refined, "best_engine_source": None, "engine_search_ms": eng.search_ms,
+         "torch_candidates": eng.torch_candidates, "torch_benchmark_limit": int(torch.backends.cudnn.benchmark_limit)}
     sets = operand_sets(problem, "warm", device)  # fresh operands: the winner's re-timing is independent of its pick
-    call, loop = plan_timer(best.plan, sets)
-    bt = time_three_ways(call, loop, args.repeats, 3, device)
-    tt, _ = time_torch(problem, cdir, sets, True, args.repeats, device)
-    torch_cfg_kernel = None
-    if torch_rows:  # torch's own configuration through our engine path (same plan, our launch)
-        tc, tl = plan_timer(torch_rows[0].plan, sets)
-        torch_cfg_kernel = med(time_three_ways(tc, tl, args.repeats, 3, device).kernel_ms)
-    e.update(best_engine=best.name, best_engine_family=best.family, best_engine_torch_rank=best.torch_rank,
-             best_is_torch_choice=bool(best.torch_ran), best_engine_rel_err=best.measured.rel_err,
-             torch_rel_err=t.measured.rel_err if t and t.measured else None,
-             engine_kernel=med(bt.kernel_ms), engine_thr=med(bt.throughput_ms), engine_host=med(bt.host_ms),
-             engine_screen_kernel=best.kernel_ms, torch_on_kernel2=med(tt.kernel_ms),
-             torch_on_thr2=med(tt.throughput_ms), torch_on_host2=med(tt.host_ms),
-             torch_config_engine_path_kernel=torch_cfg_kernel)
-    if e["engine_kernel"] and e["torch_on_kernel2"]:
-        e["engine_vs_on"] = e["engine_kernel"] / e["torch_on_kernel2"]
-        e["why"] = why(e)
+    tt, first = time_torch(problem, cdir, sets, True, args.repeats, device)  # torch's search happens here
+    e.update(torch_on_search_ms=first, torch_on_kernel2=med(tt.kernel_ms), torch_on_thr2=med(tt.throughput_ms),
+             torch_on_host2=med(tt.host_ms))
+    best = eng.best_eligible
+    if best is not None:
+        call, loop = plan_timer(best.plan, sets)
+        bt = time_three_ways(call, loop, args.repeats, 3, device)
+        e.update(best_engine=best.name, best_engine_family=best.family, best_engine_torch_rank=best.torch_rank,
+                 best_engine_source=",".join(best.sources), best_engine_rel_err=best.measured.rel_err,
+                 engine_kernel=med(bt.kernel_ms), engine_thr=med(bt.throughput_ms), engine_host=med(bt.host_ms),
+                 engine_screen_kernel=best.kernel_ms)
+        if e["engine_kernel"] and e["torch_on_kernel2"]:
+            e["engine_vs_on"] = e["engine_kernel"] / e["torch_on_kernel2"]
+    e["engine_screen"] = [{"name": r.name, "kernel": r.kernel_ms, "torch_rank": r.torch_rank,
+                           "torch_filter": r.torch_filter, "sources": list(r.sources),
+                           "rel_err": r.measured.rel_err if r.measured else None} for r in eng.succeeded]
     del sets
-    return e
+    return e, eng
+
+
+def identify(entry: dict, eng) -> None:
+    """After all timing (a profiler session leaves CUPTI's instrumentation on later kernels): which configuration
+    torch ran, by its kernels; torch's configuration re-timed through our engine path is not needed for the why."""
+    res = cudnn_algos.identify_torch(eng, torch_benchmark=True)
+    t = res.torch
+    best = next((r for r in res.rows if r.name == entry.get("best_engine")), None)
+    entry.update(torch_match=t.match, torch_config=list(t.matches), torch_kernels=list(t.kernels),
+                 torch_identify_error=t.error, best_is_torch_choice=bool(best and best.torch_ran),
+                 torch_config_torch_rank=[r.torch_rank for r in res.rows if r.torch_ran],
+                 best_engine_kernels=list(best.kernels) if best else [])
+    if entry.get("engine_vs_on"):
+        entry["why"] = why(entry)
 
 
 def why(e: dict) -> str:
@@ -171,6 +174,7 @@ def one_run(args, device: int, run_idx: int) -> dict:
     fidelity = []
     search_costs = []
     truncated = []
+    pending = []  # (entry, engine search result): torch's choice is identified after all timing
     for cfg_name in args.configs:
         dtype, fmt = CONFIGS[cfg_name]
         for name, spec, shape, count in layers_of(args):
@@ -199,7 +203,9 @@ def one_run(args, device: int, run_idx: int) -> dict:
                          "n_success": len(r.succeeded), "heuristic_regret": r.heuristic_regret,
                          "heuristic_choice": r.heuristic_choice, "legacy": args.legacy}
                 if args.engines:  # first: torch's first call of this shape here must run with benchmark on
-                    entry.update(engine_columns(args, spec, shape, dtype, fmt, r.direction, problem, cdir, device))
+                    cols, eng = engine_columns(args, spec, shape, dtype, fmt, r.direction, problem, cdir, device)
+                    entry.update(cols)
+                    pending.append((entry, eng))
                 sets = operand_sets(problem, "warm", device)
                 if best is not None:
                     call, loop = row_timer(problem, cdir, best.algo_id, best.math_type, sets, -1, device)
@@ -216,8 +222,14 @@ def one_run(args, device: int, run_idx: int) -> dict:
                 rows.append(entry)
                 del sets
             print(f"run {run_idx} {cfg_name} {name}: {time.perf_counter() - t_layer:.1f}s", flush=True)
+    t_id = time.perf_counter()
+    for entry, eng in pending:
+        identify(entry, eng)
+    pending.clear()
     if truncated:
         print(f"budget of {args.budget_s:.0f}s spent: {len(truncated)} layer(s) not run: {', '.join(truncated)}")
+    if args.engines:
+        print(f"identification of torch's choices (profiler, after all timing): {time.perf_counter() - t_id:.1f}s")
     return {"rows": rows, "fidelity": fidelity, "search_costs": search_costs, "not_run": truncated}
 
 
@@ -253,16 +265,20 @@ def markdown(result: dict) -> str:
             out.append(engine_table(cfg, eng_rows))
         if tot["on"]:
             off = (f"torch benchmark off {tot['off']:.3f} ms (own process), " if tot["off"] else "")
+            which = ("measured best legacy algorithm" if result.get("legacy", "measure") == "measure" else
+                     "cuDNN Find's first legacy algorithm (ranked by its own times, host overhead included)")
             out.append(f"\nΣ legacy {cfg} over the model's 53 convolutions x 3 directions (each unique layer × its "
-                       f"count), kernel time: ours {tot['ours']:.3f} ms, {off}torch benchmark on {tot['on']:.3f} ms; "
+                       f"count), kernel time: ours ({which}) {tot['ours']:.3f} ms, {off}torch benchmark on "
+                       f"{tot['on']:.3f} ms; "
                        f"ours/on = {tot['ours'] / tot['on']:.3f}"
                        + (f", ours/off = {tot['ours'] / tot['off']:.3f}" if tot["off"] else "") + "\n")
     return "\n".join(out)
 
 
 def engine_table(cfg: str, eng_rows: list[dict]) -> str:
+    refined = sum(e.get("engine_refined") or 0 for e in eng_rows)
     out = [f"\n#### {cfg}: graph-API engine configurations (heuristics instant+A+B+fallback"
-           f"{', exhaustive' if any(e.get('engine_configs', 0) > 64 for e in eng_rows) else ''}; runtime-compiled "
+           f"{f', + {refined} one-knob neighbours of the fastest (refine)' if refined else ''}; runtime-compiled "
            "engines skipped) against torch benchmark on, same process, same fresh operands, kernel = graph replay\n",
            "| layer | dir | configs listed / built (engines) | torch times | torch ran | best engine (its # in torch's "
            "list) | engine kernel | torch on kernel | engine/on | host: engine / torch / legacy | why not <= 0.97 |",
@@ -274,6 +290,8 @@ def engine_table(cfg: str, eng_rows: list[dict]) -> str:
             f"not found [{e['torch_match']}]"
         rank = e.get("best_engine_torch_rank")
         best = f"{e.get('best_engine', '-')} ({'-' if rank is None else '#' + str(rank)})"
+        if "refine" in (e.get("best_engine_source") or ""):
+            best += " [refine]"
         ratio = f"{e['engine_vs_on']:.3f}" if e.get("engine_vs_on") else "-"
         host = " / ".join(fmt_ms(e.get(k)) for k in ("engine_host", "torch_on_host2", "ours_host"))
         out.append(f"| {e['layer']} | {d} | {e['engine_configs']} / {e['engine_built']} ({e['engine_count']}) "
@@ -315,6 +333,11 @@ def engine_summary(result: dict) -> list[str]:
     m = {k: sum(e["torch_match"] == k for e in rows) for k in ("exact", "partial", "none")}
     same = sum(bool(e.get("best_is_torch_choice")) for e in rows)
     outside = sum(e.get("best_engine_torch_rank") is None and bool(e.get("best_engine")) for e in rows)
+    ref = [e.get("engine_refined") or 0 for e in rows]
+    if any(ref):
+        won = sum("refine" in (e.get("best_engine_source") or "") for e in rows)
+        lines.append(f"engines: refine added median {statistics.median(ref):.0f} configurations per problem (max "
+                     f"{max(ref)}); the best one came from refine in {won} of {len(rows)} problems")
     lines.append(f"engines: torch's choice identified by its kernels: {m['exact']} exact, {m['partial']} partial, "
                  f"{m['none']} not found; our best is torch's own configuration in {same}, outside torch's timed "
                  f"list in {outside}")
@@ -374,7 +397,8 @@ def summary(result: dict) -> str:
                      f"{statistics.median(costs):.2f}s, max {max(costs):.2f}s")
     off_after = [e["torch_on_after_off_first_call_ms"] for e in result["runs"][0]["rows"]
                  if e.get("torch_on_after_off_first_call_ms") is not None]
-    on_first = [e["torch_on_first_call_ms"] for e in result["runs"][0]["rows"] if e.get("torch_on_first_call_ms")]
+    on_first = [e.get("torch_on_search_ms") or e["torch_on_first_call_ms"] for e in result["runs"][0]["rows"]
+                if e.get("torch_on_search_ms") or e.get("torch_on_first_call_ms")]
     if off_after and on_first:
         lines.append(f"torch plan cache: first benchmark-on call of a shape already run with benchmark off: median "
                      f"{statistics.median(off_after):.2f} ms (no new search); first call with benchmark on in a process "
@@ -402,6 +426,10 @@ def main(argv=None) -> int:
                         "screened, the best re-timed beside torch benchmark on, torch's choice identified)")
     p.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="with --engines: also engine x knob combinations, up to N configurations per problem")
+    p.add_argument("--refine", type=int, default=0, metavar="K",
+                   help="with --engines: also every one-knob neighbour of the K fastest configurations per problem")
+    p.add_argument("--refine-max", type=int, default=64, metavar="N",
+                   help="with --refine: at most N more configurations per problem (default 64)")
     p.add_argument("--screen-repeats", type=int, default=3,
                    help="with --engines: timing samples per configuration when screening (default 3)")
     p.add_argument("--legacy", default="measure", choices=["measure", "find"],
@@ -427,7 +455,8 @@ def main(argv=None) -> int:
     torch_off = run_torch_off(args)  # first, and in its own process: see torch_off_pass
     t_off = time.perf_counter() - t_off
     # warm the process: cuDNN's first call loads its engines (hundreds of ms), not part of any number below
-    cudnn_algos.find(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), measure=True, repeats=2, cupti=True)
+    # (no profiler session unless the legacy fidelity part needs one: CUPTI stays attached to later kernels)
+    cudnn_algos.find(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), measure=True, repeats=2, cupti=args.legacy == "measure")
     # the cost of a default measure=True search of one layer's three directions (no CUPTI), after warm-up
     cost = []
     for name, spec, shape, _ in (resnet50_convs(batch=args.batch)[:: max(1, 23 // 6)] if args.legacy == "measure" else []):
@@ -441,6 +470,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     result = {"batch": args.batch, "configs": args.configs, "repeats": args.repeats, "runs": [],
               "default_measure_cost": cost, "engines": args.engines, "exhaustive": args.exhaustive,
+              "refine": args.refine, "refine_max": args.refine_max,
               "screen_repeats": args.screen_repeats, "legacy": args.legacy, "torch_off_pass_s": t_off,
               "env": env.__dict__, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     for i in range(args.runs):

@@ -211,8 +211,10 @@ py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo
 }
 
 py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
-                          bool exhaustive, int64_t max_configs, bool runtime_compiled, int device) {
+                          bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds) {
   EngineSearchOptions opt;
+  opt.seeds = std::move(seeds);
   opt.heuristics = std::move(heuristics);
   opt.exhaustive = exhaustive;
   opt.max_configs = max_configs;
@@ -311,7 +313,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            });
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
         py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
-        py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0);
+        py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
+        py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);

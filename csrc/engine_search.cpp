@@ -305,6 +305,53 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
     }
   }
 
+  // An engine of this graph, finalized (nullopt-like empty descriptor when the engine rejects the graph).
+  auto engine_of = [&](int64_t e, cudnnStatus_t& status) {
+    BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cudnnBackendDescriptor_t g = graph->graph.get();
+    set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
+    set_attr(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &e);
+    status = cudnnBackendFinalize(engine.get());
+    return engine;
+  };
+  // One configuration of `engine` with these knob values (one per range): a row, built unless already seen.
+  auto try_config = [&](int64_t id, const BackendDesc& engine, const std::vector<KnobRange>& ranges,
+                        const std::vector<int64_t>& values, const std::string& source) {
+    auto pl = new_plan();
+    pl->engine_id = id;
+    std::vector<BackendDesc> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      const auto type = static_cast<cudnnBackendKnobType_t>(ranges[i].type);
+      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
+      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &values[i]);
+      CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
+      raw.push_back(choices.back().get());
+      pl->knobs.emplace_back(ranges[i].type, values[i]);
+    }
+    std::sort(pl->knobs.begin(), pl->knobs.end());
+    if (!seen.count(std::make_pair(id, pl->knobs))) {
+      pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      cudnnBackendDescriptor_t eng = engine.get();
+      set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
+      if (!raw.empty())
+        set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
+                 static_cast<int64_t>(raw.size()));
+      const cudnnStatus_t cs = cudnnBackendFinalize(pl->config.get());
+      if (cs != CUDNN_STATUS_SUCCESS) {
+        pl->status = short_status_name(cs);
+        pl->stage = "config";
+      } else {
+        finish_plan(*pl, engine, opt.runtime_compiled);
+      }
+    }
+    add(pl, source, -1);
+  };
+  auto configs = [&]() {
+    return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
+  };
+
   // 2. exhaustive: every engine, every knob combination, in rounds (one more combination of every engine per
   // round, so a cap still covers every engine) until max_configs configurations exist in all. An engine that
   // does not support the graph is one row (stage "engine") and does not count towards the cap.
@@ -316,16 +363,10 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       std::vector<int64_t> value;
       bool done = false;
     };
-    auto configs = [&]() {
-      return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
-    };
     std::vector<Odometer> engines;
     for (int64_t e = 0; e < out.engine_count; ++e) {
-      BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-      cudnnBackendDescriptor_t g = graph->graph.get();
-      set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
-      set_attr(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &e);
-      const cudnnStatus_t s = cudnnBackendFinalize(engine.get());
+      cudnnStatus_t s{};
+      BackendDesc engine = engine_of(e, s);
       if (s != CUDNN_STATUS_SUCCESS) {
         auto pl = new_plan();
         pl->engine_id = e;
@@ -345,36 +386,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       for (auto& od : engines) {
         if (od.done) continue;
         if (configs() >= opt.max_configs) break;
-        auto pl = new_plan();
-        pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-        std::vector<BackendDesc> choices;
-        std::vector<cudnnBackendDescriptor_t> raw;
-        for (size_t i = 0; i < od.ranges.size(); ++i) {
-          choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-          const auto type = static_cast<cudnnBackendKnobType_t>(od.ranges[i].type);
-          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
-          set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &od.value[i]);
-          CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
-          raw.push_back(choices.back().get());
-          pl->knobs.emplace_back(od.ranges[i].type, od.value[i]);
-        }
-        std::sort(pl->knobs.begin(), pl->knobs.end());
-        pl->engine_id = od.id;
-        if (!seen.count(std::make_pair(od.id, pl->knobs))) {
-          cudnnBackendDescriptor_t eng = od.engine.get();
-          set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
-          if (!raw.empty())
-            set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
-                     static_cast<int64_t>(raw.size()));
-          const cudnnStatus_t cs = cudnnBackendFinalize(pl->config.get());
-          if (cs != CUDNN_STATUS_SUCCESS) {
-            pl->status = short_status_name(cs);
-            pl->stage = "config";
-          } else {
-            finish_plan(*pl, od.engine, opt.runtime_compiled);
-          }
-        }
-        add(pl, "exhaustive", -1);
+        try_config(od.id, od.engine, od.ranges, od.value, "exhaustive");
         // this engine's next knob combination (an odometer over the knob ranges)
         size_t i = 0;
         for (; i < od.ranges.size(); ++i) {
@@ -384,6 +396,33 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
         }
         od.done = i == od.ranges.size();  // all combinations done (or the engine has no knobs)
         more = more || !od.done;
+      }
+    }
+  }
+
+  // 3. refine: around each seed configuration, every value of one knob at a time (the others kept), at most
+  // kMaxValuesPerKnob values per knob, until max_configs configurations exist in all.
+  constexpr int64_t kMaxValuesPerKnob = 64;
+  for (const auto& [id, seed_knobs] : opt.seeds) {
+    cudnnStatus_t s{};
+    BackendDesc engine = engine_of(id, s);
+    if (s != CUDNN_STATUS_SUCCESS) continue;  // a seed comes from a built plan: its engine supports the graph
+    const auto ranges = knob_ranges(engine);
+    std::vector<int64_t> base;
+    for (const auto& r : ranges) {
+      int64_t v = r.lo;
+      for (const auto& [t, val] : seed_knobs)
+        if (t == r.type) v = val;
+      base.push_back(v);
+    }
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      int64_t n = 0;
+      for (int64_t v = ranges[i].lo; v <= ranges[i].hi && n < kMaxValuesPerKnob; v += ranges[i].stride, ++n) {
+        if (v == base[i]) continue;
+        if (configs() >= opt.max_configs) break;
+        auto values = base;
+        values[i] = v;
+        try_config(id, engine, ranges, values, "refine");
       }
     }
   }

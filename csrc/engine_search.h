@@ -42,7 +42,7 @@ class EnginePlan {
   std::vector<std::pair<int64_t, int64_t>> knobs;  // (cudnnBackendKnobType_t, value)
   std::vector<int> numerical_notes;                // cudnnBackendNumericalNote_t values
   std::vector<int> behavior_notes;                 // cudnnBackendBehaviorNote_t values
-  std::vector<std::string> sources;                // "heuristic_instant", "heuristic_a", ..., "exhaustive"
+  std::vector<std::string> sources;                // "heuristic_instant", "heuristic_a", ..., "exhaustive", "refine"
   std::vector<std::pair<std::string, int>> heuristic_ranks;  // (source, position in that list)
   std::string status = "SUCCESS";                  // short cuDNN status of the first step that failed
   std::string stage;                               // "engine", "config" or "plan": where it failed
@@ -69,6 +69,9 @@ struct EngineSearchOptions {
   int64_t max_configs = 64;   // with exhaustive: at most this many configurations in all (heuristic ones first;
                               // engines that reject the graph are rows that do not count)
   bool runtime_compiled = true;  // finalize plans of engines that compile at run time (NVRTC: slow to build)
+  // refine: configurations (engine id, (knob type, value) pairs) whose neighbours to build: each knob's other
+  // values, one knob at a time; counted against max_configs like the exhaustive ones
+  std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds;
 };
 
 struct EngineSearchOutput {

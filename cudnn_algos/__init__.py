@@ -7,7 +7,7 @@
 Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by the first call that needs cuDNN.
 """
 from .api import MATH_TYPES, MODES, default_math, find, run
-from .engines import EngineRow, EngineSearchResult, find_engines
+from .engines import EngineRow, EngineSearchResult, TorchRun, find_engines, identify_torch
 from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
 from .info import info
 from .profile import EndToEnd, ModelReport, load_report, profile
@@ -17,7 +17,7 @@ from .spec import ConvShapes, ConvSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "find", "run", "find_engines", "EngineRow", "EngineSearchResult", "info", "load_json", "default_math", "profile", "ModelReport", "EndToEnd", "load_report",
+    "find", "run", "find_engines", "identify_torch", "TorchRun", "EngineRow", "EngineSearchResult", "info", "load_json", "default_math", "profile", "ModelReport", "EndToEnd", "load_report",
     "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "Environment",
     "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError",
     "DIRECTIONS", "MODES", "MATH_TYPES", "__version__",

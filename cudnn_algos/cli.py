@@ -25,6 +25,7 @@ EXAMPLES = f"""examples:
   cudnn-algos engines --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \
       --channels-last --measure --torch-benchmark on
   cudnn-algos engines --exhaustive 200 --direction backward_filter --json engines.json
+  cudnn-algos engines --measure --refine 3 --torch-benchmark on      # search around the 3 fastest
 """
 
 _CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
@@ -109,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback)")
     e.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine x knob combination, up to N configurations in all (default: off)")
+    e.add_argument("--refine", type=int, default=0, metavar="K",
+                   help="with --measure: build every one-knob neighbour of the K fastest configurations (default 0)")
+    e.add_argument("--refine-max", type=int, default=64, metavar="N", help="at most N configurations from --refine")
     e.add_argument("--no-runtime-compiled", action="store_true", help="skip engines that compile at run time")
     e.add_argument("--measure", action="store_true", help="time and check every built plan (and torch's op)")
     e.add_argument("--repeats", type=int, default=10, help="timing samples per configuration with --measure")
@@ -232,7 +236,8 @@ def _cmd_engines(a: argparse.Namespace) -> int:
     kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
                   max_configs=a.exhaustive or 64, runtime_compiled=not a.no_runtime_compiled, measure=a.measure,
                   repeats=a.repeats, l2=a.l2, compare_torch=None if a.torch is None else a.torch == "yes",
-                  torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], device=a.device)
+                  torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
+                  refine_max=a.refine_max, device=a.device)
     directions = DIRECTIONS if a.direction == "all" else (a.direction,)
     try:
         from .api import _check_choice
@@ -240,6 +245,10 @@ def _cmd_engines(a: argparse.Namespace) -> int:
 
         if not heur:
             raise ValueError("--heuristics is empty")
+        if a.refine < 0 or a.refine_max < 1:
+            raise ValueError(f"--refine {a.refine} must be >= 0 and --refine-max {a.refine_max} >= 1")
+        if a.refine and not a.measure:
+            raise ValueError("--refine needs --measure (it refines around the fastest measured configurations)")
         for h in heur:
             _check_choice("--heuristics", h, HEURISTICS)
         if a.measure:

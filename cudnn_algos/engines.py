@@ -89,6 +89,7 @@ class TorchRun:
     first_call_ms: float  # host ms of torch's first call here (with benchmark mode: its search, if it searched)
     benchmark_limit: int  # torch.backends.cudnn.benchmark_limit
     measured: Measurement | None = None  # torch's op timed like the rows, with its error against float64
+    cupti_ms: float | None = None  # CUPTI kernel time of the one call in the identification session
     error: str = ""  # why kernels could not be read (profiler unavailable), if so
 
     def describe(self) -> str:
@@ -115,6 +116,7 @@ class EngineSearchResult:
     flops: int = 0
     created: str = ""
     torch: TorchRun | None = None  # what torch's own convolution ran here (compare_torch=True)
+    refined: int = 0  # configurations added by refine (one-knob neighbours of the fastest ones)
 
     @property
     def succeeded(self) -> tuple[EngineRow, ...]:
@@ -158,6 +160,7 @@ class EngineSearchResult:
         d = self.direction if self.direction == self.cudnn_direction else f"{self.direction} (cuDNN {self.cudnn_direction})"
         title = (f"{self.spec} {d} | input {'x'.join(map(str, self.shapes.input_shape))} {self.dtype} "
                  f"{self.memory_format} | engines: {self.engine_count} in cuDNN, {len(self.rows)} configurations "
+                 f"{f'({self.refined} by refine) ' if self.refined else ''}"
                  f"({len(self.succeeded)} built) | {self.env.gpu_name} cuDNN {Environment.version_str(self.env.cudnn_runtime)}")
         b = self.best
         tail = f"best: {b.name}" + (f" {b.kernel_ms:.4f} ms kernel" if b and b.kernel_ms else "") if b else "best: none"
@@ -189,7 +192,7 @@ class EngineSearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in ("direction", "cudnn_direction", "dtype", "memory_format", "engine_count",
-                                           "search_ms", "exhaustive", "flops", "created")}
+                                           "search_ms", "exhaustive", "refined", "flops", "created")}
         d["spec"] = self.spec.to_dict()
         d["input_shape"] = list(self.shapes.input_shape)
         d["env"] = asdict(self.env)
@@ -297,7 +300,8 @@ def find_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
     heuristics: Sequence[str] = ("instant", "a", "b", "fallback"), exhaustive: bool = False, max_configs: int = 64,
     runtime_compiled: bool = True, measure: bool = False, repeats: int = 10, warmup: int = 3, l2: str = "warm",
-    compare_torch: bool | None = None, torch_benchmark: bool | None = None, device=None,
+    compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0,
+    refine_max: int = 64, device=None,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
@@ -312,6 +316,9 @@ def find_engines(
     torch_benchmark: cudnn.benchmark for torch's calls (default: as currently set). torch keeps the first plan it
         picks for a problem for the life of the process, so benchmark mode's choice only shows for a problem
         torch has not run yet in this process.
+    refine: with measure, take this many of the fastest configurations torch would accept and build every
+        one-knob neighbour of each (every other value of one knob, the rest kept), up to ``refine_max`` new
+        configurations; measure them too (source "refine"). A local search beyond the heuristics' lists.
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``), from the heuristic lists and the notes.
     """
@@ -327,6 +334,11 @@ def find_engines(
     if measure:
         check_config(repeats, warmup, l2, "cuda")
     compare_torch = measure if compare_torch is None else compare_torch
+    for name, v, lo in (("refine", refine, 0), ("refine_max", refine_max, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name}={v!r} must be an int >= {lo}")
+    if refine and not measure:
+        raise ValueError(f"refine={refine} needs measure=True (it refines around the fastest measured configurations)")
     for name, v in (("compare_torch", compare_torch), ("torch_benchmark", torch_benchmark)):
         if v is not None and not isinstance(v, bool):
             raise TypeError(f"{name}={v!r} must be a bool")
@@ -354,6 +366,9 @@ def find_engines(
             sets = operand_sets(problem, l2, dev)
             if measure:
                 result = _measure(result, problem, sets, repeats, warmup, dev)
+            if refine:
+                result = _refine(result, problem, sets, ext, cp, refine, refine_max, runtime_compiled, repeats,
+                                 warmup, dev)
             if compare_torch:
                 bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
                 result = _compare_torch(result, problem, sets, bench, measure, repeats, warmup, dev)
@@ -363,11 +378,12 @@ def find_engines(
 
 def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, measure: bool, repeats: int,
                    warmup: int, dev: int) -> EngineSearchResult:
-    """Runs torch's own op (cudnn.benchmark = `benchmark`) and every built plan once each inside one profiler
-    session, matches torch's kernels against each plan's, and (measure) times torch's op like the rows."""
+    """torch's own op (cudnn.benchmark = `benchmark`): its first call here (where it plans the problem), with
+    `measure` its timing (before any profiler session: see identify_torch) and accuracy; then the identification
+    of the configuration it ran."""
     import time
 
-    from .measure import _cupti_per_row, python_loop, torch_call
+    from .measure import python_loop, torch_call
 
     call = torch_call(problem, result.cudnn_direction, sets)
     old = torch.backends.cudnn.benchmark
@@ -378,42 +394,86 @@ def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, m
         out = call(0)  # torch plans the problem here (benchmark mode: its search, unless it planned it before)
         torch.cuda.synchronize(dev)
         first_ms = (time.perf_counter() - t0) * 1e3
-        rel, mx = errors(out, reference_output(problem, result.cudnn_direction, sets[0], "cuda"))
+        m = None
+        if measure:
+            rel, mx = errors(out, reference_output(problem, result.cudnn_direction, sets[0], "cuda"))
+            t = time_three_ways(call, python_loop(call, dev), repeats, warmup, dev)
+            m = Measurement(kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
+                            host_ms=t.host_ms, cupti_kernel_ms=None, calls_per_sample=t.calls_per_sample,
+                            rel_err=rel, max_abs_err=mx, error=t.error,
+                            tflops=(result.flops / (t.kernel_ms.median * 1e-3) / 1e12) if t.kernel_ms else None)
         del out
-        o = sets[0]
+    finally:
+        torch.backends.cudnn.benchmark = old
+    res = _identify(result, problem, sets, benchmark, dev)
+    run = replace(res.torch, first_call_ms=first_ms, measured=m and replace(
+        m, cupti_kernel_ms=res.torch.cupti_ms, kernels=res.torch.kernels))
+    return replace(res, torch=run)
 
-        def safe(p):
-            def job():
-                try:
-                    p.execute(o["x"], o["w"], o["y"])
-                except Exception:  # its measured row already says why; here it just launches nothing
-                    pass
-            return job
 
+def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None = None) -> EngineSearchResult:
+    """Marks, in a search result whose plans are alive (this process), the configuration(s) whose kernels torch's own
+    convolution launches for the problem now (``torch_ran``; ``result.torch``). torch keeps the first plan it picked
+    for the problem in this process; with ``torch_benchmark`` (default: cudnn.benchmark as set) it picks one if it
+    has not yet.
+
+    This opens a torch.profiler (CUPTI) session. Unless CUPTI is torn down after it (TEARDOWN_CUPTI=1), kernels
+    launched later in the process may run with CUPTI's instrumentation: time first, identify last (as
+    find_engines(compare_torch=True) and benchmarks/resnet50.py do)."""
+    from . import api
+
+    problem = api._problem(result.spec, result.shapes.input_shape, api._dtype(result.dtype, None),
+                           result.memory_format, None)
+    dev = result.env.device_index
+    bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
+    with torch.cuda.device(dev):
+        sets = operand_sets(problem, "warm", dev)
+        return _identify(result, problem, sets, bench, dev)
+
+
+def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: int) -> EngineSearchResult:
+    """torch's op and every built plan once each inside one profiler session; torch's kernels matched to the plans'."""
+    import time
+
+    from .measure import _cupti_per_row, torch_call
+
+    call = torch_call(problem, result.cudnn_direction, sets)
+    o = sets[0]
+
+    def safe(p):
+        def job():
+            try:
+                p.execute(o["x"], o["w"], o["y"])
+            except Exception:  # its measured row already says why; here it just launches nothing
+                pass
+        return job
+
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = benchmark
+    try:
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        call(0)  # outside the profiler: any planning (benchmark mode's search) happens here
+        torch.cuda.synchronize(dev)
+        first_ms = (time.perf_counter() - t0) * 1e3
         jobs = [(-1, lambda: call(0))] + [(i, safe(r.plan)) for i, r in enumerate(result.rows) if r.ok]
         err = ""
         try:
             got = _cupti_per_row(jobs, {i: 1 for i, _ in jobs}, dev)
         except Exception as e:  # profiler unavailable: no identification, say why
             got, err = {}, f"kernels not read: {type(e).__name__}: {str(e)[:150]}"
-        tk = got.get(-1, (None, ()))
-        m = None
-        if measure:
-            t = time_three_ways(call, python_loop(call, dev), repeats, warmup, dev)
-            m = Measurement(kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
-                            host_ms=t.host_ms, cupti_kernel_ms=tk[0], calls_per_sample=t.calls_per_sample,
-                            kernels=tk[1], rel_err=rel, max_abs_err=mx, error=t.error,
-                            tflops=(result.flops / (t.kernel_ms.median * 1e-3) / 1e12) if t.kernel_ms else None)
     finally:
         torch.backends.cudnn.benchmark = old
+    tk = got.get(-1, (None, ()))
     mode = "benchmark_on" if benchmark else "benchmark_off"
-    rows = [replace(r, kernels=got[i][1]) if i in got else r for i, r in enumerate(result.rows)]
+    rows = [replace(r, kernels=got[i][1], torch_ran=tuple(m for m in r.torch_ran if m != mode)) if i in got else r
+            for i, r in enumerate(result.rows)]
     how, idx = match_kernels(tk[1], rows)
     for i in idx:
         rows[i] = replace(rows[i], torch_ran=rows[i].torch_ran + (mode,))
     run = TorchRun(mode=mode, kernels=tk[1], matches=tuple(rows[i].name for i in idx), match=how,
                    first_call_ms=first_ms, benchmark_limit=int(torch.backends.cudnn.benchmark_limit or 0),
-                   measured=m, error=err)
+                   cupti_ms=tk[0], error=err)
     return replace(result, rows=tuple(rows), torch=run)
 
 
@@ -443,13 +503,41 @@ def _measure(result: EngineSearchResult, problem, sets, repeats: int, warmup: in
         except Exception as e:  # a plan that fails to run is a row saying so, never a crash
             measured[i] = Measurement(kernel_ms=None, kernel_clock="none", throughput_ms=None, host_ms=None,
                                       cupti_kernel_ms=None, calls_per_sample=0, error=f"{type(e).__name__}: {e}"[:200])
-    order = sorted((i for i, m in measured.items() if m.kernel_ms is not None), key=lambda i: measured[i].kernel_ms.median)
-    for rank, i in enumerate(order):
-        measured[i] = replace(measured[i], measured_rank=rank)
     rows = [replace(r, measured=measured.get(i)) for i, r in enumerate(result.rows)]
+    return replace(result, rows=_ranked(rows))
+
+
+def _ranked(rows: Sequence[EngineRow]) -> tuple[EngineRow, ...]:
+    """Built rows fastest first (measured_rank set), then the others."""
     ok = sorted((r for r in rows if r.ok), key=lambda r: (r.kernel_ms is None, r.kernel_ms or 0.0))
-    return replace(result, rows=tuple(ok + [r for r in rows if not r.ok]))
+    out, rank = [], 0
+    for r in ok:
+        if r.kernel_ms is not None:
+            r = replace(r, measured=replace(r.measured, measured_rank=rank))
+            rank += 1
+        out.append(r)
+    return tuple(out + [r for r in rows if not r.ok])
 
 
-__all__ = ["find_engines", "EngineRow", "EngineSearchResult", "TorchRun", "legacy_family", "torch_filter",
+def _refine(result: EngineSearchResult, problem, sets, ext, cp, seeds_n: int, cap: int, runtime_compiled: bool,
+            repeats: int, warmup: int, dev: int) -> EngineSearchResult:
+    """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
+    `cap` new configurations), measures them like the others and merges them in."""
+    seeds = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
+                   key=lambda r: r.kernel_ms)[:seeds_n]
+    if not seeds:
+        return result
+    out = ext.engine_search(result.cudnn_direction, cp, [], False, cap, runtime_compiled, dev,
+                            [(r.engine_id, [tuple(k) for k in r.plan.knobs]) for r in seeds])
+    have = {(r.engine_id, r.knobs) for r in result.rows}
+    new = [r for r in (_row(p, result.cudnn_direction) for p in out["plans"]) if (r.engine_id, r.knobs) not in have]
+    det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
+    new = [replace(r, torch_filter=torch_filter(r.numerical_notes, result.dtype, det, tf32)) for r in new]
+    sub = _measure(replace(result, rows=tuple(new)), problem, sets, repeats, warmup, dev)
+    return replace(result, rows=_ranked(result.rows + sub.rows), refined=len(new),
+                   search_ms=result.search_ms + float(out["search_ms"]))
+
+
+__all__ = ["find_engines", "identify_torch", "EngineRow", "EngineSearchResult", "TorchRun", "legacy_family",
+           "torch_filter",
            "torch_candidates", "match_kernels", "Stats"]

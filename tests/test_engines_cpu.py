@@ -148,3 +148,29 @@ def test_benchmark_engine_sums_and_reasons():
            "default_measure_cost": [], "repeats": 7}
     text = b.summary(res)
     assert "1 not found" in text and "outside torch's timed list in 1" in text and "engine path 0.0100" in text
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(refine=2), "refine=2 needs measure=True"),
+    (dict(refine=-1, measure=True), "refine=-1 must be an int >= 0"),
+    (dict(refine=1, refine_max=0, measure=True), "refine_max=0 must be an int >= 1"),
+    (dict(compare_torch="yes"), "compare_torch='yes' must be a bool"),
+    (dict(heuristics=("a", "c")), "heuristics='c' is not one of"),
+    (dict(direction="all"), "one direction at a time"),
+])
+def test_find_engines_argument_errors_before_any_gpu_work(kwargs, match):
+    import torch
+
+    from cudnn_algos import find_engines
+
+    with pytest.raises((ValueError, TypeError), match=match):
+        find_engines(torch.nn.Conv2d(8, 8, 3, device="meta"), (2, 8, 8, 8), **kwargs)
+
+
+def test_ranked_orders_built_rows_and_ranks_the_measured():
+    from cudnn_algos.engines import _ranked
+
+    rows = [row(0, ms=0.3), row(1, status="NOT_SUPPORTED"), row(2), row(3, ms=0.1)]
+    out = _ranked(rows)
+    assert [r.engine_id for r in out] == [3, 0, 2, 1]
+    assert [r.measured.measured_rank for r in out[:2]] == [0, 1] and out[2].measured is None

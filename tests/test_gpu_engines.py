@@ -121,3 +121,31 @@ def test_cli_engines_with_torch(capsys):
                "--channels-last", "--measure", "--repeats", "2", "--torch-benchmark", "on", "--no-runtime-compiled"])
     out = capsys.readouterr().out
     assert rc == 0 and "torch (benchmark on)" in out and "best configuration torch would accept" in out, out
+
+
+def test_refine_builds_one_knob_neighbours_that_match_pytorch():
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    spec = ConvSpec.from_module(module)
+    res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, measure=True, repeats=2, refine=2,
+                                   refine_max=24, runtime_compiled=False, compare_torch=False)
+    new = [r for r in res.rows if r.sources == ("refine",)]
+    assert res.refined == len(new) and 0 < len(new) <= 24, res
+    assert len({(r.engine_id, r.knobs) for r in res.rows}) == len(res.rows), "configurations are unique"
+    built = [r for r in new if r.ok]
+    assert built, "some neighbours build"
+    assert all(r.measured is not None for r in built)
+    ranks = sorted(r.measured.measured_rank for r in res.rows if r.ok and r.kernel_ms is not None)
+    assert ranks == list(range(len(ranks))), "one ranking over heuristic and refined rows"
+    case = Case(spec, shape, dtype, fmt)
+    sample = type(res)(**{**res.__dict__, "rows": tuple(built[:10])})
+    assert not _check_all(sample, case, "forward")
+
+
+def test_identify_torch_after_timing_fp32_backward_data():
+    res = cudnn_algos.find_engines(torch.nn.Conv2d(56, 88, 3, padding=1), (8, 56, 18, 18), direction="backward_data",
+                                   dtype=torch.float32, measure=True, repeats=2, compare_torch=False)
+    assert res.torch is None and not any(r.torch_ran for r in res.rows)
+    got = cudnn_algos.identify_torch(res, torch_benchmark=False)
+    assert got.torch.mode == "benchmark_off" and got.torch.match in ("exact", "partial"), got
+    assert [r.name for r in got.rows] == [r.name for r in res.rows], "rows kept in place"
+    assert {r.name for r in got.rows if r.torch_ran} == set(got.torch.matches)
