@@ -400,29 +400,47 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
     }
   }
 
-  // 3. refine: around each seed configuration, every value of one knob at a time (the others kept), at most
-  // kMaxValuesPerKnob values per knob, until max_configs configurations exist in all.
-  constexpr int64_t kMaxValuesPerKnob = 64;
-  for (const auto& [id, seed_knobs] : opt.seeds) {
-    cudnnStatus_t s{};
-    BackendDesc engine = engine_of(id, s);
-    if (s != CUDNN_STATUS_SUCCESS) continue;  // a seed comes from a built plan: its engine supports the graph
-    const auto ranges = knob_ranges(engine);
-    std::vector<int64_t> base;
-    for (const auto& r : ranges) {
-      int64_t v = r.lo;
-      for (const auto& [t, val] : seed_knobs)
-        if (t == r.type) v = val;
-      base.push_back(v);
+  // 3. refine: around each seed configuration, other values of one knob at a time (the others kept), nearest
+  // values first and interleaved over seeds and knobs (distance 1 of every knob of every seed, then distance 2,
+  // ...), so that a small cap still explores every knob; until max_configs configurations exist in all.
+  if (!opt.seeds.empty()) {
+    struct Seed {
+      int64_t id;
+      BackendDesc engine;
+      std::vector<KnobRange> ranges;
+      std::vector<int64_t> base;
+    };
+    std::vector<Seed> seeds;
+    for (const auto& [id, seed_knobs] : opt.seeds) {
+      cudnnStatus_t s{};
+      BackendDesc engine = engine_of(id, s);
+      if (s != CUDNN_STATUS_SUCCESS) continue;  // a seed comes from a built plan: its engine supports the graph
+      Seed sd{id, std::move(engine), {}, {}};
+      sd.ranges = knob_ranges(sd.engine);
+      for (const auto& r : sd.ranges) {
+        int64_t v = r.lo;
+        for (const auto& [t, val] : seed_knobs)
+          if (t == r.type) v = val;
+        sd.base.push_back(v);
+      }
+      seeds.push_back(std::move(sd));
     }
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      int64_t n = 0;
-      for (int64_t v = ranges[i].lo; v <= ranges[i].hi && n < kMaxValuesPerKnob; v += ranges[i].stride, ++n) {
-        if (v == base[i]) continue;
-        if (configs() >= opt.max_configs) break;
-        auto values = base;
-        values[i] = v;
-        try_config(id, engine, ranges, values, "refine");
+    bool more = true;
+    for (int64_t dist = 1; more && configs() < opt.max_configs; ++dist) {
+      more = false;
+      for (auto& sd : seeds) {
+        for (size_t i = 0; i < sd.ranges.size(); ++i) {
+          const auto& r = sd.ranges[i];
+          for (const int64_t sign : {-1, 1}) {
+            const int64_t v = sd.base[i] + sign * dist * r.stride;
+            if (v < r.lo || v > r.hi) continue;
+            more = true;
+            if (configs() >= opt.max_configs) break;
+            auto values = sd.base;
+            values[i] = v;
+            try_config(sd.id, sd.engine, sd.ranges, values, "refine");
+          }
+        }
       }
     }
   }

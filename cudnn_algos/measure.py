@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import warnings
 from dataclasses import dataclass, replace
@@ -250,6 +251,21 @@ def _graph_kernel_ms(run_call, n_calls: int, repeats: int, device: int) -> list[
         del g
 
 
+def _cupti_teardown() -> None:
+    """Unless the user decided (TEARDOWN_CUPTI set), have torch's profiler finalize CUPTI at the end of each session.
+    Left attached (kineto's default), CUPTI's kernel instrumentation stays on every later kernel of the process:
+    on the H200, small convolutions timed after one profiler session ran up to 18% slower (median +5.7%), and no
+    slower with teardown (benchmarks/profiler_effect.py). torch itself disables teardown before CUDA 12.6 (it
+    crashed with CUDA graphs there); so do we."""
+    cuda = torch.version.cuda or "0"
+    try:
+        new_enough = tuple(int(v) for v in cuda.split(".")[:2]) >= (12, 6)
+    except ValueError:
+        new_enough = False
+    if new_enough:
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")
+
+
 def _cupti_per_row(jobs: list[tuple[int, Any]], n_calls: dict[int, int], device: int
                    ) -> dict[int, tuple[float, tuple[str, ...]]]:
     """One profiler session: each job runs its calls inside a named range followed by a synchronize, so every
@@ -257,6 +273,7 @@ def _cupti_per_row(jobs: list[tuple[int, Any]], n_calls: dict[int, int], device:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    _cupti_teardown()
     names = {}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Profiler clears events")

@@ -127,9 +127,9 @@ def test_refine_builds_one_knob_neighbours_that_match_pytorch():
     module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
     spec = ConvSpec.from_module(module)
     res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, measure=True, repeats=2, refine=2,
-                                   refine_max=24, runtime_compiled=False, compare_torch=False)
+                                   refine_max=40, runtime_compiled=False, compare_torch=False)
     new = [r for r in res.rows if r.sources == ("refine",)]
-    assert res.refined == len(new) and 0 < len(new) <= 24, res
+    assert res.refined == len(new) and 0 < len(new) <= 40, res
     assert len({(r.engine_id, r.knobs) for r in res.rows}) == len(res.rows), "configurations are unique"
     built = [r for r in new if r.ok]
     assert built, "some neighbours build"

@@ -102,3 +102,20 @@ def test_engine_family_and_arguments():
         cudnn_algos.find_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), heuristics=("z",))
     with pytest.raises(ValueError, match="one direction at a time"):
         cudnn_algos.find_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), direction="all")
+
+
+@pytest.mark.parametrize("cuda,preset,expect", [("13.0", None, "1"), ("12.6", None, "1"), ("12.4", None, None),
+                                                (None, None, None), ("13.0", "0", "0")])
+def test_cupti_teardown_default(monkeypatch, cuda, preset, expect):
+    from cudnn_algos import measure
+
+    monkeypatch.setattr(measure.torch.version, "cuda", cuda)
+    monkeypatch.setenv("TEARDOWN_CUPTI", "placeholder")  # records the original value, restored after the test
+    if preset is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI")
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", preset)
+    measure._cupti_teardown()
+    import os
+
+    assert os.environ.get("TEARDOWN_CUPTI") == expect
