@@ -161,7 +161,7 @@ def why(e: dict) -> str:
     if e["engine_vs_on"] <= 0.97:
         return ""
     if e.get("best_is_torch_choice"):
-        return "same configuration as torch's"
+        return "same kernels as torch's choice"
     if e.get("torch_match") == "none":
         return "torch's choice not among the searched configurations"
     if e.get("best_engine_torch_rank") is not None:
@@ -338,9 +338,11 @@ def engine_summary(result: dict) -> list[str]:
         won = sum("refine" in (e.get("best_engine_source") or "") for e in rows)
         lines.append(f"engines: refine added median {statistics.median(ref):.0f} configurations per problem (max "
                      f"{max(ref)}); the best one came from refine in {won} of {len(rows)} problems")
+    amb = sum(len(e.get("torch_config") or []) > 1 for e in rows)
     lines.append(f"engines: torch's choice identified by its kernels: {m['exact']} exact, {m['partial']} partial, "
-                 f"{m['none']} not found; our best is torch's own configuration in {same}, outside torch's timed "
-                 f"list in {outside}")
+                 f"{m['none']} not found ({amb} of them shared by several configurations: knobs that leave the "
+                 f"kernel's name alone); our best runs torch's kernels in {same}, is outside torch's timed list in "
+                 f"{outside}")
     hs = [(e["engine_host"], e["torch_on_host2"], e.get("ours_host")) for e in rows
           if e.get("engine_host") and e.get("torch_on_host2")]
     if hs:

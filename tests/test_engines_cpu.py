@@ -136,7 +136,7 @@ def test_benchmark_engine_sums_and_reasons():
             _entry("b", "backward_data", 1, 2.0, 1.0, torch_match="none", torch_config=[], best_is_torch_choice=False)]
     for e in rows:
         e["why"] = b.why(e)
-    assert rows[0]["why"] == "" and rows[1]["why"] == "same configuration as torch's"
+    assert rows[0]["why"] == "" and rows[1]["why"] == "same kernels as torch's choice"
     assert rows[2]["why"] == "torch's choice not among the searched configurations"
     sums = b.engine_sums("fp16-nhwc", rows)
     # forward: (0.9*3 + 1.0) / (1.0*3 + 1.0) = 3.7 / 4
