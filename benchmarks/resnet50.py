@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cudnn_algos  # noqa: E402
 from cudnn_algos.api import _CUDNN_DIRECTION, _problem, environment  # noqa: E402
-from cudnn_algos.measure import operand_sets, plan_timer, python_loop, row_timer, time_three_ways, torch_call  # noqa: E402
+from cudnn_algos.measure import (first_call_ms, operand_sets, plan_timer, python_loop, row_timer,  # noqa: E402
+                                 time_three_ways, torch_call)
 from cudnn_algos.zoo import resnet50_convs  # noqa: E402
 
 CONFIGS = {
@@ -44,11 +45,7 @@ def time_torch(problem, cdir, sets, benchmark: bool, repeats: int, device: int):
     torch.backends.cudnn.benchmark = benchmark
     try:
         call = torch_call(problem, cdir, sets)
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        call(0)
-        torch.cuda.synchronize(device)
-        first_ms = (time.perf_counter() - t0) * 1e3
+        first_ms = first_call_ms(call, device)
         t = time_three_ways(call, python_loop(call, device), repeats, 3, device)
     finally:
         torch.backends.cudnn.benchmark = old
@@ -78,12 +75,7 @@ def torch_off_pass(args, device: int) -> dict:
                 sets = operand_sets(problem, "warm", device)
                 t, first = time_torch(problem, cdir, sets, False, args.repeats, device)
                 torch.backends.cudnn.benchmark = True
-                call = torch_call(problem, cdir, sets)
-                torch.cuda.synchronize(device)
-                t0 = time.perf_counter()
-                call(0)
-                torch.cuda.synchronize(device)
-                on_after = (time.perf_counter() - t0) * 1e3
+                on_after = first_call_ms(torch_call(problem, cdir, sets), device)
                 torch.backends.cudnn.benchmark = False
                 out[f"{cfg_name}|{name}|{d}"] = {
                     "torch_off_kernel": med(t.kernel_ms), "torch_off_thr": med(t.throughput_ms),

@@ -71,6 +71,13 @@ def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
     return shape
 
 
+def _add_layer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
+    p.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
+    p.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cudnn-algos",
@@ -83,10 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    f.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
-    f.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
-    f.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
-    f.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+    _add_layer_args(f)
     f.add_argument("--direction", default="all", choices=["forward", "backward_data", "backward_filter", "all"],
                    help="the layer's direction (default: all)")
     f.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
@@ -101,10 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("engines", help="the graph API's engine configurations of one layer, beside torch's choice",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    e.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
-    e.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
-    e.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
-    e.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+    _add_layer_args(e)
     e.add_argument("--direction", default="forward", choices=["forward", "backward_data", "backward_filter", "all"])
     e.add_argument("--heuristics", default="instant,a,b,fallback",
                    help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback)")
@@ -194,14 +195,17 @@ def _cmd_profile(a: argparse.Namespace) -> int:
 
 
 
+def _layer(a: argparse.Namespace):
+    """(module, input shape, memory format) from --conv, --input and --channels-last."""
+    conv, shape = parse_conv(a.conv), parse_shape(a.input)
+    fmt = ("channels_last_3d" if len(shape) == 5 else "channels_last") if a.channels_last else None
+    return conv, shape, fmt
+
+
 def _cmd_find(a: argparse.Namespace) -> int:
     from .api import find, validate
 
-    conv = parse_conv(a.conv)
-    shape = parse_shape(a.input)
-    fmt = None
-    if a.channels_last:
-        fmt = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    conv, shape, fmt = _layer(a)
     kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
                   workspace_limit=a.workspace_limit, device=a.device)
     try:
@@ -225,11 +229,7 @@ def _cmd_engines(a: argparse.Namespace) -> int:
     from .engines import find_engines
     from .results import write_json
 
-    conv = parse_conv(a.conv)
-    shape = parse_shape(a.input)
-    fmt = None
-    if a.channels_last:
-        fmt = "channels_last_3d" if len(shape) == 5 else "channels_last"
+    conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
     heur = tuple(h for h in a.heuristics.split(",") if h)

@@ -381,28 +381,24 @@ def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, m
     """torch's own op (cudnn.benchmark = `benchmark`): its first call here (where it plans the problem), with
     `measure` its timing (before any profiler session: see identify_torch) and accuracy; then the identification
     of the configuration it ran."""
-    import time
-
-    from .measure import python_loop, torch_call
+    from .measure import first_call_ms, python_loop, torch_call
 
     call = torch_call(problem, result.cudnn_direction, sets)
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = benchmark
     try:
-        torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        out = call(0)  # torch plans the problem here (benchmark mode: its search, unless it planned it before)
-        torch.cuda.synchronize(dev)
-        first_ms = (time.perf_counter() - t0) * 1e3
+        # torch plans the problem in its first call here (benchmark mode: its search, unless it planned it before)
+        first_ms = first_call_ms(call, dev)
         m = None
         if measure:
+            out = call(0)
             rel, mx = errors(out, reference_output(problem, result.cudnn_direction, sets[0], "cuda"))
+            del out
             t = time_three_ways(call, python_loop(call, dev), repeats, warmup, dev)
             m = Measurement(kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
                             host_ms=t.host_ms, cupti_kernel_ms=None, calls_per_sample=t.calls_per_sample,
                             rel_err=rel, max_abs_err=mx, error=t.error,
                             tflops=(result.flops / (t.kernel_ms.median * 1e-3) / 1e12) if t.kernel_ms else None)
-        del out
     finally:
         torch.backends.cudnn.benchmark = old
     res = _identify(result, problem, sets, benchmark, dev)
@@ -433,9 +429,7 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
 
 def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: int) -> EngineSearchResult:
     """torch's op and every built plan once each inside one profiler session; torch's kernels matched to the plans'."""
-    import time
-
-    from .measure import _cupti_per_row, torch_call
+    from .measure import _cupti_per_row, first_call_ms, torch_call
 
     call = torch_call(problem, result.cudnn_direction, sets)
     o = sets[0]
@@ -451,11 +445,7 @@ def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: i
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = benchmark
     try:
-        torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        call(0)  # outside the profiler: any planning (benchmark mode's search) happens here
-        torch.cuda.synchronize(dev)
-        first_ms = (time.perf_counter() - t0) * 1e3
+        first_ms = first_call_ms(call, dev)  # outside the profiler: any planning (benchmark mode's search) is here
         jobs = [(-1, lambda: call(0))] + [(i, safe(r.plan)) for i, r in enumerate(result.rows) if r.ok]
         err = ""
         try:

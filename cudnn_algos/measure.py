@@ -354,6 +354,18 @@ def time_three_ways(call, loop, repeats: int, warmup: int, device: int) -> Timin
     return Timing(kernel, clock, Stats.of(thr), Stats.of(host), k, err)
 
 
+def first_call_ms(call, device: int) -> float:
+    """Host ms of one call(0), synchronised on both sides: for torch's op, the call where it plans a new problem
+    (with cudnn.benchmark: its search)."""
+    import time
+
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    call(0)
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) * 1e3
+
+
 def python_loop(call, device: int):
     """loop(k) for an operation called from Python (torch's own ops): host wall and device events around k calls."""
     import time
