@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cudnn_algos  # noqa: E402
 from cudnn_algos.api import _CUDNN_DIRECTION, _problem, environment  # noqa: E402
-from cudnn_algos.measure import (first_call_ms, operand_sets, plan_timer, python_loop, row_timer,  # noqa: E402
+from cudnn_algos.measure import (cudnn_benchmark, first_call_ms, operand_sets, plan_timer, python_loop, row_timer,  # noqa: E402
                                  time_three_ways, torch_call)
 from cudnn_algos.zoo import resnet50_convs  # noqa: E402
 
@@ -41,14 +41,10 @@ CONFIGS = {
 def time_torch(problem, cdir, sets, benchmark: bool, repeats: int, device: int):
     """torch's own op, timed like ours. Its first call here plans the shape (with benchmark on: the search, if this
     process has not planned the shape before); returns (timing, that first call's host ms)."""
-    old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = benchmark
-    try:
+    with cudnn_benchmark(benchmark):
         call = torch_call(problem, cdir, sets)
         first_ms = first_call_ms(call, device)
         t = time_three_ways(call, python_loop(call, device), repeats, 3, device)
-    finally:
-        torch.backends.cudnn.benchmark = old
     return t, first_ms
 
 
@@ -74,9 +70,8 @@ def torch_off_pass(args, device: int) -> dict:
                 cdir = _CUDNN_DIRECTION[(False, d)]
                 sets = operand_sets(problem, "warm", device)
                 t, first = time_torch(problem, cdir, sets, False, args.repeats, device)
-                torch.backends.cudnn.benchmark = True
-                on_after = first_call_ms(torch_call(problem, cdir, sets), device)
-                torch.backends.cudnn.benchmark = False
+                with cudnn_benchmark(True):
+                    on_after = first_call_ms(torch_call(problem, cdir, sets), device)
                 out[f"{cfg_name}|{name}|{d}"] = {
                     "torch_off_kernel": med(t.kernel_ms), "torch_off_thr": med(t.throughput_ms),
                     "torch_off_host": med(t.host_ms), "torch_off_first_call_ms": first,

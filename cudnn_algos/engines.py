@@ -296,6 +296,13 @@ def _row(plan, cdir: str) -> EngineRow:
                      sources=tuple(plan.sources), heuristic_ranks=tuple(plan.heuristic_ranks), plan=plan)
 
 
+def _rows(plans, cdir: str, dtype: str) -> list[EngineRow]:
+    """Rows of these plans, each with why torch's convolution would never run it (as torch is set now)."""
+    det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
+    return [replace(r, torch_filter=torch_filter(r.numerical_notes, dtype, det, tf32))
+            for r in (_row(p, cdir) for p in plans)]
+
+
 def find_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
     heuristics: Sequence[str] = ("instant", "a", "b", "fallback"), exhaustive: bool = False, max_configs: int = 64,
@@ -349,10 +356,7 @@ def find_engines(
     cp = problem.cudnn(ext)
     with torch.cuda.device(dev):
         out = ext.engine_search(cdir, cp, list(heuristics), exhaustive, max_configs, runtime_compiled, dev)
-    rows = [_row(p, cdir) for p in out["plans"]]
-    dtype_name = api.DTYPES[problem.dtype]
-    det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
-    rows = [replace(r, torch_filter=torch_filter(r.numerical_notes, dtype_name, det, tf32)) for r in rows]
+    rows = _rows(out["plans"], cdir, api.DTYPES[problem.dtype])
     limit = int(torch.backends.cudnn.benchmark_limit or 0)
     for i, pos in torch_candidates(rows, limit).items():
         rows[i] = replace(rows[i], torch_rank=pos)
@@ -364,43 +368,40 @@ def find_engines(
     if measure or compare_torch:
         with torch.cuda.device(dev):
             sets = operand_sets(problem, l2, dev)
+            ref = reference_output(problem, cdir, sets[0], "cuda") if measure else None  # once per search
             if measure:
-                result = _measure(result, problem, sets, repeats, warmup, dev)
+                result = _measure(result, sets, ref, repeats, warmup, dev)
             if refine:
-                result = _refine(result, problem, sets, ext, cp, refine, refine_max, runtime_compiled, repeats,
-                                 warmup, dev)
+                result = _refine(result, sets, ref, ext, cp, refine, refine_max, runtime_compiled, repeats, warmup,
+                                 dev)
             if compare_torch:
                 bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
-                result = _compare_torch(result, problem, sets, bench, measure, repeats, warmup, dev)
-            del sets
+                result = _compare_torch(result, problem, sets, bench, ref, repeats, warmup, dev)
+            del sets, ref
     return result
 
 
-def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, measure: bool, repeats: int,
-                   warmup: int, dev: int) -> EngineSearchResult:
-    """torch's own op (cudnn.benchmark = `benchmark`): its first call here (where it plans the problem), with
-    `measure` its timing (before any profiler session: see identify_torch) and accuracy; then the identification
-    of the configuration it ran."""
-    from .measure import first_call_ms, python_loop, torch_call
+def _compare_torch(result: EngineSearchResult, problem, sets, benchmark: bool, ref, repeats: int, warmup: int,
+                   dev: int) -> EngineSearchResult:
+    """torch's own op (cudnn.benchmark = `benchmark`): its first call here (where it plans the problem), with a
+    float64 reference `ref` (measure) its timing (before any profiler session: see identify_torch) and accuracy;
+    then the identification of the configuration it ran."""
+    from .measure import cudnn_benchmark, first_call_ms, python_loop, torch_call
 
     call = torch_call(problem, result.cudnn_direction, sets)
-    old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = benchmark
-    try:
+    with cudnn_benchmark(benchmark):
         # torch plans the problem in its first call here (benchmark mode: its search, unless it planned it before)
         first_ms = first_call_ms(call, dev)
         m = None
-        if measure:
+        if ref is not None:
             out = call(0)
-            rel, mx = errors(out, reference_output(problem, result.cudnn_direction, sets[0], "cuda"))
+            rel, mx = errors(out, ref)
             del out
             t = time_three_ways(call, python_loop(call, dev), repeats, warmup, dev)
             m = Measurement(kernel_ms=t.kernel_ms, kernel_clock=t.kernel_clock, throughput_ms=t.throughput_ms,
                             host_ms=t.host_ms, cupti_kernel_ms=None, calls_per_sample=t.calls_per_sample,
                             rel_err=rel, max_abs_err=mx, error=t.error,
                             tflops=(result.flops / (t.kernel_ms.median * 1e-3) / 1e12) if t.kernel_ms else None)
-    finally:
-        torch.backends.cudnn.benchmark = old
     res = _identify(result, problem, sets, benchmark, dev)
     run = replace(res.torch, first_call_ms=first_ms, measured=m and replace(
         m, cupti_kernel_ms=res.torch.cupti_ms, kernels=res.torch.kernels))
@@ -429,7 +430,7 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
 
 def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: int) -> EngineSearchResult:
     """torch's op and every built plan once each inside one profiler session; torch's kernels matched to the plans'."""
-    from .measure import _cupti_per_row, first_call_ms, torch_call
+    from .measure import _cupti_per_row, cudnn_benchmark, first_call_ms, torch_call
 
     call = torch_call(problem, result.cudnn_direction, sets)
     o = sets[0]
@@ -442,9 +443,7 @@ def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: i
                 pass
         return job
 
-    old = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = benchmark
-    try:
+    with cudnn_benchmark(benchmark):
         first_ms = first_call_ms(call, dev)  # outside the profiler: any planning (benchmark mode's search) is here
         jobs = [(-1, lambda: call(0))] + [(i, safe(r.plan)) for i, r in enumerate(result.rows) if r.ok]
         err = ""
@@ -452,8 +451,6 @@ def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: i
             got = _cupti_per_row(jobs, {i: 1 for i, _ in jobs}, dev)
         except Exception as e:  # profiler unavailable: no identification, say why
             got, err = {}, f"kernels not read: {type(e).__name__}: {str(e)[:150]}"
-    finally:
-        torch.backends.cudnn.benchmark = old
     tk = got.get(-1, (None, ()))
     mode = "benchmark_on" if benchmark else "benchmark_off"
     rows = [replace(r, kernels=got[i][1], torch_ran=tuple(m for m in r.torch_ran if m != mode)) if i in got else r
@@ -467,11 +464,10 @@ def _identify(result: EngineSearchResult, problem, sets, benchmark: bool, dev: i
     return replace(result, rows=tuple(rows), torch=run)
 
 
-def _measure(result: EngineSearchResult, problem, sets, repeats: int, warmup: int, dev: int) -> EngineSearchResult:
+def _measure(result: EngineSearchResult, sets, ref, repeats: int, warmup: int, dev: int) -> EngineSearchResult:
     from .api import _OUTPUT_OPERAND
 
     out_role = _OUTPUT_OPERAND[result.cudnn_direction]
-    ref = reference_output(problem, result.cudnn_direction, sets[0], "cuda")
     measured = {}
     for i, row in enumerate(result.rows):
         if not row.ok:
@@ -509,7 +505,7 @@ def _ranked(rows: Sequence[EngineRow]) -> tuple[EngineRow, ...]:
     return tuple(out + [r for r in rows if not r.ok])
 
 
-def _refine(result: EngineSearchResult, problem, sets, ext, cp, seeds_n: int, cap: int, runtime_compiled: bool,
+def _refine(result: EngineSearchResult, sets, ref, ext, cp, seeds_n: int, cap: int, runtime_compiled: bool,
             repeats: int, warmup: int, dev: int) -> EngineSearchResult:
     """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
     `cap` new configurations), measures them like the others and merges them in."""
@@ -520,10 +516,9 @@ def _refine(result: EngineSearchResult, problem, sets, ext, cp, seeds_n: int, ca
     out = ext.engine_search(result.cudnn_direction, cp, [], False, cap, runtime_compiled, dev,
                             [(r.engine_id, [tuple(k) for k in r.plan.knobs]) for r in seeds])
     have = {(r.engine_id, r.knobs) for r in result.rows}
-    new = [r for r in (_row(p, result.cudnn_direction) for p in out["plans"]) if (r.engine_id, r.knobs) not in have]
-    det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
-    new = [replace(r, torch_filter=torch_filter(r.numerical_notes, result.dtype, det, tf32)) for r in new]
-    sub = _measure(replace(result, rows=tuple(new)), problem, sets, repeats, warmup, dev)
+    new = _rows(out["plans"], result.cudnn_direction, result.dtype)
+    new = [r for r in new if (r.engine_id, r.knobs) not in have]
+    sub = _measure(replace(result, rows=tuple(new)), sets, ref, repeats, warmup, dev)
     return replace(result, rows=_ranked(result.rows + sub.rows), refined=len(new),
                    search_ms=result.search_ms + float(out["search_ms"]))
 

@@ -15,6 +15,7 @@ that together exceed three times the L2 cache, so no call finds its tensors cach
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -352,6 +353,18 @@ def time_three_ways(call, loop, repeats: int, warmup: int, device: int) -> Timin
         err = f"graph capture failed ({type(e).__name__}: {str(e)[:120]})"
         torch.cuda.synchronize(device)
     return Timing(kernel, clock, Stats.of(thr), Stats.of(host), k, err)
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(flag: bool):
+    """torch.backends.cudnn.benchmark set to `flag` inside, restored after (torch's own cudnn.flags() would also
+    reset deterministic and allow_tf32 to their defaults)."""
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = flag
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = old
 
 
 def first_call_ms(call, device: int) -> float:

@@ -119,3 +119,15 @@ def test_cupti_teardown_default(monkeypatch, cuda, preset, expect):
     import os
 
     assert os.environ.get("TEARDOWN_CUPTI") == expect
+
+
+def test_cudnn_benchmark_sets_and_restores_only_that_flag():
+    from cudnn_algos.measure import cudnn_benchmark
+
+    c = torch.backends.cudnn
+    before = (c.benchmark, c.deterministic, c.allow_tf32)
+    with pytest.raises(RuntimeError):
+        with cudnn_benchmark(not before[0]):
+            assert c.benchmark is (not before[0]) and (c.deterministic, c.allow_tf32) == before[1:]
+            raise RuntimeError("inside")
+    assert (c.benchmark, c.deterministic, c.allow_tf32) == before
