@@ -12,6 +12,7 @@
 #include "check.h"
 #include "engine_search.h"
 #include "legacy_search.h"
+#include "timing.h"
 
 namespace py = pybind11;
 using namespace cudnn_algos;
@@ -261,7 +262,7 @@ std::string probe_handle(int device) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "cudnn_algos._C: cuDNN's legacy convolution algorithm search, per direction (internal; use cudnn_algos)";
+  m.doc() = "cudnn_algos._C: cuDNN's legacy and graph-API convolution searches and the kernel clock (internal; use cudnn_algos)";
 
   py::class_<ConvProblem>(m, "ConvProblem")
       .def(py::init(&make_problem), py::arg("dtype"), py::arg("layout"), py::arg("x"), py::arg("w"), py::arg("y"),
@@ -315,6 +316,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
+  // the kernel clock (timing.h): one CUPTI activity session; windows are (t0, t1) pairs of kernel_clock_now()
+  m.def("kernel_clock_begin", &kernel_clock_begin);
+  m.def("kernel_clock_now", &kernel_clock_now);
+  m.def(
+      "kernel_clock_end",
+      [](int device, const std::vector<std::pair<uint64_t, uint64_t>>& windows) {
+        std::vector<WindowActivity> got;
+        {
+          py::gil_scoped_release nogil;
+          got = kernel_clock_end(device, windows);
+        }
+        py::list out;
+        for (const auto& w : got) out.append(py::make_tuple(w.busy_ns, w.activities, w.kernels));
+        return out;
+      },
+      py::arg("device"), py::arg("windows"));
+  m.def("kernel_clock_abort", &kernel_clock_abort);
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);

@@ -8,7 +8,6 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -76,41 +75,3 @@ inline std::string last_cudnn_message() {
     if (cudnn_algos_error_ != cudaSuccess)                                   \
       ::cudnn_algos::throw_cuda(cudnn_algos_error_, #call, __FILE__, __LINE__); \
   } while (0)
-
-namespace cudnn_algos {
-
-// A CUDA event (timing enabled), destroyed with its scope.
-class Event {
- public:
-  Event() { CUDA_CHECK(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
-struct CallTiming {
-  double host_ms = 0;  // host wall time of the whole loop of launches
-  double gpu_ms = 0;   // device-event time around the whole loop
-};
-
-// `iters` back-to-back calls of call(i) on `stream`: host wall time of the loop (the CPU cost of the launches) and
-// device-event time around it (what a training loop sees), both in ms for the whole loop.
-template <typename F>
-CallTiming time_loop(cudaStream_t stream, int iters, F&& call) {
-  Event start, stop;
-  CUDA_CHECK(cudaEventRecord(start.get(), stream));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) call(i);
-  const auto t1 = std::chrono::steady_clock::now();
-  CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-  CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return CallTiming{std::chrono::duration<double, std::milli>(t1 - t0).count(), static_cast<double>(ms)};
-}
-
-}  // namespace cudnn_algos

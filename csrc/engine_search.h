@@ -13,6 +13,7 @@
 #include "check.h"
 #include "conv_params.h"
 #include "directions.h"
+#include "timing.h"
 
 namespace cudnn_algos {
 
@@ -51,7 +52,7 @@ class EnginePlan {
 
   bool ok() const { return status == "SUCCESS"; }
   void execute(const Buffers& b);
-  // `iters` back-to-back executions rotating through the buffer sets (see time_loop in check.h)
+  // `iters` back-to-back executions rotating through the buffer sets (see time_loop in timing.h)
   CallTiming time_calls(const std::vector<Buffers>& sets, int iters);
 
   const ConvProblem& problem() const;

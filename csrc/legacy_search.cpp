@@ -197,7 +197,7 @@ struct LegacySearch {
     Executor(problem, algo_id, math, limit, device).call(b);
   }
 
-  // `iters` back-to-back calls, rotating through the buffer sets (see time_loop in check.h).
+  // `iters` back-to-back calls, rotating through the buffer sets (see time_loop in timing.h).
   static CallTiming time_calls(const ConvProblem& problem, int algo_id, cudnnMathType_t math,
                                const std::vector<Buffers>& sets, int iters, int64_t limit, int device) {
     if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "conv_params.h"
 #include "directions.h"
+#include "timing.h"
 
 namespace cudnn_algos {
 

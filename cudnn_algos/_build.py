@@ -34,6 +34,9 @@ class BuildConfig:
     cuda_lib: str
     cudart_libname: str
     cuda_source: str
+    cupti_include: str
+    cupti_lib: str
+    cupti_libname: str
     torch_version: str
     extra_cflags: list[str] = field(default_factory=list)
 
@@ -42,17 +45,19 @@ class BuildConfig:
         return (
             f"cudnn_algos build: torch {self.torch_version}; cuDNN {v // 10000}.{v % 10000 // 100}.{v % 100} headers "
             f"from {self.cudnn_include} ({self.cudnn_source}), linking {self.cudnn_libname} in {self.cudnn_lib}; "
-            f"CUDA headers from {self.cuda_include} ({self.cuda_source})"
+            f"CUDA headers from {self.cuda_include} ({self.cuda_source}); CUPTI {self.cupti_libname} in "
+            f"{self.cupti_lib}"
         )
 
     def include_dirs(self) -> list[str]:
-        return list(dict.fromkeys([self.cudnn_include, self.cuda_include]))
+        # CUPTI's folder last: a wheel's include folder also holds incomplete CUDA runtime headers
+        return list(dict.fromkeys([self.cudnn_include, self.cuda_include, self.cupti_include]))
 
     def library_dirs(self) -> list[str]:
-        return list(dict.fromkeys([self.cudnn_lib, self.cuda_lib]))
+        return list(dict.fromkeys([self.cudnn_lib, self.cuda_lib, self.cupti_lib]))
 
     def libraries(self) -> list[str]:
-        return ["c10_cuda", "torch_cuda", self.cudnn_libname, self.cudart_libname]
+        return ["c10_cuda", "torch_cuda", self.cudnn_libname, self.cudart_libname, self.cupti_libname]
 
     def ldflags(self) -> list[str]:
         """Flags for torch.utils.cpp_extension.load (JIT): -L, -l and an rpath so the loader finds the same libs."""
@@ -177,6 +182,26 @@ def _find_cuda(cuda_home: Path | None) -> tuple[Path, Path, str]:
     )
 
 
+def _find_cupti(cuda_home: Path | None, cuda_inc: Path, cuda_lib: Path) -> tuple[Path, Path, str]:
+    """(include dir with cupti.h, lib dir, -l name) of CUPTI. The library is the one torch links (libtorch_cuda needs
+    libcupti from the nvidia-cuda-cupti wheel beside it), so the kernel clock and torch.profiler share one CUPTI."""
+    libs = [cuda_lib] + [home / "lib" for nv in _site_nvidia_dirs() for home in sorted(nv.glob("cu[0-9]*"))
+                         + [nv / "cuda_cupti"]]
+    if cuda_home:
+        libs += [cuda_home / "extras" / "CUPTI" / "lib64", _lib_dir_of(cuda_home)]
+    lib = next(((d, n) for d in libs if d.is_dir() for n in [_libname(d, "cupti")] if n), None)
+    if lib is None:
+        raise BuildConfigError("libcupti not found beside torch (nvidia-cuda-cupti wheel) or in the CUDA toolkit")
+    incs = [cuda_inc] + [home / "include" for nv in _site_nvidia_dirs() for home in sorted(nv.glob("cu[0-9]*"))
+                         + [nv / "cuda_cupti"]]
+    if cuda_home:
+        incs += [cuda_home / "include", cuda_home / "extras" / "CUPTI" / "include"]
+    inc = next((d for d in incs if (d / "cupti.h").exists()), None)
+    if inc is None:
+        raise BuildConfigError("cupti.h not found beside torch (nvidia-cuda-cupti wheel) or in the CUDA toolkit")
+    return inc, lib[0], lib[1]
+
+
 def find_build_config() -> BuildConfig:
     import torch
 
@@ -191,6 +216,7 @@ def find_build_config() -> BuildConfig:
     cudart_name = _libname(cuda_lib, "cudart")
     if cudart_name is None:
         raise BuildConfigError(f"no libcudart.so* in {cuda_lib}")
+    cupti_inc, cupti_lib, cupti_name = _find_cupti(cuda_home, cuda_inc, cuda_lib)
     return BuildConfig(
         cudnn_include=str(cudnn_inc),
         cudnn_lib=str(cudnn_lib),
@@ -201,6 +227,9 @@ def find_build_config() -> BuildConfig:
         cuda_lib=str(cuda_lib),
         cudart_libname=cudart_name,
         cuda_source=cuda_src,
+        cupti_include=str(cupti_inc),
+        cupti_lib=str(cupti_lib),
+        cupti_libname=cupti_name,
         torch_version=torch.__version__,
     )
 

@@ -1,0 +1,188 @@
+// The kernel clock: CUPTI activity records of what eager calls put on the GPU (see Note [the kernel clock] in
+// timing.h). libcupti is the one torch itself links (the nvidia-cuda-cupti wheel), so there is one CUPTI state in
+// the process; torch.profiler uses the same library, which is why a session here never overlaps one of its.
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "timing.h"
+
+namespace cudnn_algos {
+namespace {
+
+struct Record {
+  uint32_t device;
+  uint64_t start, end;
+  int name = -1;  // index into Names, kernels only
+};
+
+// Kernel names, interned: CUPTI shares one name string per kernel across its records.
+struct Names {
+  std::unordered_map<const char*, int> by_ptr;
+  std::vector<std::string> text;
+  int id(const char* mangled) {
+    auto it = by_ptr.find(mangled);
+    if (it != by_ptr.end()) return it->second;
+    int status = 0;
+    char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    text.emplace_back(status == 0 && d ? d : mangled);
+    std::free(d);
+    by_ptr.emplace(mangled, static_cast<int>(text.size() - 1));
+    return static_cast<int>(text.size() - 1);
+  }
+};
+
+std::mutex records_mutex;  // the buffer-completed callback may run on a CUPTI thread
+std::vector<Record> records;
+Names names;
+std::mutex session_mutex;  // one session at a time
+bool active = false;
+
+constexpr size_t kBufferBytes = 4 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  {
+    std::lock_guard<std::mutex> lock(records_mutex);
+    CUpti_Activity* rec = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+          records.push_back({k->deviceId, k->start, k->end, names.id(k->name)});
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+          records.push_back({m->deviceId, m->start, m->end, -1});
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+          records.push_back({m->deviceId, m->start, m->end, -1});
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+  std::free(buffer);
+}
+
+void check(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  cuptiGetResultString(r, &text);
+  throw std::runtime_error(std::string("kernel clock: ") + call + " failed: " + (text ? text : "unknown CUPTI error"));
+}
+
+const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
+                                     CUPTI_ACTIVITY_KIND_MEMCPY};
+
+// Flush what CUPTI holds, stop recording and detach it. Errors are ignored: this also runs on failure paths.
+void stop_recording() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  cuptiFinalize();
+  active = false;
+}
+
+// Length of the union of [start, end) intervals (concurrent activities counted once).
+uint64_t union_ns(std::vector<std::pair<uint64_t, uint64_t>>& iv) {
+  std::sort(iv.begin(), iv.end());
+  uint64_t total = 0, lo = 0, hi = 0;
+  bool open = false;
+  for (const auto& [s, e] : iv) {
+    if (!open || s > hi) {
+      if (open) total += hi - lo;
+      lo = s, hi = e, open = true;
+    } else {
+      hi = std::max(hi, e);
+    }
+  }
+  if (open) total += hi - lo;
+  return total;
+}
+
+}  // namespace
+
+void kernel_clock_begin() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (active) throw std::runtime_error("kernel clock: a session is already open");
+  {
+    std::lock_guard<std::mutex> rl(records_mutex);
+    records.clear();
+    names = Names();  // CUPTI may reuse a name's address after cuptiFinalize: intern per session
+  }
+  try {
+    check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
+  } catch (...) {
+    stop_recording();
+    throw;
+  }
+  active = true;
+}
+
+uint64_t kernel_clock_now() {
+  uint64_t t = 0;
+  check(cuptiGetTimestamp(&t), "cuptiGetTimestamp");
+  return t;
+}
+
+std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::pair<uint64_t, uint64_t>>& windows) {
+  std::vector<Record> got;
+  {
+    std::lock_guard<std::mutex> lock(session_mutex);
+    if (!active) throw std::runtime_error("kernel clock: no session is open");
+    stop_recording();
+    std::lock_guard<std::mutex> rl(records_mutex);
+    got.swap(records);
+  }
+  // windows are disjoint and in time order: sort the records by start and sweep
+  std::sort(got.begin(), got.end(), [](const Record& a, const Record& b) { return a.start < b.start; });
+  std::vector<WindowActivity> out(windows.size());
+  std::vector<size_t> order(windows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return windows[a].first < windows[b].first; });
+  size_t r = 0;
+  std::lock_guard<std::mutex> rl(records_mutex);  // names
+  for (size_t w : order) {
+    const auto [lo, hi] = windows[w];
+    while (r < got.size() && got[r].start < lo) ++r;
+    std::vector<std::pair<uint64_t, uint64_t>> iv;
+    std::vector<int> seen;
+    for (size_t j = r; j < got.size() && got[j].start <= hi; ++j) {
+      if (static_cast<int>(got[j].device) != device) continue;
+      iv.emplace_back(got[j].start, got[j].end);
+      if (got[j].name >= 0 && std::find(seen.begin(), seen.end(), got[j].name) == seen.end()) {
+        seen.push_back(got[j].name);
+        out[w].kernels.push_back(names.text[got[j].name]);
+      }
+    }
+    out[w].activities = static_cast<int64_t>(iv.size());
+    out[w].busy_ns = union_ns(iv);
+  }
+  return out;
+}
+
+void kernel_clock_abort() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (active) stop_recording();
+  std::lock_guard<std::mutex> rl(records_mutex);
+  records.clear();
+}
+
+}  // namespace cudnn_algos
