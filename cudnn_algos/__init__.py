@@ -1,4 +1,5 @@
-"""cudnn_algos: every cuDNN convolution algorithm for your layer — status, time, workspace, determinism, math type.
+"""cudnn_algos: every cuDNN convolution algorithm and engine configuration for your layer — status, time,
+workspace, determinism, math type, accuracy — beside what torch's own convolution runs.
 
     import torch, cudnn_algos
     res = cudnn_algos.find(torch.nn.Conv2d(64, 128, 3, padding=1), (32, 64, 56, 56))
@@ -6,19 +7,22 @@
 
 Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by the first call that needs cuDNN.
 """
-from .api import MATH_TYPES, MODES, default_math, find, run
-from .engines import EngineRow, EngineSearchResult, TorchRun, find_engines, identify_torch
+from .api import find, run
+from .engines import find_engines, identify_torch
 from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
-from .info import info
-from .profile import EndToEnd, ModelReport, load_report, profile
-from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, SearchResults, load_json
+from .sysinfo import info
+from .problem import DIRECTIONS, MATH_TYPES, MODES, Environment, default_math
+from .report import load_report, profile
+from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement, ModelReport,
+                      SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
 from .spec import ConvShapes, ConvSpec
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "find", "run", "find_engines", "identify_torch", "TorchRun", "EngineRow", "EngineSearchResult", "info", "load_json", "default_math", "profile", "ModelReport", "EndToEnd", "load_report",
-    "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "Environment",
-    "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError",
-    "DIRECTIONS", "MODES", "MATH_TYPES", "__version__",
+    "find", "run", "find_engines", "identify_torch", "profile", "info", "load_json", "load_report", "default_math",
+    "fidelity_table", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
+    "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
+    "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
+    "MODES", "MATH_TYPES", "__version__",
 ]

@@ -1,4 +1,5 @@
-"""The public verbs: ``find`` (search every legacy cuDNN algorithm of a convolution) and ``run`` (execute one).
+"""The legacy verbs: ``find`` (every legacy cuDNN algorithm of a convolution, failures included) and ``run`` (execute
+one chosen algorithm or engine configuration on your tensors).
 
 Every argument is validated before any GPU work, so bad input raises the same typed error on a machine without a
 GPU. Shapes, dtypes and layouts follow torch's conventions; see ConvSpec for the layer side.
@@ -6,294 +7,23 @@ GPU. Shapes, dtypes and layouts follow torch's conventions; see ConvSpec for the
 from __future__ import annotations
 
 import datetime as _dt
-import functools
-import os
+import warnings
 from dataclasses import replace
-from typing import Any, Sequence
-
-from typing import TYPE_CHECKING
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .errors import CudaUnavailableError, CudnnError
-from .results import DIRECTIONS, AlgoResult, Environment, SearchResult, SearchResults
+from .errors import CudnnError
+from .problem import (DIRECTIONS, MATH_TYPES, MODES, OUTPUT_OPERAND, Problem, check_choice, device_index,
+                      environment, layout_of, make_problem, parse_workspace_limit)
+from .results import AlgoResult, EngineRow, MeasureConfig, SearchResult, SearchResults
 from .spec import ConvShapes, ConvSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .engines import EngineRow
-
-MODES = ("find", "find_ex", "heuristic")
-MATH_TYPES = ("default", "tensor_op", "tensor_op_allow_conversion", "fma")
-DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64"}
-_DTYPE_ALIASES = {"float32": torch.float32, "float": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-                  "half": torch.float16, "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-                  "float64": torch.float64, "double": torch.float64, "fp64": torch.float64}
-MEMORY_FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last,
-                  "channels_last_3d": torch.channels_last_3d}
-
-# The cuDNN direction that computes each of a layer's directions, and the roles of its three cuDNN operands.
-# Non-transposed: y = conv(x, w) with x the (pre-padded) input. Transposed: the layer's forward is the adjoint of
-# the mirrored convolution, so x is the layer's output (or its gradient) and y its input.
-_CUDNN_DIRECTION = {
-    (False, "forward"): "forward",
-    (False, "backward_data"): "backward_data",
-    (False, "backward_filter"): "backward_filter",
-    (True, "forward"): "backward_data",
-    (True, "backward_data"): "forward",
-    (True, "backward_filter"): "backward_filter",
-}
-_OUTPUT_OPERAND = {"forward": "y", "backward_data": "x", "backward_filter": "w"}
+from .timing import (check_config, legacy_runnable, measure_rows, operand_sets, peak_label, peak_tflops,
+                     reference_output, tensor_math)
 
 
-# ---------------------------------------------------------------------------------------------- validation
-def _check_choice(name: str, value: Any, valid: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in valid:
-        raise ValueError(f"{name}={value!r} is not one of: {', '.join(valid)}")
-    return value
-
-
-def _dtype(dtype: Any, spec_default: torch.dtype | None) -> torch.dtype:
-    if dtype is None:
-        dtype = spec_default if spec_default is not None else torch.float32
-    if isinstance(dtype, str):
-        if dtype not in _DTYPE_ALIASES:
-            raise ValueError(f"dtype={dtype!r} is not one of: {', '.join(_DTYPE_ALIASES)}")
-        dtype = _DTYPE_ALIASES[dtype]
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype={dtype!r} must be a torch.dtype or its name")
-    if dtype not in DTYPES:
-        kind = "integer" if not dtype.is_floating_point and not dtype.is_complex else (
-            "complex" if dtype.is_complex else "floating")
-        raise TypeError(
-            f"dtype={dtype} ({kind}) is not supported by cuDNN convolutions here; use one of "
-            f"{', '.join(str(d) for d in DTYPES)}"
-        )
-    return dtype
-
-
-def _memory_format(memory_format: Any, ndim: int) -> str:
-    """Returns 'contiguous', 'channels_last' or 'channels_last_3d' after checking it fits the layer's rank."""
-    if memory_format is None:
-        return "contiguous"
-    if isinstance(memory_format, torch.memory_format):
-        names = {v: k for k, v in MEMORY_FORMATS.items()}
-        if memory_format not in names:
-            raise ValueError(f"memory_format={memory_format} is not one of: {', '.join(MEMORY_FORMATS)}")
-        memory_format = names[memory_format]
-    _check_choice("memory_format", memory_format, tuple(MEMORY_FORMATS))
-    fits = {"contiguous": True, "channels_last": ndim == 2, "channels_last_3d": ndim == 3}
-    if not fits[memory_format]:
-        valid = ["contiguous"] + (["channels_last"] if ndim == 2 else []) + (["channels_last_3d"] if ndim == 3 else [])
-        raise ValueError(
-            f"memory_format={memory_format!r} does not fit a {ndim}-d convolution (tensors of rank {ndim + 2}); "
-            f"valid: {', '.join(valid)}"
-        )
-    return memory_format
-
-
-def default_math(dtype: torch.dtype) -> str:
-    """The math type torch's own cuDNN convolution uses: fp16/bf16 -> tensor_op; fp32 -> default (TF32 allowed)
-    when ``torch.backends.cudnn.allow_tf32`` else fma; fp64 -> default."""
-    if dtype in (torch.float16, torch.bfloat16):
-        return "tensor_op"
-    if dtype == torch.float32 and not torch.backends.cudnn.allow_tf32:
-        return "fma"
-    return "default"
-
-
-def _workspace_limit(limit: Any) -> int:
-    if limit is None:
-        return -1
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"workspace_limit={limit!r} must be an int number of bytes or None")
-    if limit < 0:
-        raise ValueError(f"workspace_limit={limit} must be >= 0 bytes (None for no limit)")
-    return limit
-
-
-def _device_index(device: Any) -> int:
-    """Resolves `device` after checking that CUDA is usable at all."""
-    if device is not None and not isinstance(device, (int, str, torch.device)) or isinstance(device, bool):
-        raise TypeError(f"device={device!r} must be an int, a 'cuda:N' string, a torch.device or None")
-    if device is not None:
-        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
-        if dev.type != "cuda":
-            raise ValueError(f"device={device!r} is not a CUDA device")
-    require_cuda()
-    if device is None:
-        return torch.cuda.current_device()
-    idx = dev.index if dev.index is not None else torch.cuda.current_device()
-    n = torch.cuda.device_count()
-    if not 0 <= idx < n:
-        raise ValueError(f"device={device!r}: only {n} CUDA device(s) are visible (0..{n - 1})")
-    return idx
-
-
-def require_cuda() -> None:
-    if not torch.cuda.is_available():
-        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise CudaUnavailableError(
-            "no CUDA GPU is visible: torch.cuda.is_available() is False "
-            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}; "
-            f"CUDA_VISIBLE_DEVICES={vis!r}; torch.cuda.device_count()={torch.cuda.device_count()})"
-        )
-
-
-# ---------------------------------------------------------------------------------------------- environment
-def _driver_release() -> str | None:
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            for tok in f.read().split():
-                if tok.count(".") >= 1 and tok.replace(".", "").isdigit():
-                    return tok
-    except OSError:
-        pass
-    try:
-        import pynvml  # nvidia-ml-py
-
-        pynvml.nvmlInit()
-        v = pynvml.nvmlSystemGetDriverVersion()
-        return v.decode() if isinstance(v, bytes) else v
-    except Exception:
-        return None
-
-
-def loaded_cudnn_library() -> str | None:
-    """Path of the libcudnn.so the process has loaded (from /proc/self/maps), if any."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.split()[-1] if line.strip() else ""
-                base = os.path.basename(path)
-                if base.startswith("libcudnn.so"):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def environment(device: int) -> Environment:
-    ext = _ext.load()
-    v = ext.versions()
-    props = torch.cuda.get_device_properties(device)
-    return Environment(
-        gpu_name=props.name,
-        compute_capability=f"{props.major}.{props.minor}",
-        device_index=device,
-        driver_version=_driver_release(),
-        cuda_driver_api=int(v["cuda_driver"]),
-        cuda_runtime=int(v["cuda_runtime"]),
-        cudnn_runtime=int(v["cudnn_runtime"]),
-        cudnn_build=int(v["cudnn_build"]),
-        cudnn_library=loaded_cudnn_library(),
-        torch_version=torch.__version__,
-        torch_cuda=torch.version.cuda,
-    )
-
-
-# ---------------------------------------------------------------------------------------------- problem building
-class _Problem:
-    """A validated problem: spec, shapes, dtype, layout, math, and its cuDNN description (built lazily)."""
-
-    def __init__(self, spec: ConvSpec, shapes: ConvShapes, dtype: torch.dtype, memory_format: str, math: str):
-        self.spec, self.shapes, self.dtype, self.memory_format, self.math = spec, shapes, dtype, memory_format, math
-
-    @property
-    def torch_format(self) -> torch.memory_format:
-        return MEMORY_FORMATS[self.memory_format]
-
-    def lift(self, shape: Sequence[int]) -> list[int]:
-        """cuDNN's legacy API wants >= 4-d tensors: a 1-d convolution runs as 2-d with H = 1 (as ATen does)."""
-        shape = list(shape)
-        return shape[:2] + [1] + shape[2:] if self.spec.ndim == 1 else shape
-
-    def cudnn(self, ext):
-        s, sh = self.spec, self.shapes
-        one = self.spec.ndim == 1
-        lift = (lambda v, fill: [fill, *v]) if one else (lambda v, fill: list(v))
-        return ext.ConvProblem(
-            dtype=DTYPES[self.dtype],
-            layout="nchw" if self.memory_format == "contiguous" else "nhwc",
-            x=self.lift(sh.x_shape),
-            w=self.lift(sh.w_shape),
-            y=self.lift(sh.y_shape),
-            padding=lift(sh.padding, 0),
-            stride=lift(s.stride, 1),
-            dilation=lift(s.dilation, 1),
-            groups=s.groups,
-            math=self.math,
-        )
-
-    def operand_shape(self, role: str) -> tuple[int, ...]:
-        return {"x": self.shapes.x_shape, "w": self.shapes.w_shape, "y": self.shapes.y_shape}[role]
-
-    def random_operand(self, role: str, device: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Fresh standard-normal data (never zeros), cuDNN-shaped (lifted) and laid out as the problem says."""
-        t = torch.randn(self.lift(self.operand_shape(role)), dtype=self.dtype, device=f"cuda:{device}",
-                        generator=generator)
-        return t.contiguous(memory_format=self.torch_format)
-
-    def poisoned_operand(self, role: str, device: int) -> torch.Tensor:
-        """An output buffer filled with NaN, so that any element cuDNN fails to write shows."""
-        t = torch.empty(self.lift(self.operand_shape(role)), dtype=self.dtype, device=f"cuda:{device}",
-                        memory_format=self.torch_format)
-        return t.fill_(float("nan"))
-
-    def describe(self, direction: str) -> str:
-        return (f"{self.spec} {direction} on input {self.shapes.input_shape} {DTYPES[self.dtype]} "
-                f"{self.memory_format} math={self.math}")
-
-
-def _problem(conv, input_shape, dtype, memory_format, math) -> _Problem:
-    spec = ConvSpec.coerce(conv)
-    weight_dtype = None
-    if isinstance(conv, torch.nn.Module) and getattr(conv, "weight", None) is not None:
-        if not isinstance(conv.weight, torch.nn.parameter.UninitializedParameter):
-            weight_dtype = conv.weight.dtype
-    dt = _dtype(dtype, weight_dtype)
-    mf = _memory_format(memory_format, spec.ndim)
-    m = default_math(dt) if math is None else _check_choice("math", math, MATH_TYPES)
-    shapes = spec.shapes(input_shape)
-    return _Problem(spec, shapes, dt, mf, m)
-
-
-def _with_context(err: CudnnError, problem: _Problem, direction: str) -> CudnnError:
-    return CudnnError(f"{err} [convolution: {problem.describe(direction)}]", err.status, err.code)
-
-
-def _nbytes(problem: _Problem) -> int:
-    n = 0
-    for role in "xwy":
-        k = 1
-        for v in problem.operand_shape(role):
-            k *= v
-        n += k
-    return n * torch.empty((), dtype=problem.dtype).element_size()
-
-
-def _allocate_operands(problem: _Problem, device: int, direction: str) -> dict[str, torch.Tensor]:
-    """Random x, w, y for find_ex; a clear OOM (and nothing left allocated) when they do not fit."""
-    tensors: dict[str, torch.Tensor] = {}
-    err = None
-    try:
-        for role in "xwy":
-            tensors[role] = problem.random_operand(role, device)
-    except torch.OutOfMemoryError as e:
-        err = str(e).splitlines()[0]
-        tensors.clear()
-    if err is None:
-        return tensors
-    free, total = torch.cuda.mem_get_info(device)
-    raise torch.OutOfMemoryError(
-        f"find(): the operands of {problem.describe(direction)} need {_nbytes(problem) / 2**30:.2f} GiB, which "
-        f"cuda:{device} cannot give ({free / 2**30:.2f} of {total / 2**30:.2f} GiB free). Torch said: {err}"
-    )
-
-
-# ---------------------------------------------------------------------------------------------- find
 def find(
     conv: ConvSpec | torch.nn.Module,
     input_shape: Sequence[int],
@@ -310,7 +40,7 @@ def find(
     warmup: int = 3,
     l2: str = "warm",
     reference: str = "cuda",
-    cupti: bool = False,
+    check_clock: bool = False,
 ) -> SearchResult | SearchResults:
     """Asks cuDNN for every legacy algorithm of one convolution and returns them all, failures included.
 
@@ -321,29 +51,22 @@ def find(
         weight), or ``"all"`` (returns :class:`SearchResults` with the three).
     dtype: float32 / float16 / bfloat16 / float64 (default: the module's weight dtype, else float32).
     memory_format: ``"contiguous"`` (default), ``"channels_last"`` (2-d) or ``"channels_last_3d"`` (3-d).
-    math: cuDNN math type set on the descriptor before the search (default: what torch would use, see
-        :func:`default_math`).
+    math: cuDNN math type set on the descriptor before the search (default: what torch would use).
     mode: ``"find"`` (cudnnFind…Algorithm: cuDNN allocates and times), ``"find_ex"`` (cudnnFind…AlgorithmEx on
         fresh random tensors and a workspace from torch's allocator), ``"heuristic"`` (cudnnGet…_v7: ranking only).
-    workspace_limit: bytes; algorithms needing more become ``WORKSPACE_LIMIT_EXCEEDED`` rows (in ``find_ex`` no more
-        than this is handed to cuDNN).
-    device: CUDA device (default: the current one).
-    measure: re-time every successful algorithm ourselves (kernel, throughput and host time: median/min/max/
-        spread over ``repeats`` samples after ``warmup`` calls), with its relative and max-abs error against a
-        float64 reference computed by torch (on ``reference``: "cuda" or "cpu"), achieved TFLOP/s and % of this
-        device's measured matmul peak, and its heuristic and measured ranks (see cudnn_algos.measure).
+    workspace_limit: bytes; algorithms needing more become ``WORKSPACE_LIMIT_EXCEEDED`` rows.
+    measure: time every successful algorithm ourselves with cudnn_algos.timing's clocks (kernel: CUPTI records of
+        eager calls; throughput; host), ``repeats`` samples after ``warmup`` calls, its error against a float64
+        reference computed by torch (on ``reference``: "cuda" or "cpu"), TFLOP/s and % of peak, ranks.
     l2: "warm" (the same operands every call) or "cold" (rotate operand sets totalling > 3x the L2 cache).
-    cupti: also read CUPTI kernel records for every row (the independent clock, and the kernels' names); costs a
-        profiler session per search. Without it the CUPTI column is empty unless graph capture failed.
+    check_clock: also time every row with the independent clock (torch.profiler) to check the kernel clock.
 
     ``time_ms`` is milliseconds as cuDNN reported it; workspace is in bytes.
     """
     cfg = None
     if measure:
-        from .measure import MeasureConfig, check_config
-
         check_config(repeats, warmup, l2, reference)
-        cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, cupti=bool(cupti), reference=reference)
+        cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=bool(check_clock), reference=reference)
     problem, directions, limit, dev = validate(conv, input_shape, direction=direction, dtype=dtype,
                                               memory_format=memory_format, math=math, mode=mode,
                                               workspace_limit=workspace_limit, device=device)
@@ -352,15 +75,15 @@ def find(
 
 
 def validate(conv, input_shape, *, direction="forward", dtype=None, memory_format=None, math=None, mode="find",
-             workspace_limit=None, device=None) -> tuple[_Problem, tuple[str, ...], int, int]:
+             workspace_limit=None, device=None) -> tuple[Problem, tuple[str, ...], int, int]:
     """All of find()'s argument checks, in order, with no GPU work but the final check that CUDA is usable.
     Raises ValueError / TypeError naming the argument, or CudaUnavailableError."""
-    problem = _problem(conv, input_shape, dtype, memory_format, math)
-    _check_choice("direction", direction, DIRECTIONS + ("all",))
+    problem = make_problem(conv, input_shape, dtype, memory_format, math)
+    check_choice("direction", direction, DIRECTIONS + ("all",))
     directions = DIRECTIONS if direction == "all" else (direction,)
-    _check_choice("mode", mode, MODES)
-    limit = _workspace_limit(workspace_limit)
-    return problem, directions, limit, _device_index(device)
+    check_choice("mode", mode, MODES)
+    limit = parse_workspace_limit(workspace_limit)
+    return problem, directions, limit, device_index(device)
 
 
 def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:
@@ -378,52 +101,81 @@ def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:
     return tuple(ok + rest)
 
 
-def _search_one(problem: _Problem, direction: str, mode: str, limit: int, dev: int, cfg=None) -> SearchResult:
+def _cudnn_search(problem: Problem, cdir: str, mode: str, limit: int, dev: int, direction: str) -> dict:
     ext = _ext.load()
-    cdir = _CUDNN_DIRECTION[(problem.spec.transposed, direction)]
-    cp = problem.cudnn(ext)
-    tensors = _allocate_operands(problem, dev, direction) if mode == "find_ex" else {}
+    tensors = problem.operands(dev, "find()") if mode == "find_ex" else {}
     try:
         with torch.cuda.device(dev):
-            out = ext.search(cdir, cp, mode, tensors.get("x"), tensors.get("w"), tensors.get("y"),
-                             workspace_limit=limit, device=dev)
+            return ext.search(cdir, problem.cudnn(), mode, tensors.get("x"), tensors.get("w"), tensors.get("y"),
+                              workspace_limit=limit, device=dev)
     except CudnnError as e:
-        err = _with_context(e, problem, direction)
-    else:
-        err = None
+        err = problem.with_context(e, direction)
     finally:
         tensors.clear()  # a traceback must not keep the operands alive
-    if err is not None:
-        raise err
-    rows = [AlgoResult(direction=cdir, **r) for r in out["rows"]]
+    raise err
+
+
+def _search_one(problem: Problem, direction: str, mode: str, limit: int, dev: int, cfg=None) -> SearchResult:
+    cdir = problem.cudnn_direction(direction)
+    out = _cudnn_search(problem, cdir, mode, limit, dev, direction)
+    rows = [AlgoResult(direction=cdir, memory_format=problem.memory_format, **r) for r in out["rows"]]
     result = SearchResult(
-        rows=_order(rows, mode),
-        spec=problem.spec,
-        shapes=problem.shapes,
-        direction=direction,
-        cudnn_direction=cdir,
-        mode=mode,
-        dtype=DTYPES[problem.dtype],
-        memory_format=problem.memory_format,
-        math=problem.math,
-        workspace_limit=None if limit < 0 else limit,
-        workspace_given=out["workspace_given"],
-        search_ms=float(out["search_ms"]),
-        env=environment(dev),
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    )
+        rows=_order(rows, mode), spec=problem.spec, shapes=problem.shapes, direction=direction, cudnn_direction=cdir,
+        mode=mode, dtype=problem.dtype_name, memory_format=problem.memory_format, math=problem.math,
+        workspace_limit=None if limit < 0 else limit, workspace_given=out["workspace_given"],
+        search_ms=float(out["search_ms"]), env=environment(dev),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     if cfg is None:
         return result
-    from .measure import measure_search
-
     with torch.cuda.device(dev):
-        result = measure_search(result, problem, cfg, dev)
+        result = _measure(result, problem, cfg, limit, dev)
     return replace(result, rows=_order(list(result.rows), mode))
 
 
+def _measure(result: SearchResult, problem: Problem, cfg: MeasureConfig, limit: int, dev: int) -> SearchResult:
+    """Every successful row measured by timing.measure_rows; the heuristic's first choice and its regret."""
+    cdir = result.cudnn_direction
+    heur: dict[tuple[int, str | None], int] = {}  # (algo, math) -> rank in cudnnGet..._v7's list
+    heur_first = None
+    try:
+        h = _ext.load().search(cdir, problem.cudnn(), "heuristic", workspace_limit=limit, device=dev)
+        for r in sorted((r for r in h["rows"] if r["rank"] is not None), key=lambda r: r["rank"]):
+            heur.setdefault((r["algo_id"], r["math_type"]), r["rank"])
+            if heur_first is None and r["status"] == "SUCCESS":
+                heur_first = (r["algo"], r["math_type"])
+    except CudnnError:
+        pass
+    sets = operand_sets(problem, cfg.l2, dev)
+    cfg = replace(cfg, buffer_sets=len(sets))
+    ref = reference_output(problem, cdir, sets[0], cfg.reference)
+    idx = [i for i, r in enumerate(result.rows) if r.ok]
+    runs = []
+    for i in idx:
+        row = result.rows[i]
+        run = legacy_runnable(problem, cdir, row.algo_id, row.math_type or problem.math, sets, limit)
+        run.heuristic_rank = heur.get((row.algo_id, row.math_type))
+        runs.append(run)
+    ms = measure_rows(runs, problem, cfg, ref, dev)
+    rows = list(result.rows)
+    for i, m in zip(idx, ms):
+        rows[i] = replace(rows[i], measured=m)
+    del sets, ref
+    best = min((r for r in rows if r.kernel_ms is not None), key=lambda r: r.kernel_ms, default=None)
+    choice = regret = None
+    if heur_first is not None:
+        choice = f"{heur_first[0]}/{heur_first[1]}"
+        hit = next((r for r in rows if r.name == choice and r.kernel_ms is not None), None)
+        if hit is not None and best is not None:
+            regret = hit.kernel_ms / best.kernel_ms
+    peaks = {peak_label(problem.dtype, tc): peak_tflops(dev, problem.dtype, tc and problem.dtype == torch.float32)
+             for tc in {tensor_math(problem.dtype, r.math_type) for r in rows if r.kernel_ms is not None}}
+    return replace(result, rows=tuple(rows), measure=cfg, flops=problem.flops(), heuristic_choice=choice,
+                   heuristic_regret=regret, peak_tflops=peaks)
+
+
 # ---------------------------------------------------------------------------------------------- run
-def _algo_id(algo: AlgoResult | str | int, cdir: str, ext) -> tuple[int, str | None]:
-    names = ext.algo_names(cdir)
+def _algo_id(algo: AlgoResult | str | int, cdir: str) -> tuple[int, str | None]:
+    names = _ext.load().algo_names(cdir)
     if isinstance(algo, AlgoResult):
         if algo.direction != cdir:
             raise ValueError(f"algo is a {algo.direction} row but this call runs cuDNN's {cdir}")
@@ -436,20 +188,30 @@ def _algo_id(algo: AlgoResult | str | int, cdir: str, ext) -> tuple[int, str | N
         if not 0 <= algo < len(names):
             raise ValueError(f"algo={algo} is out of range for {cdir} (0..{len(names) - 1})")
         return algo, None
-    raise TypeError(f"algo={algo!r} must be an AlgoResult row, an algorithm name or an id")
+    raise TypeError(f"algo={algo!r} must be an AlgoResult row, an EngineRow, an algorithm name or an id")
 
 
-def _format_of(t: torch.Tensor) -> str:
-    if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
-        return "channels_last"
-    if t.dim() == 5 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last_3d):
-        return "channels_last_3d"
-    return "contiguous"
+def _run_layout(memory_format, algo, tensors: dict[str, torch.Tensor], ndim: int) -> str:
+    """The layout run() computes in: `memory_format` if given, else the one the row was searched in (an engine
+    plan is built for one layout), else the first tensor's. Warns when a tensor is unambiguously in another layout
+    (it is copied into the row's)."""
+    if memory_format is not None:
+        return memory_format
+    searched = getattr(algo, "memory_format", "") or ""
+    if not searched:
+        return layout_of(next(iter(tensors.values())))
+    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last,
+           "channels_last_3d": torch.channels_last_3d}[searched]
+    odd = [n for n, t in tensors.items() if t.dim() == ndim + 2 and not t.is_contiguous(memory_format=fmt)]
+    if odd:
+        warnings.warn(f"run(): {', '.join(odd)} not in the layout the row was searched in ({searched}); copied into it",
+                      stacklevel=3)
+    return searched
 
 
 def run(
     conv: ConvSpec | torch.nn.Module,
-    algo: "AlgoResult | str | int | EngineRow",
+    algo: AlgoResult | EngineRow | str | int,
     *,
     direction: str = "forward",
     input: torch.Tensor | None = None,
@@ -460,18 +222,18 @@ def run(
     memory_format: torch.memory_format | str | None = None,
     workspace_limit: int | None = None,
 ) -> torch.Tensor:
-    """Computes one direction of the layer with one chosen legacy cuDNN algorithm.
+    """Computes one direction of the layer with one chosen legacy algorithm or engine configuration.
 
     direction ``"forward"`` needs ``input`` and ``weight`` and returns the layer's output (no bias);
     ``"backward_data"`` needs ``weight``, ``grad_output`` and ``input_shape`` (or ``input``) and returns the
     gradient wrt the input; ``"backward_filter"`` needs ``input`` and ``grad_output`` and returns the gradient wrt
-    the weight. ``algo`` is a row of a search (its algorithm and math type are used), a name or an id, or an
-    engine configuration from :func:`find_engines` (its execution plan runs). The tensors
-    must be CUDA tensors of one dtype on one device; their layout is taken from ``memory_format`` or, by default,
-    from the first tensor given. Returns a new tensor, in that layout.
+    the weight. ``algo`` is a row of a search (a legacy row: its algorithm and math type; an engine row: its
+    execution plan, alive in this process), a legacy algorithm name or id. The tensors must be CUDA tensors of one
+    dtype on one device; the layout is ``memory_format``, else the one the row was searched in, else the first
+    tensor's. Returns a new tensor in that layout. For checking and pinning, not a fast path (descriptors per call).
     """
     spec = ConvSpec.coerce(conv)
-    _check_choice("direction", direction, DIRECTIONS)
+    check_choice("direction", direction, DIRECTIONS)
     need = {"forward": ("input", "weight"), "backward_data": ("weight", "grad_output"),
             "backward_filter": ("input", "grad_output")}[direction]
     given = {"input": input, "weight": weight, "grad_output": grad_output}
@@ -486,63 +248,33 @@ def run(
         if input is None:
             raise ValueError(f"direction={direction!r} needs input_shape= (or input=) to know the input's size")
         input_shape = tuple(input.shape)
-    fmt = _format_of(first) if memory_format is None else memory_format
-    problem = _problem(spec, input_shape, first.dtype, fmt, math)
+    fmt = _run_layout(memory_format, algo, {n: given[n] for n in need}, spec.ndim)
+    problem = make_problem(spec, input_shape, first.dtype, fmt, math)
     if weight is not None and tuple(weight.shape) != problem.shapes.weight_shape:
         raise ValueError(f"weight has shape {tuple(weight.shape)} but {spec} needs {problem.shapes.weight_shape}")
     if grad_output is not None and tuple(grad_output.shape) != problem.shapes.output_shape:
         raise ValueError(
-            f"grad_output has shape {tuple(grad_output.shape)} but the layer's output is {problem.shapes.output_shape}"
-        )
+            f"grad_output has shape {tuple(grad_output.shape)} but the layer's output is {problem.shapes.output_shape}")
     for name in need:
         t = given[name]
         if not t.is_cuda:
             raise ValueError(f"{name} is on {t.device}; run() needs CUDA tensors")
         if t.dtype != problem.dtype:
             raise ValueError(f"{name} has dtype {t.dtype} but {need[0]} has {problem.dtype}")
-    limit = _workspace_limit(workspace_limit)
+    limit = parse_workspace_limit(workspace_limit)
     dev = first.device.index if first.device.index is not None else torch.cuda.current_device()
-    ext = _ext.load()
-    cdir = _CUDNN_DIRECTION[(spec.transposed, direction)]
-    from .engines import EngineRow
-
-    if isinstance(algo, EngineRow):  # a graph-API engine configuration: run its execution plan
-        if algo.direction != cdir:
-            raise ValueError(f"algo is a {algo.direction} engine configuration but this call runs cuDNN's {cdir}")
-        if not algo.ok or algo.plan is None:
-            raise ValueError(f"engine configuration {algo.name} has no plan to run (status {algo.status}; plans "
-                             "are not saved with JSON)")
-
-        def execute(x, w, y):
-            algo.plan.execute(x, w, y)
-    else:
-        algo_id, row_math = _algo_id(algo, cdir, ext)
-        exec_math = math if math is not None else (row_math or problem.math)
-        _check_choice("math", exec_math, MATH_TYPES)
-
-        def execute(x, w, y):
-            ext.execute(cdir, cp, algo_id, exec_math, x, w, y, workspace_limit=limit)
-
-    # the layer's tensors in cuDNN's roles
+    cdir = problem.cudnn_direction(direction)
+    execute = _executor(problem, algo, cdir, math, limit)
     sh = problem.shapes
-    layer_in = input
-    if layer_in is not None and not spec.transposed and sh.has_pre_pad:
-        layer_in = _pre_pad(layer_in, sh)
-    if spec.transposed:
-        roles = {"forward": {"y": input, "w": weight}, "backward_data": {"x": grad_output, "w": weight},
-                 "backward_filter": {"x": grad_output, "y": input}}[direction]
-    else:
-        roles = {"forward": {"x": layer_in, "w": weight}, "backward_data": {"y": grad_output, "w": weight},
-                 "backward_filter": {"x": layer_in, "y": grad_output}}[direction]
-    out_role = _OUTPUT_OPERAND[cdir]
+    roles = _roles(spec, sh, direction, input, weight, grad_output)
+    out_role = OUTPUT_OPERAND[cdir]
     ops = {r: t.reshape(problem.lift(t.shape)).contiguous(memory_format=problem.torch_format) for r, t in roles.items()}
     ops[out_role] = problem.poisoned_operand(out_role, dev)
-    cp = problem.cudnn(ext)
     try:
         with torch.cuda.device(dev):
             execute(ops["x"], ops["w"], ops["y"])
     except CudnnError as e:
-        err = _with_context(e, problem, direction)
+        err = problem.with_context(e, direction)
     else:
         err = None
     if err is not None:
@@ -553,6 +285,33 @@ def run(
     if not spec.transposed and direction == "backward_data" and sh.has_pre_pad:
         result = _unpad_grad(result, sh)
     return result
+
+
+def _roles(spec: ConvSpec, sh: ConvShapes, direction: str, input, weight, grad_output) -> dict[str, torch.Tensor]:
+    """The layer's tensors in cuDNN's operand roles (the input pre-padded where torch pads explicitly)."""
+    layer_in = input
+    if layer_in is not None and not spec.transposed and sh.has_pre_pad:
+        layer_in = _pre_pad(layer_in, sh)
+    if spec.transposed:
+        return {"forward": {"y": input, "w": weight}, "backward_data": {"x": grad_output, "w": weight},
+                "backward_filter": {"x": grad_output, "y": input}}[direction]
+    return {"forward": {"x": layer_in, "w": weight}, "backward_data": {"y": grad_output, "w": weight},
+            "backward_filter": {"x": layer_in, "y": grad_output}}[direction]
+
+
+def _executor(problem: Problem, algo, cdir: str, math: str | None, limit: int):
+    if isinstance(algo, EngineRow):  # a graph-API engine configuration: run its execution plan
+        if algo.direction != cdir:
+            raise ValueError(f"algo is a {algo.direction} engine configuration but this call runs cuDNN's {cdir}")
+        if not algo.ok or algo.plan is None:
+            raise ValueError(f"engine configuration {algo.name} has no plan to run (status {algo.status}; plans "
+                             "live only in the process that searched)")
+        return algo.plan.execute
+    algo_id, row_math = _algo_id(algo, cdir)
+    exec_math = math if math is not None else (row_math or problem.math)
+    check_choice("math", exec_math, MATH_TYPES)
+    ext, cp = _ext.load(), problem.cudnn()
+    return lambda x, w, y: ext.execute(cdir, cp, algo_id, exec_math, x, w, y, workspace_limit=limit)
 
 
 def _pre_pad(t: torch.Tensor, sh: ConvShapes) -> torch.Tensor:

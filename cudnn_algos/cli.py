@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--measure", action="store_true", help="re-time every algorithm ourselves (kernel/throughput/host)")
     f.add_argument("--repeats", type=int, default=10, help="timing samples per algorithm with --measure")
     f.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    f.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
 
     e = sub.add_parser("engines", help="the graph API's engine configurations of one layer, beside torch's choice",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-runtime-compiled", action="store_true", help="skip engines that compile at run time")
     e.add_argument("--measure", action="store_true", help="time and check every built plan (and torch's op)")
     e.add_argument("--repeats", type=int, default=10, help="timing samples per configuration with --measure")
+    e.add_argument("--screen", type=int, default=None, metavar="N",
+                   help="with --measure: screen every configuration with N samples, then re-measure the fastest")
+    e.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
     e.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
     e.add_argument("--torch", default=None, choices=["yes", "no"],
                    help="run torch's own op and mark the configuration it ran (default: with --measure)")
@@ -125,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", type=int, default=None)
     e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
-    pr = sub.add_parser("profile", help="every distinct convolution of a model, all directions, with totals",
+    pr = sub.add_parser("profile", help="every distinct convolution of a model in cuDNN's engine space, beside torch",
                         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
     pr.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
@@ -134,9 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="dtype of the searches and of the end-to-end check (default: the model's)")
     pr.add_argument("--channels-last", action="store_true")
     pr.add_argument("--directions", default="forward,backward_data,backward_filter")
-    pr.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
-    pr.add_argument("--no-measure", action="store_true", help="use cuDNN's reported times (faster, less true)")
-    pr.add_argument("--repeats", type=int, default=5)
+    pr.add_argument("--repeats", type=int, default=7, help="samples per clock for the confirmed rows (default 7)")
+    pr.add_argument("--screen", type=int, default=3, help="samples per clock when screening (default 3)")
+    pr.add_argument("--refine", type=int, default=3, metavar="K", help="one-knob neighbours of the K fastest (3)")
+    pr.add_argument("--refine-max", type=int, default=32, metavar="N", help="at most N configurations from refine")
+    pr.add_argument("--legacy", action="store_true", help="also search the legacy algorithms (legacy_best columns)")
+    pr.add_argument("--no-torch-off", action="store_true", help="skip torch with benchmark off (a fresh process)")
+    pr.add_argument("--check-clock", action="store_true",
+                    help="also time every row with the independent clock (torch.profiler) and print the fidelity")
     pr.add_argument("--no-e2e", action="store_true", help="skip the whole-model benchmark-mode check")
     pr.add_argument("--json", metavar="PATH")
     pr.add_argument("--csv", metavar="PATH")
@@ -148,17 +157,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _needs(flag: str, module: str) -> None:
+    """An optional package a flag needs, checked before any GPU work (a missing one must not cost a whole run)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise UsageError(f"{flag} needs the {module} package: pip install {module}")
+
+
 def _cmd_profile(a: argparse.Namespace) -> int:
-    from .api import _device_index
     from .models import ModelSourceError, load_model
-    from .profile import profile
+    from .problem import DIRECTIONS, device_index
+    from .report import profile
 
     if a.batch <= 0:
         raise UsageError(f"--batch {a.batch} must be positive")
     directions = tuple(d for d in a.directions.split(",") if d)
     for d in directions:
-        if d not in ("forward", "backward_data", "backward_filter"):
-            raise UsageError(f"--directions: {d!r} is not one of forward, backward_data, backward_filter")
+        if d not in DIRECTIONS:
+            raise UsageError(f"--directions: {d!r} is not one of {', '.join(DIRECTIONS)}")
+    for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
+                                ("--plot", a.plot, "matplotlib")):
+        if given:
+            _needs(flag, module)
     shape = parse_shape(a.input) if a.input else None
     try:
         model, example, name = load_model(a.model, batch=a.batch, input_shape=shape)
@@ -167,24 +188,29 @@ def _cmd_profile(a: argparse.Namespace) -> int:
     fmt = None
     if a.channels_last:
         fmt = "channels_last_3d" if example.dim() == 5 else "channels_last"
-    _device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
+    device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
     try:
-        report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, mode=a.mode,
-                         measure=not a.no_measure, repeats=a.repeats, end_to_end_check=not a.no_e2e,
+        report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, repeats=a.repeats,
+                         screen=a.screen, refine=a.refine, refine_max=a.refine_max, legacy=a.legacy,
+                         torch_off=not a.no_torch_off, check_clock=a.check_clock, end_to_end_check=not a.no_e2e,
                          progress=not a.no_progress, device=a.device, name=name)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
+    if a.json:  # the primary file first: a report that fails later must not lose the run
+        report.to_json(a.json)
     if a.rich:
-        try:
-            from rich.console import Console
+        from rich.console import Console
 
-            Console().print(report.rich_table())
-        except ImportError:
-            raise UsageError("--rich needs the rich package: pip install rich") from None
+        Console(width=max(120, Console().width)).print(report.rich_table())
     else:
         print(report)
-    for flag, path, write in (("--json", a.json, report.to_json), ("--csv", a.csv, report.to_csv),
-                              ("--html", a.html, report.to_html)):
+    if a.check_clock:
+        from .results import fidelity_table
+
+        print("\n".join(fidelity_table([report])))
+    if a.json:
+        print(f"wrote {a.json}")
+    for path, write in ((a.csv, report.to_csv), (a.html, report.to_html)):
         if path:
             write(path)
             print(f"wrote {path}")
@@ -192,7 +218,6 @@ def _cmd_profile(a: argparse.Namespace) -> int:
         for p in report.plot(a.plot):
             print(f"wrote {p}")
     return 0 if not report.interrupted else 130
-
 
 
 def _layer(a: argparse.Namespace):
@@ -211,12 +236,12 @@ def _cmd_find(a: argparse.Namespace) -> int:
     try:
         validate(conv, shape, **kwargs)
         if a.measure:
-            from .measure import check_config
+            from .timing import check_config
 
             check_config(a.repeats, 3, a.l2, "cuda")
     except (ValueError, TypeError) as e:  # only argument errors are usage errors
         raise UsageError(str(e)) from None
-    res = find(conv, shape, measure=a.measure, repeats=a.repeats, l2=a.l2, **kwargs)
+    res = find(conv, shape, measure=a.measure, repeats=a.repeats, l2=a.l2, check_clock=a.check_clock, **kwargs)
     print(res)
     if a.json:
         res.to_json(a.json)
@@ -225,9 +250,10 @@ def _cmd_find(a: argparse.Namespace) -> int:
 
 
 def _cmd_engines(a: argparse.Namespace) -> int:
-    from .api import DIRECTIONS, validate
-    from .engines import find_engines
-    from .results import write_json
+    from .api import validate
+    from .engines import HEURISTICS, find_engines
+    from .problem import DIRECTIONS, check_choice
+    from .results import EngineSearches
 
     conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
@@ -237,22 +263,19 @@ def _cmd_engines(a: argparse.Namespace) -> int:
                   max_configs=a.exhaustive or 64, runtime_compiled=not a.no_runtime_compiled, measure=a.measure,
                   repeats=a.repeats, l2=a.l2, compare_torch=None if a.torch is None else a.torch == "yes",
                   torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
-                  refine_max=a.refine_max, device=a.device)
+                  refine_max=a.refine_max, screen=a.screen, check_clock=a.check_clock, device=a.device)
     directions = DIRECTIONS if a.direction == "all" else (a.direction,)
     try:
-        from .api import _check_choice
-        from .engines import HEURISTICS
-
         if not heur:
             raise ValueError("--heuristics is empty")
         if a.refine < 0 or a.refine_max < 1:
             raise ValueError(f"--refine {a.refine} must be >= 0 and --refine-max {a.refine_max} >= 1")
-        if a.refine and not a.measure:
-            raise ValueError("--refine needs --measure (it refines around the fastest measured configurations)")
+        if (a.refine or a.screen) and not a.measure:
+            raise ValueError("--refine and --screen need --measure (they work on measured configurations)")
         for h in heur:
-            _check_choice("--heuristics", h, HEURISTICS)
+            check_choice("--heuristics", h, HEURISTICS)
         if a.measure:
-            from .measure import check_config
+            from .timing import check_config
 
             check_config(a.repeats, 3, a.l2, "cuda")
         validate(conv, shape, direction=a.direction, dtype=a.dtype, memory_format=fmt, device=a.device)
@@ -264,8 +287,13 @@ def _cmd_engines(a: argparse.Namespace) -> int:
         print(res, end="\n\n" if d != directions[-1] else "\n")
         results.append(res)
     if a.json:
-        write_json({"results": [r.to_dict() for r in results]}, a.json)
+        out = results[0] if len(results) == 1 else EngineSearches(tuple(results))
+        out.to_json(a.json)
         print(f"wrote {a.json}")
+    if a.check_clock:
+        from .results import fidelity_table
+
+        print("\n".join(fidelity_table(results)))
     return 0
 
 
@@ -276,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(argv)
     try:
         if a.command == "info":
-            from .info import info
+            from .sysinfo import info
 
             print(info())
             return 0

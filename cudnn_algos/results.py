@@ -1,33 +1,130 @@
-"""Results of a search: one frozen row per algorithm (and math type), and the search with its full context.
+"""Every result type, in one place: frozen rows and searches (legacy algorithms, graph-API engine configurations,
+torch's own op), model reports, and one JSON codec that writes and reads them all back.
 
-Formatting (text table, HTML, DataFrame, JSON) lives here; none of it needs a GPU. pandas is imported only by
-``to_dataframe``.
+Formatting (text tables, HTML, DataFrames, JSON) lives here; none of it needs a GPU. pandas is imported only by
+``to_dataframe``. Files carry ``schema`` and ``kind``; ``load_json`` reads any of them back into equal objects.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterator
+import statistics
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Iterator, Sequence
 
-from .measure import MeasuredRow, Measurement, MeasureConfig, Stats
+from .problem import DIRECTIONS, Environment
 from .spec import ConvShapes, ConvSpec
 
-SCHEMA_VERSION = 2
-DIRECTIONS = ("forward", "backward_data", "backward_filter")
+SCHEMA_VERSION = 3
+
+__all__ = ["SCHEMA_VERSION", "DIRECTIONS", "Environment", "Stats", "MeasureConfig", "Measurement", "AlgoResult",
+           "SearchResult", "SearchResults", "EngineRow", "TorchRun", "EngineSearchResult", "EngineSearches",
+           "ProblemEntry", "EndToEnd", "LayerRow", "ModelReport", "load_json", "write_json", "read_json",
+           "format_bytes", "format_ms", "aligned", "fidelity_table", "fidelity_pairs", "encode", "decode",
+           "to_dict", "from_dict"]
+
+
+# ============================================================================================ measurements
+@dataclass(frozen=True)
+class Stats:
+    """Summary of timing samples, ms per call. ``spread`` is the inter-quartile range over the median."""
+
+    median: float
+    min: float
+    max: float
+    spread: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> "Stats":
+        s = sorted(samples)
+        med = statistics.median(s)
+        iqr = (lambda q: q[2] - q[0])(statistics.quantiles(s, n=4, method="inclusive")) if len(s) >= 4 else s[-1] - s[0]
+        return cls(median=med, min=s[0], max=s[-1], spread=iqr / med if med > 0 else 0.0, n=len(s))
 
 
 @dataclass(frozen=True)
-class AlgoResult(MeasuredRow):
-    """One algorithm under one math type, in one search.
+class MeasureConfig:
+    repeats: int = 10  # samples per clock
+    warmup: int = 3  # calls before the first sample
+    l2: str = "warm"  # "warm": one operand set; "cold": rotate sets totalling > 3x the L2 cache
+    check_clock: bool = False  # also time every row with the independent clock (torch.profiler's CUPTI records)
+    reference: str = "cuda"  # where the float64 reference is computed: "cuda" or "cpu"
+    buffer_sets: int = 1  # filled in: operand sets rotated through
 
-    ``time_ms``: the time cuDNN's search reported for it (ms; on cuDNN 9 that includes host-side set-up per call);
-    None in heuristic mode and for failures. ``workspace_bytes``: the scratch memory it needs. ``rank``: its position
-    in cuDNN's returned list (0 = cuDNN's first choice); None when cuDNN did not return it. ``status``: cuDNN's
-    status without the ``CUDNN_STATUS_`` prefix, or ``NOT_RETURNED`` / ``WORKSPACE_LIMIT_EXCEEDED``.
+
+@dataclass(frozen=True)
+class Measurement:
+    """What we measured for one runnable row (legacy algorithm, engine configuration, or torch's own op).
+
+    kernel_ms: the kernel clock, CUPTI activity records of K eager back-to-back calls (kernels, memsets, copies;
+        the union of their intervals) / K: what Nsight Systems shows for the same calls.
+    throughput_ms: CUDA events around K back-to-back calls / K (what a training loop sees; the host's pace when the
+        host is slower). host_ms: host wall time of that loop / K (the CPU cost of one call).
+    reference_kernel_ms: the independent check (``check_clock``): torch.profiler's CUPTI records of K eager calls in
+        a session of its own, union / K.
     """
 
-    direction: str  # cuDNN's direction: forward / backward_data / backward_filter
+    kernel_ms: Stats | None
+    throughput_ms: Stats | None
+    host_ms: Stats | None
+    calls_per_sample: int
+    kernel_clock: str = "cupti"  # "cupti", or "none" when the kernel clock could not run (error says why)
+    kernel_calls: int = 0  # calls per kernel-clock sample
+    kernels: tuple[str, ...] = ()  # kernels one call launched, as CUPTI names them (demangled)
+    activities_per_call: float | None = None  # GPU activities (kernels, memsets, copies) per call
+    reference_kernel_ms: float | None = None
+    rel_err: float | None = None  # ||y - ref|| / ||ref||, ref in float64
+    max_abs_err: float | None = None
+    tflops: float | None = None  # FLOPs / kernel median
+    pct_peak: float | None = None  # of this device's measured matmul peak for the dtype and math
+    heuristic_rank: int | None = None
+    measured_rank: int | None = None  # position by kernel median among the measured rows (0 = fastest)
+    confirmed: bool = False  # re-measured on fresh operands after a screen (find_engines(screen=...))
+    error: str = ""  # why something could not be measured
+
+    @property
+    def host_bound(self) -> bool:
+        """A call costs more host time than GPU time: back-to-back calls leave the GPU idle."""
+        return bool(self.host_ms and self.kernel_ms and self.host_ms.median > self.kernel_ms.median)
+
+
+class MeasuredRow:
+    """What a result row (legacy algorithm or engine configuration) with `status` and `measured` offers."""
+
+    status: str
+    measured: Measurement | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
+
+    @property
+    def kernel_ms(self) -> float | None:
+        """Median kernel time (the kernel clock), ms per call; None when not measured."""
+        m = self.measured
+        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
+
+    @property
+    def host_ms(self) -> float | None:
+        m = self.measured
+        return m.host_ms.median if m is not None and m.host_ms is not None else None
+
+
+# ============================================================================================ legacy searches
+@dataclass(frozen=True)
+class AlgoResult(MeasuredRow):
+    """One legacy algorithm under one math type, in one search.
+
+    ``time_ms``: what cuDNN's search reported (ms; on cuDNN 9 it includes host-side set-up per call); None in
+    heuristic mode and for failures. ``rank``: position in cuDNN's returned list (0 = its first choice).
+    ``status``: cuDNN's status without ``CUDNN_STATUS_``, or ``NOT_RETURNED`` / ``WORKSPACE_LIMIT_EXCEEDED``.
+    """
+
+    direction: str  # cuDNN's direction
     algo: str
     algo_id: int
     status: str
@@ -37,54 +134,21 @@ class AlgoResult(MeasuredRow):
     math_type: str | None
     rank: int | None
     note: str = ""
-    status_code: int = -1  # cuDNN's numeric status; -1 for NOT_RETURNED / WORKSPACE_LIMIT_EXCEEDED
-    measured: Measurement | None = None  # find(..., measure=True): our own timings, accuracy and work
+    status_code: int = -1  # cuDNN's numeric status; -1 for our own statuses
+    measured: Measurement | None = None
+    memory_format: str = ""  # the layout it was searched in (run() uses it)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "AlgoResult":
-        d = dict(d)
-        m = d.get("measured")
-        if m is not None:
-            m = dict(m)
-            for k in ("kernel_ms", "throughput_ms", "host_ms"):
-                if m.get(k) is not None:
-                    m[k] = Stats(**m[k])
-            m["kernels"] = tuple(m.get("kernels", ()))
-            d["measured"] = Measurement(**m)
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class Environment:
-    """Where a search ran, so that a saved result can be compared later."""
-
-    gpu_name: str
-    compute_capability: str
-    device_index: int
-    driver_version: str | None  # the NVIDIA driver release, e.g. "580.159.04", when readable
-    cuda_driver_api: int  # cudaDriverGetVersion, e.g. 13000
-    cuda_runtime: int
-    cudnn_runtime: int  # cudnnGetVersion of the loaded library, e.g. 91900
-    cudnn_build: int  # CUDNN_VERSION the extension was compiled against
-    cudnn_library: str | None  # path of the libcudnn the process loaded
-    torch_version: str
-    torch_cuda: str | None
-
-    @staticmethod
-    def version_str(v: int) -> str:
-        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else str(v)
+    @property
+    def name(self) -> str:
+        return f"{self.algo}/{self.math_type}"
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Every algorithm of one direction for one convolution problem.
+    """Every legacy algorithm of one direction for one convolution problem.
 
-    ``direction`` is the layer's (for a transposed convolution its forward is cuDNN's ``backward_data``, recorded
-    in ``cudnn_direction``). ``rows``: successful rows fastest first (heuristic mode: in cuDNN's order), then the
-    rest by algorithm id. ``search_ms``: host wall time of the cuDNN search call itself.
+    ``direction`` is the layer's (a transposed convolution's forward is cuDNN's ``backward_data``, recorded in
+    ``cudnn_direction``). ``rows``: successful rows fastest first, then the rest by algorithm id.
     """
 
     rows: tuple[AlgoResult, ...]
@@ -101,15 +165,14 @@ class SearchResult:
     search_ms: float
     env: Environment
     created: str = ""
-    schema: int = SCHEMA_VERSION
-    # filled by measure=True
     measure: MeasureConfig | None = None
     flops: int | None = None
     peak_tflops: dict[str, float] | None = None  # the device's measured matmul peak(s) used for pct_peak
     heuristic_choice: str | None = None  # cudnnGet..._v7's first choice, "ALGO/math"
     heuristic_regret: float | None = None  # its kernel median / the measured best's
 
-    # ---------------------------------------------------------------- queries
+    KIND = "legacy_search"
+
     @property
     def best(self) -> AlgoResult | None:
         """The fastest successful row (heuristic mode: cuDNN's first successful choice); None if none succeeded."""
@@ -128,100 +191,60 @@ class SearchResult:
     def succeeded(self) -> tuple[AlgoResult, ...]:
         return tuple(r for r in self.rows if r.ok)
 
+    @property
+    def is_measured(self) -> bool:
+        return any(r.measured is not None for r in self.rows)
+
     def __iter__(self) -> Iterator[AlgoResult]:
         return iter(self.rows)
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    # ---------------------------------------------------------------- text
     def title(self) -> str:
-        d = self.direction if self.direction == self.cudnn_direction else f"{self.direction} (cuDNN {self.cudnn_direction})"
         e = self.env
-        return (
-            f"{self.spec} {d} | input {_shape(self.shapes.input_shape)} {self.dtype} {self.memory_format} "
-            f"| math {self.math} | mode {self.mode} | {e.gpu_name} sm_{e.compute_capability.replace('.', '')} "
-            f"cuDNN {Environment.version_str(e.cudnn_runtime)}"
-        )
+        return (f"{self.spec} {_dir(self.direction, self.cudnn_direction)} | input {_shape(self.shapes.input_shape)} "
+                f"{self.dtype} {self.memory_format} | math {self.math} | mode {self.mode} | {e.gpu_name} "
+                f"sm_{e.compute_capability.replace('.', '')} cuDNN {Environment.version_str(e.cudnn_runtime)}")
 
-    @property
-    def is_measured(self) -> bool:
-        return any(r.measured is not None for r in self.rows)
-
-    MEASURED_HEADERS = ("algorithm", "math", "status", "kernel ms", "±", "thrpt ms", "host ms", "cuDNN ms",
-                        "vs best", "TFLOP/s", "% peak", "rel err", "workspace", "determ.", "h-rank", "m-rank", "note")
-
-    def measured_table_rows(self) -> list[list[str]]:
-        best = self.best
-        bk = best.kernel_ms if best is not None else None
-        out = []
-        for r in self.rows:
-            m = r.measured
-            def f(st, d=4):
-                return f"{st.median:.{d}f}" if st is not None else "-"
-            note = r.note
-            if m is not None and m.error:
-                note = (note + "; " if note else "") + m.error
-            if m is not None and m.kernel_clock == "cupti":
-                note = (note + "; " if note else "") + "kernel time from CUPTI"
-            out.append([
-                r.algo, r.math_type or "-", r.status,
-                f(m.kernel_ms) if m else "-",
-                f"{100 * m.kernel_ms.spread:.0f}%" if m and m.kernel_ms else "",
-                f(m.throughput_ms) if m else "-",
-                f(m.host_ms) if m else "-",
-                f"{r.time_ms:.4f}" if r.time_ms is not None else "-",
-                f"{r.kernel_ms / bk:.2f}x" if (r.kernel_ms is not None and bk) else "",
-                f"{m.tflops:.1f}" if m and m.tflops is not None else "-",
-                f"{m.pct_peak:.0f}" if m and m.pct_peak is not None else "-",
-                f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-",
-                format_bytes(r.workspace_bytes),
-                {True: "yes", False: "no", None: "-"}[r.deterministic],
-                str(m.heuristic_rank) if m and m.heuristic_rank is not None else "-",
-                str(m.measured_rank) if m and m.measured_rank is not None else "-",
-                note,
-            ])
-        return out
-
-    def table_rows(self) -> list[list[str]]:
-        best = self.best
-        bt = best.time_ms if best is not None else None
-        out = []
-        for r in self.rows:
-            rel = f"{r.time_ms / bt:.2f}x" if (r.ok and r.time_ms is not None and bt) else ""
-            out.append(
-                [
-                    r.algo,
-                    str(r.algo_id),
-                    r.status,
-                    f"{r.time_ms:.4f}" if r.time_ms is not None else "-",
-                    rel,
-                    format_bytes(r.workspace_bytes),
-                    {True: "yes", False: "no", None: "-"}[r.deterministic],
-                    r.math_type or "-",
-                    str(r.rank) if r.rank is not None else "-",
-                    r.note,
-                ]
-            )
-        return out
-
-    HEADERS = ("algorithm", "id", "status", "time ms", "vs best", "workspace", "determ.", "math", "rank", "note")
+    MEASURED_HEADERS = ("algorithm", "math", "status", "kernel", "±", "thrpt", "host", "cuDNN", "vs best", "TFLOP/s",
+                        "% peak", "rel err", "workspace", "determ.", "h-rank", "m-rank", "note")
+    HEADERS = ("algorithm", "id", "status", "cuDNN", "vs best", "workspace", "determ.", "math", "rank", "note")
 
     def _headers_and_rows(self):
+        best = self.best
+        out = []
         if self.is_measured:
-            return self.MEASURED_HEADERS, self.measured_table_rows(), {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15}
-        return self.HEADERS, self.table_rows(), {1, 3, 4, 5, 8}
+            bk = best.kernel_ms if best is not None else None
+            for r in self.rows:
+                m = r.measured
+                note = "; ".join(x for x in (r.note, _measure_note(m)) if x)
+                out.append([r.algo, r.math_type or "-", r.status, _st(m, "kernel_ms"),
+                            f"{100 * m.kernel_ms.spread:.0f}%" if m and m.kernel_ms else "", _st(m, "throughput_ms"),
+                            _st(m, "host_ms"), format_ms(r.time_ms),
+                            f"{r.kernel_ms / bk:.2f}x" if (r.kernel_ms is not None and bk) else "",
+                            f"{m.tflops:.1f}" if m and m.tflops is not None else "-",
+                            f"{m.pct_peak:.0f}" if m and m.pct_peak is not None else "-",
+                            f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-",
+                            format_bytes(r.workspace_bytes), _yes(r.deterministic),
+                            _int(m.heuristic_rank if m else None), _int(m.measured_rank if m else None), note])
+            return self.MEASURED_HEADERS, out, {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15}
+        bt = best.time_ms if best is not None else None
+        for r in self.rows:
+            rel = f"{r.time_ms / bt:.2f}x" if (r.ok and r.time_ms is not None and bt) else ""
+            out.append([r.algo, str(r.algo_id), r.status, format_ms(r.time_ms), rel, format_bytes(r.workspace_bytes),
+                        _yes(r.deterministic), r.math_type or "-", _int(r.rank), r.note])
+        return self.HEADERS, out, {1, 3, 4, 5, 8}
 
     def __str__(self) -> str:
-        lines = [self.title()]
         headers, rows, right = self._headers_and_rows()
-        lines += _aligned(headers, rows, right=right)
+        lines = [self.title(), *aligned(headers, rows, right=right)]
         b = self.best
         tail = f"best: {b.algo} ({b.math_type})" if b else "best: none succeeded"
         if b is not None and b.kernel_ms is not None:
-            tail += f" {b.kernel_ms:.4f} ms kernel ({b.measured.kernel_clock}, median of {b.measured.kernel_ms.n})"
+            tail += f" {format_ms(b.kernel_ms)} kernel (CUPTI, median of {b.measured.kernel_ms.n})"
         elif b is not None and b.time_ms is not None:
-            tail += f" {b.time_ms:.4f} ms (cuDNN's reported time)"
+            tail += f" {format_ms(b.time_ms)} (cuDNN's reported time)"
         tail += f"; search took {self.search_ms:.1f} ms"
         if self.workspace_given is not None:
             tail += f"; workspace given {format_bytes(self.workspace_given)}"
@@ -229,81 +252,36 @@ class SearchResult:
         if self.measure is not None:
             regret = f"{self.heuristic_regret:.2f}x" if self.heuristic_regret is not None else "n/a"
             peaks = ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in (self.peak_tflops or {}).items())
-            lines.append(
-                f"heuristic's choice: {self.heuristic_choice or '-'} (regret {regret}); "
-                f"{self.flops / 1e9:.2f} GFLOP per call; peak: {peaks or '-'}; L2 {self.measure.l2} "
-                f"({self.measure.buffer_sets} operand set(s)); {self.measure.repeats} samples after "
-                f"{self.measure.warmup} warm-up calls"
-            )
+            lines.append(f"heuristic's choice: {self.heuristic_choice or '-'} (regret {regret}); "
+                         f"{(self.flops or 0) / 1e9:.2f} GFLOP per call; peak: {peaks or '-'}; L2 {self.measure.l2} "
+                         f"({self.measure.buffer_sets} operand set(s)); {self.measure.repeats} samples after "
+                         f"{self.measure.warmup} warm-up calls; times in ms")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         headers, rows, _ = self._headers_and_rows()
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-        )
-        return f"<p><b>{html.escape(self.title())}</b></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return _html_table(self.title(), headers, rows)
 
-    # ---------------------------------------------------------------- data
     def to_records(self) -> list[dict[str, Any]]:
-        ctx = {
-            "layer": str(self.spec),
-            "layer_direction": self.direction,
-            "input_shape": self.shapes.input_shape,
-            "dtype": self.dtype,
-            "memory_format": self.memory_format,
-            "mode": self.mode,
-            "gpu": self.env.gpu_name,
-            "cudnn": Environment.version_str(self.env.cudnn_runtime),
-        }
+        ctx = {"layer": str(self.spec), "layer_direction": self.direction, "input_shape": self.shapes.input_shape,
+               "dtype": self.dtype, "memory_format": self.memory_format, "mode": self.mode, "gpu": self.env.gpu_name,
+               "cudnn": Environment.version_str(self.env.cudnn_runtime)}
         out = []
         for r in self.rows:
-            d = asdict(r)
-            m = d.pop("measured")
-            if m is not None:
-                for k in ("kernel_ms", "throughput_ms", "host_ms"):
-                    st = m.pop(k)
-                    for f_ in ("median", "min", "max", "spread"):
-                        m[f"{k.replace('_ms', '')}_{f_}" + ("_ms" if f_ != "spread" else "")] = st[f_] if st else None
-                m["kernels"] = ";".join(m["kernels"])
-                m["measure_error"] = m.pop("error")
-                d.update(m)
+            d = {f.name: getattr(r, f.name) for f in fields(r) if f.name != "measured"}
+            d.update(_measurement_columns(r.measured))
             out.append({**d, **ctx})
         return out
 
     def to_dataframe(self):
         """One row per algorithm with the search context as columns (needs pandas)."""
-        try:
-            import pandas as pd
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("to_dataframe() needs pandas: pip install pandas") from e
-        return pd.DataFrame.from_records(self.to_records())
+        return _dataframe(self.to_records())
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["rows"] = [r.to_dict() for r in self.rows]
-        d["measure"] = asdict(self.measure) if self.measure is not None else None
-        d["spec"] = self.spec.to_dict()
-        d["shapes"] = _lists(asdict(self.shapes))
-        d["env"] = asdict(self.env)
-        return d
+        return to_dict(self)
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
         return write_json(self.to_dict(), path, **kwargs)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SearchResult":
-        d = dict(d)
-        if d.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION:
-            raise ValueError(f"result schema {d.get('schema')} is not {SCHEMA_VERSION}; it was saved by another version")
-        d["rows"] = tuple(AlgoResult.from_dict(r) for r in d["rows"])
-        if d.get("measure") is not None:
-            d["measure"] = MeasureConfig(**d["measure"])
-        d["spec"] = ConvSpec.from_dict(d["spec"])
-        d["shapes"] = ConvShapes(**_tuples(d["shapes"]))
-        d["env"] = Environment(**d["env"])
-        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -311,6 +289,8 @@ class SearchResults:
     """The three directions' searches of one problem (``find(..., direction="all")``)."""
 
     results: tuple[SearchResult, ...] = field(default_factory=tuple)
+
+    KIND = "legacy_searches"
 
     def __iter__(self) -> Iterator[SearchResult]:
         return iter(self.results)
@@ -337,15 +317,684 @@ class SearchResults:
         return "".join(r._repr_html_() for r in self.results)
 
     def to_dataframe(self):
-        import pandas as pd
-
-        return pd.concat([r.to_dataframe() for r in self.results], ignore_index=True)
+        return _dataframe([rec for r in self.results for rec in r.to_records()])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"results": [r.to_dict() for r in self.results]}
+        return to_dict(self)
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
         return write_json(self.to_dict(), path, **kwargs)
+
+
+# ============================================================================================ engine searches
+@dataclass(frozen=True)
+class EngineRow(MeasuredRow):
+    """One engine configuration. ``name`` is stable across runs: ``eng<id>`` plus its knob values."""
+
+    direction: str  # cuDNN's direction
+    engine_id: int
+    knobs: tuple[tuple[str, int], ...]
+    name: str
+    numerical_notes: tuple[str, ...]
+    behavior_notes: tuple[str, ...]
+    family: str
+    deterministic: bool
+    status: str
+    stage: str  # where a failed configuration stopped: engine, config or plan
+    workspace_bytes: int | None
+    sources: tuple[str, ...]  # heuristic_instant / heuristic_a / heuristic_b / fallback / exhaustive / refine
+    heuristic_ranks: tuple[tuple[str, int], ...]
+    measured: Measurement | None = None
+    torch_rank: int | None = None  # position among the configurations torch's benchmark mode times (None: not)
+    torch_filter: str = ""  # why torch's convolution would never consider this configuration ("" if it would)
+    torch_ran: tuple[str, ...] = ()  # "benchmark_on" / "benchmark_off": torch's own call ran these kernels
+    memory_format: str = ""  # the layout its plan was built for (run() uses it)
+    plan: Any = field(default=None, compare=False, repr=False, metadata={"saved": False})  # live plan, this process
+
+    def rank(self, source: str) -> int | None:
+        """Position in a heuristic list ("heuristic_a", "heuristic_instant", "heuristic_b", "fallback")."""
+        return next((r for s, r in self.heuristic_ranks if s == source), None)
+
+    @property
+    def rank_a(self) -> int | None:
+        return self.rank("heuristic_a")
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return self.measured.kernels if self.measured is not None else ()
+
+
+@dataclass(frozen=True)
+class TorchRun:
+    """What torch's own cuDNN convolution ran for this problem, identified by its kernels, and what it cost."""
+
+    mode: str  # "benchmark_on" or "benchmark_off": cudnn.benchmark for torch's calls
+    kernels: tuple[str, ...]  # kernels one call of torch's op launched (the kernel clock's records)
+    matches: tuple[str, ...]  # names of the configurations that launched exactly these kernels (or, see match)
+    match: str  # "exact", "partial" (a configuration's kernels are a subset of torch's), or "none"
+    first_call_ms: float | None  # host ms of torch's first call of the shape (benchmark on: its search)
+    benchmark_limit: int  # torch.backends.cudnn.benchmark_limit
+    measured: Measurement | None = None  # torch's op timed like the rows, with its error against float64
+    where: str = "this process"  # or "fresh process" (benchmark off, for a profile)
+    error: str = ""
+
+    def describe(self) -> str:
+        what = {"exact": "ran", "partial": "ran (its kernels include those of)",
+                "none": "ran none of these configurations' kernels"}[self.match]
+        names = ", ".join(self.matches[:3]) + (f" (+{len(self.matches) - 3} with the same kernels)"
+                                               if len(self.matches) > 3 else "")
+        return f"torch ({self.mode.replace('_', ' ')}) {what}{' ' + names if self.matches else ''}"
+
+    @property
+    def kernel_ms(self) -> float | None:
+        m = self.measured
+        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
+
+    @property
+    def host_ms(self) -> float | None:
+        m = self.measured
+        return m.host_ms.median if m is not None and m.host_ms is not None else None
+
+
+@dataclass(frozen=True)
+class EngineSearchResult:
+    rows: tuple[EngineRow, ...]
+    spec: ConvSpec
+    shapes: ConvShapes
+    direction: str
+    cudnn_direction: str
+    dtype: str
+    memory_format: str
+    engine_count: int
+    search_ms: float  # host ms to enumerate and build the plans (refine's included)
+    exhaustive: bool
+    env: Environment
+    flops: int = 0
+    created: str = ""
+    torch_runs: tuple[TorchRun, ...] = ()  # torch's own op: benchmark on and/or off
+    refined: int = 0  # configurations added by refine
+    measure: MeasureConfig | None = None
+    measure_s: float = 0.0  # wall seconds spent timing and checking
+
+    KIND = "engine_search"
+
+    @property
+    def torch(self) -> TorchRun | None:
+        """torch's run in this process (benchmark on or off as it was), else the first one recorded."""
+        here = [t for t in self.torch_runs if t.where == "this process"]
+        return (here or list(self.torch_runs) or [None])[0]
+
+    def torch_run(self, mode: str) -> TorchRun | None:
+        return next((t for t in self.torch_runs if t.mode == mode), None)
+
+    @property
+    def succeeded(self) -> tuple[EngineRow, ...]:
+        return tuple(r for r in self.rows if r.ok)
+
+    @property
+    def best(self) -> EngineRow | None:
+        """The fastest measured configuration (confirmed ones first when a screen ran); unmeasured: heuristic A's
+        first."""
+        timed = [r for r in self.succeeded if r.kernel_ms is not None]
+        conf = [r for r in timed if r.measured.confirmed]
+        if conf or timed:
+            return min(conf or timed, key=lambda r: r.kernel_ms)
+        ranked = [r for r in self.succeeded if r.rank_a is not None]
+        return min(ranked, key=lambda r: r.rank_a) if ranked else (self.succeeded[0] if self.succeeded else None)
+
+    @property
+    def best_eligible(self) -> EngineRow | None:
+        """The fastest measured configuration torch's own convolution would also accept (not filtered out by its
+        numerical rules): the fair one to compare with torch. Confirmed measurements first."""
+        timed = [r for r in self.succeeded if r.kernel_ms is not None and not r.torch_filter]
+        conf = [r for r in timed if r.measured.confirmed]
+        return min(conf or timed, key=lambda r: r.kernel_ms) if timed else None
+
+    @property
+    def torch_candidates(self) -> int:
+        return sum(r.torch_rank is not None for r in self.rows)
+
+    HEADERS = ("config", "family", "status", "kernel", "thrpt", "host", "rel err", "workspace", "det.", "heur. A",
+               "torch", "sources", "notes")
+
+    def title(self) -> str:
+        return (f"{self.spec} {_dir(self.direction, self.cudnn_direction)} | input "
+                f"{'x'.join(map(str, self.shapes.input_shape))} {self.dtype} {self.memory_format} | engines: "
+                f"{self.engine_count} in cuDNN, {len(self.rows)} configurations "
+                f"{f'({self.refined} by refine) ' if self.refined else ''}({len(self.succeeded)} built) | "
+                f"{self.env.gpu_name} cuDNN {Environment.version_str(self.env.cudnn_runtime)} | times in ms")
+
+    def _table(self):
+        rows = []
+        for r in self.rows:
+            m = r.measured
+            notes = ",".join(r.numerical_notes + r.behavior_notes)
+            notes = "; ".join(x for x in (notes, _measure_note(m)) if x)
+            rows.append([r.name, r.family, r.status + (f" ({r.stage})" if r.stage else ""), _st(m, "kernel_ms"),
+                         _st(m, "throughput_ms"), _st(m, "host_ms"),
+                         f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-", format_bytes(r.workspace_bytes),
+                         _yes(r.deterministic), _int(r.rank_a), _torch_cell(r),
+                         ",".join(s.replace("heuristic_", "h") for s in r.sources), notes])
+        return rows
+
+    def __str__(self) -> str:
+        b = self.best
+        tail = f"best: {b.name}" + (f" {format_ms(b.kernel_ms)} kernel" if b and b.kernel_ms else "") if b else \
+            "best: none"
+        lines = [self.title(), *aligned(self.HEADERS, self._table(), right={3, 4, 5, 6, 7, 9}),
+                 f"{tail}; search (enumerate + build plans) took {self.search_ms:.0f} ms"]
+        return "\n".join(lines + self.torch_lines())
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.title(), self.HEADERS, self._table())
+
+    def torch_lines(self) -> list[str]:
+        """What torch's own convolution ran and cost beside our best."""
+        out = []
+        for t in self.torch_runs:
+            out.append(f"{t.describe()} ({t.where}); kernels: {', '.join(k[:60] for k in t.kernels) or 'none seen'}")
+            b = self.best_eligible
+            if t.kernel_ms is not None:
+                line = (f"torch's op ({t.mode.replace('_', ' ')}): kernel {format_ms(t.kernel_ms)}, throughput "
+                        f"{_st(t.measured, 'throughput_ms')}, host {format_ms(t.host_ms)} per call")
+                if b is not None and b.kernel_ms is not None:
+                    line += (f"; best configuration torch would accept, {b.name}: kernel {format_ms(b.kernel_ms)} "
+                             f"({b.kernel_ms / t.kernel_ms:.3f}x torch's), host {format_ms(b.host_ms)}")
+                out.append(line)
+        if self.torch_runs:
+            lim = self.torch_runs[0].benchmark_limit or "no limit"
+            out.append(f"torch's benchmark mode times {self.torch_candidates} of these configurations (heuristic "
+                       f"INSTANT's list then the fallback list, minus what it filters out; its limit: {lim})")
+        return out
+
+    def to_records(self) -> list[dict[str, Any]]:
+        ctx = {"layer": str(self.spec), "layer_direction": self.direction, "input_shape": self.shapes.input_shape,
+               "dtype": self.dtype, "memory_format": self.memory_format, "gpu": self.env.gpu_name,
+               "cudnn": Environment.version_str(self.env.cudnn_runtime)}
+        recs = []
+        for r in self.rows:
+            d = {f.name: getattr(r, f.name) for f in fields(r) if f.name not in ("plan", "measured")}
+            d["knobs"] = ",".join(f"{k}={v}" for k, v in r.knobs)
+            d["torch_ran"] = ",".join(r.torch_ran)
+            d.update(_measurement_columns(r.measured))
+            recs.append({**d, **ctx})
+        return recs
+
+    def to_dataframe(self):
+        return _dataframe(self.to_records())
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def to_json(self, path: str | None = None) -> str:
+        return write_json(self.to_dict(), path)
+
+
+@dataclass(frozen=True)
+class EngineSearches:
+    """Several engine searches (``cudnn-algos engines --direction all``)."""
+
+    results: tuple[EngineSearchResult, ...] = ()
+
+    KIND = "engine_searches"
+
+    def __iter__(self) -> Iterator[EngineSearchResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(r) for r in self.results)
+
+    def to_dataframe(self):
+        return _dataframe([rec for r in self.results for rec in r.to_records()])
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def to_json(self, path: str | None = None) -> str:
+        return write_json(self.to_dict(), path)
+
+
+def _torch_cell(r: EngineRow) -> str:
+    parts = []
+    if r.torch_ran:
+        parts.append("RAN(" + ",".join(m.replace("benchmark_", "") for m in r.torch_ran) + ")")
+    if r.torch_rank is not None:
+        parts.append(f"#{r.torch_rank}")
+    if r.torch_filter:
+        parts.append(f"never ({r.torch_filter})")
+    return " ".join(parts) or "-"
+
+
+# ============================================================================================ model reports
+@dataclass(frozen=True)
+class ProblemEntry:
+    """One distinct convolution problem of a model, the layers that run it, and its searches per direction:
+    ``engines`` (graph-API engine configurations, torch's own op beside them) and, where asked, ``legacy``."""
+
+    spec: ConvSpec
+    input_shape: tuple[int, ...]
+    dtype: str
+    memory_format: str
+    layers: tuple[str, ...]  # qualified module names, one per use (a module called twice appears twice)
+    engines: dict[str, EngineSearchResult] = field(default_factory=dict)
+    legacy: dict[str, SearchResult] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.layers)
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """torch's benchmark mode on the whole model: each mode in its own fresh process (first step, then the median
+    step after warm-up). One process cannot compare the two: torch keeps the first cuDNN plan it picks for each
+    shape for the life of the process, whatever cudnn.benchmark says later."""
+
+    backward: bool  # a step is forward + backward when True
+    iterations: int
+    step_ms_off: float | None  # median step time, cudnn.benchmark = False
+    step_ms_on: float | None  # median step time, cudnn.benchmark = True (after its warm-up)
+    first_step_s_off: float | None = None  # a fresh process's first step, benchmark off
+    first_step_s_on: float | None = None  # ... benchmark on: includes cuDNN's search for every new shape
+    note: str = ""
+    where: str = "fresh processes"
+
+    @property
+    def step_change_pct(self) -> float | None:
+        if self.step_ms_on is None or not self.step_ms_off:
+            return None
+        return 100.0 * (self.step_ms_on - self.step_ms_off) / self.step_ms_off
+
+    @property
+    def warmup_cost_s(self) -> float | None:
+        if self.first_step_s_on is None or self.first_step_s_off is None:
+            return None
+        return self.first_step_s_on - self.first_step_s_off
+
+    def sentence(self) -> str:
+        kind = "forward+backward" if self.backward else "forward"
+        if self.step_change_pct is None:
+            if self.step_ms_off:
+                return (f"benchmark mode: not compared ({kind} step {self.step_ms_off:.2f} ms with it off"
+                        f"{'' if not self.note else '; ' + self.note})")
+            return f"benchmark mode: not compared ({self.note or 'no step time'})"
+        s = (f"benchmark mode: {self.step_change_pct:+.1f}% per step ({self.step_ms_off:.2f} -> "
+             f"{self.step_ms_on:.2f} ms, {kind}, {self.where})")
+        if self.warmup_cost_s is not None:
+            s += (f", {self.warmup_cost_s:.2f} s to warm up (first step in a fresh process: "
+                  f"{self.first_step_s_off:.2f} s off, {self.first_step_s_on:.2f} s on)")
+            if self.step_ms_on < self.step_ms_off:
+                s += f"; pays for itself after {self.warmup_cost_s * 1e3 / (self.step_ms_off - self.step_ms_on):,.0f} steps"
+        elif self.note:
+            s += f"; warm-up cost not measured: {self.note}"
+        return s
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer use in one direction of a model report (what its DataFrame holds). Times: kernel clock, ms."""
+
+    layer: str
+    problem: int
+    direction: str
+    spec: str
+    input_shape: tuple[int, ...]
+    dtype: str
+    memory_format: str
+    best: str | None  # the fastest configuration torch would accept
+    best_source: str | None  # which list it came from (heuristic_*, fallback, refine, exhaustive)
+    best_kernel_ms: float | None
+    best_host_ms: float | None
+    best_rel_err: float | None
+    torch_on: str | None  # what torch ran with benchmark on (its configuration, by kernels)
+    torch_on_kernel_ms: float | None
+    torch_on_host_ms: float | None
+    torch_off: str | None
+    torch_off_kernel_ms: float | None
+    torch_off_host_ms: float | None
+    legacy_best: str | None
+    legacy_best_kernel_ms: float | None
+    configs: int  # configurations listed
+    built: int
+
+    @property
+    def ratio_on(self) -> float | None:
+        return _ratio(self.best_kernel_ms, self.torch_on_kernel_ms)
+
+    @property
+    def ratio_off(self) -> float | None:
+        return _ratio(self.best_kernel_ms, self.torch_off_kernel_ms)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _run_name(t: TorchRun | None) -> str | None:
+    if t is None:
+        return None
+    if not t.matches:
+        return f"({t.match})"
+    return t.matches[0] + (f" (+{len(t.matches) - 1})" if len(t.matches) > 1 else "")
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """A model's convolutions searched in cuDNN 9's engine space, per distinct problem and direction, beside what
+    torch runs with benchmark off and on; totals; the end-to-end benchmark-mode check."""
+
+    model: str
+    problems: tuple[ProblemEntry, ...]
+    directions: tuple[str, ...]
+    env: Environment | None
+    e2e: EndToEnd | None = None
+    interrupted: bool = False
+    search_s: float = 0.0  # wall seconds of the searches (enumerate, build, time, check)
+    torch_search_ms: float = 0.0  # Σ torch's benchmark-on first calls of each problem (its search), this process
+    wall_s: float = 0.0
+    n_conv_calls: int = 0
+    created: str = ""
+    measure: MeasureConfig | None = None
+
+    KIND = "model_report"
+
+    def layer_rows(self) -> list[LayerRow]:
+        out = []
+        for pi, p in enumerate(self.problems):
+            for d in self.directions:
+                r = p.engines.get(d)
+                if r is None:
+                    continue
+                best, on, off = r.best_eligible, r.torch_run("benchmark_on"), r.torch_run("benchmark_off")
+                leg = p.legacy.get(d)
+                lb = leg.best if leg is not None else None
+                for name in p.layers:
+                    out.append(LayerRow(
+                        layer=name, problem=pi, direction=d, spec=str(p.spec), input_shape=p.input_shape,
+                        dtype=p.dtype, memory_format=p.memory_format, best=best.name if best else None,
+                        best_source=",".join(best.sources) if best else None,
+                        best_kernel_ms=best.kernel_ms if best else None, best_host_ms=best.host_ms if best else None,
+                        best_rel_err=best.measured.rel_err if best and best.measured else None,
+                        torch_on=_run_name(on), torch_on_kernel_ms=on.kernel_ms if on else None,
+                        torch_on_host_ms=on.host_ms if on else None, torch_off=_run_name(off),
+                        torch_off_kernel_ms=off.kernel_ms if off else None,
+                        torch_off_host_ms=off.host_ms if off else None,
+                        legacy_best=lb.name if lb else None, legacy_best_kernel_ms=lb.kernel_ms if lb else None,
+                        configs=len(r.rows), built=len(r.succeeded)))
+        return out
+
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Per direction and "all": Σ over every layer use of the best configuration's and torch-on's kernel time
+        (ms) where both are known, and of torch-off's where it is known (best_off_ms: the best's over the same
+        uses); ratios best/on and best/off; Σ host time per call of the best's and torch-on's paths."""
+        tot: dict[str, dict[str, float]] = {}
+        for row in self.layer_rows():
+            for key in (row.direction, "all"):
+                t = tot.setdefault(key, {"best_ms": 0.0, "on_ms": 0.0, "off_ms": 0.0, "best_off_ms": 0.0,
+                                         "layers": 0, "missing": 0, "host_best_ms": 0.0, "host_on_ms": 0.0})
+                t["layers"] += 1
+                if row.best_kernel_ms is None or row.torch_on_kernel_ms is None:
+                    t["missing"] += 1
+                    continue
+                t["best_ms"] += row.best_kernel_ms
+                t["on_ms"] += row.torch_on_kernel_ms
+                if row.torch_off_kernel_ms:
+                    t["off_ms"] += row.torch_off_kernel_ms
+                    t["best_off_ms"] += row.best_kernel_ms
+                t["host_best_ms"] += row.best_host_ms or 0.0
+                t["host_on_ms"] += row.torch_on_host_ms or 0.0
+        for t in tot.values():
+            t["ratio_on"] = t["best_ms"] / t["on_ms"] if t["on_ms"] else None
+            t["ratio_off"] = t["best_off_ms"] / t["off_ms"] if t["off_ms"] else None
+        order = [d for d in self.directions if d in tot] + (["all"] if "all" in tot else [])
+        return {k: tot[k] for k in order}
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"{self.model}: {self.n_conv_calls} convolution calls, {len(self.problems)} distinct problems, "
+                 f"directions {', '.join(self.directions)}; cuDNN engine configurations beside torch's own "
+                 f"convolution; kernel clock (CUPTI, eager calls), ms"]
+        if self.interrupted:
+            lines.append("INTERRUPTED: the report covers only the problems searched before it stopped")
+        for d, t in self.totals().items():
+            miss = f" ({int(t['missing'])} layer uses without both times)" if t["missing"] else ""
+            off = (f", torch off {t['off_ms']:.3f} (best/off {t['ratio_off']:.3f})" if t["ratio_off"] else "")
+            on = f"best/on {t['ratio_on']:.3f}" if t["ratio_on"] else "best/on -"
+            lines.append(f"total {d:15s} best {t['best_ms']:8.3f}  torch on {t['on_ms']:8.3f} ({on}){off}; host per "
+                         f"call Σ best {t['host_best_ms']:.3f} vs torch {t['host_on_ms']:.3f}{miss}")
+        if self.e2e is not None:
+            lines.append(self.e2e.sentence())
+        lines.append(f"search took {self.search_s:.1f} s of {self.wall_s:.1f} s (torch's benchmark-mode search of "
+                     f"the same problems in this process: {self.torch_search_ms / 1e3:.1f} s)")
+        return lines
+
+    TABLE_HEADERS = ("#", "layers", "convolution", "input")
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        headers = list(self.TABLE_HEADERS)
+        short = {"forward": "fwd", "backward_data": "bwd-data", "backward_filter": "bwd-filter"}
+        for d in self.directions:
+            headers += [f"{short[d]} best", "kernel", "torch on", "/on", "/off"]
+        rows = []
+        for pi, p in enumerate(self.problems):
+            names = p.layers[0] + (f" +{p.count - 1}" if p.count > 1 else "")
+            cells = [str(pi), names, str(p.spec).replace("kernel_size=", "k="), "x".join(map(str, p.input_shape))]
+            for d in self.directions:
+                r = p.engines.get(d)
+                b = r.best_eligible if r else None
+                on = r.torch_run("benchmark_on") if r else None
+                off = r.torch_run("benchmark_off") if r else None
+                ron = _ratio(b.kernel_ms if b else None, on.kernel_ms if on else None)
+                roff = _ratio(b.kernel_ms if b else None, off.kernel_ms if off else None)
+                cells += [_short_name(b.name) if b else "-", format_ms(b.kernel_ms if b else None),
+                          format_ms(on.kernel_ms if on else None), f"{ron:.3f}" if ron else "-",
+                          f"{roff:.3f}" if roff else "-"]
+            rows.append(cells)
+        return headers, rows
+
+    def __str__(self) -> str:
+        headers, rows = self.table()
+        right = {0} | {i for i, h in enumerate(headers) if h in ("kernel", "torch on", "/on", "/off")}
+        s = self.summary_lines()
+        return "\n".join([s[0], *aligned(tuple(headers), rows, right), *s[1:]])
+
+    def rich_table(self):
+        from rich.table import Table
+
+        headers, rows = self.table()
+        t = Table(title=self.summary_lines()[0], show_lines=False)
+        for h in headers:
+            t.add_column(h, justify="right" if h in ("#", "kernel", "torch on", "/on", "/off") else "left")
+        for r in rows:
+            t.add_row(*r)
+        t.caption = "\n".join(self.summary_lines()[1:])
+        return t
+
+    def _repr_html_(self) -> str:
+        headers, rows = self.table()
+        return _html_table("<br>".join(html.escape(s) for s in self.summary_lines()), headers, rows, escaped=True)
+
+    def to_html(self, path: str | None = None) -> str:
+        text = (f"<html><head><meta charset='utf-8'><title>{html.escape(self.model)}</title></head><body>"
+                f"{self._repr_html_()}</body></html>")
+        if path:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    def to_dataframe(self):
+        recs = []
+        for r in self.layer_rows():
+            d = {f.name: getattr(r, f.name) for f in fields(r)}
+            d.update(ratio_on=r.ratio_on, ratio_off=r.ratio_off, model=self.model,
+                     gpu=self.env.gpu_name if self.env else None,
+                     cudnn=Environment.version_str(self.env.cudnn_runtime) if self.env else None)
+            recs.append(d)
+        return _dataframe(recs)
+
+    def to_csv(self, path: str) -> None:
+        self.to_dataframe().to_csv(path, index=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def to_json(self, path: str | None = None) -> str:
+        return write_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, source: str) -> "ModelReport":
+        r = load_json(source)
+        if not isinstance(r, ModelReport):
+            raise ValueError(f"{source!r} holds a {type(r).__name__}, not a model report")
+        return r
+
+    def plot(self, out_dir: str, formats: Sequence[str] = ("png", "svg")) -> list[str]:
+        from .plots import save_figures
+
+        return save_figures(self, out_dir, formats)
+
+    def searches(self) -> Iterator[EngineSearchResult | SearchResult]:
+        for p in self.problems:
+            yield from p.engines.values()
+            yield from p.legacy.values()
+
+
+def _short_name(name: str) -> str:
+    """eng62{TILE_SIZE=0,TILEK=1,...} -> eng62{0,1,...}: knob values only (the names are in the DataFrame)."""
+    head, _, knobs = name.partition("{")
+    if not knobs:
+        return name
+    return head + "{" + ",".join(kv.partition("=")[2] for kv in knobs.rstrip("}").split(",")) + "}"
+
+
+# ============================================================================================ fidelity
+SIZE_CLASSES = (("< 10 us", 0.0, 0.010), ("10-20 us", 0.010, 0.020), ("20-50 us", 0.020, 0.050),
+                (">= 50 us", 0.050, float("inf")))
+
+
+def fidelity_pairs(results: Iterable[Any]) -> list[dict[str, Any]]:
+    """(row kind, kernel ms, reference ms) for every measurement that has both clocks: legacy rows, engine rows and
+    torch's op, in searches and model reports."""
+    out = []
+
+    def add(kind: str, name: str, m: Measurement | None) -> None:
+        if m is not None and m.kernel_ms is not None and m.reference_kernel_ms:
+            out.append({"kind": kind, "name": name, "kernel_ms": m.kernel_ms.median, "reference_ms": m.reference_kernel_ms})
+
+    def visit(r: Any) -> None:
+        if isinstance(r, (ModelReport, SearchResults, EngineSearches)):
+            for s in (r.searches() if isinstance(r, ModelReport) else r.results):
+                visit(s)
+        elif isinstance(r, SearchResult):
+            for row in r.rows:
+                add("legacy", row.name, row.measured)
+        elif isinstance(r, EngineSearchResult):
+            for row in r.rows:
+                add("engine", row.name, row.measured)
+            for t in r.torch_runs:
+                add("torch op", f"torch {t.mode}", t.measured)
+
+    for r in results:
+        visit(r)
+    return out
+
+
+def fidelity_table(results: Iterable[Any], tolerance: float = 0.05) -> list[str]:
+    """Agreement of the kernel clock with the independent clock (torch.profiler's CUPTI records), by kernel size
+    class and by row kind: the share of rows within `tolerance`, the median |ratio - 1|, the worst."""
+    pairs = fidelity_pairs(results)
+    if not pairs:
+        return ["fidelity: no row has both clocks (measure with check_clock=True)"]
+    lines = [f"fidelity of the kernel clock against torch.profiler's CUPTI records (eager calls), {len(pairs)} rows; "
+             f"share within {100 * tolerance:.0f}% (target >= 95% in every class):",
+             f"{'class':<10} " + " ".join(f"{k:>22}" for k in ("legacy", "engine", "torch op", "all"))]
+    for label, lo, hi in SIZE_CLASSES:
+        cells = []
+        for kind in ("legacy", "engine", "torch op", None):
+            dev = [abs(p["kernel_ms"] / p["reference_ms"] - 1) for p in pairs
+                   if lo <= p["reference_ms"] < hi and (kind is None or p["kind"] == kind)]
+            cells.append(f"{100 * sum(d <= tolerance for d in dev) / len(dev):5.1f}% of {len(dev):4d}, "
+                         f"med {100 * statistics.median(dev):4.1f}%" if dev else f"{'-':>22}")
+        lines.append(f"{label:<10} " + " ".join(f"{c:>22}" for c in cells))
+    dev = sorted(pairs, key=lambda p: -abs(p["kernel_ms"] / p["reference_ms"] - 1))
+    within = sum(abs(p["kernel_ms"] / p["reference_ms"] - 1) <= tolerance for p in pairs)
+    lines.append(f"all: {100 * within / len(pairs):.1f}% within {100 * tolerance:.0f}%; worst: " + "; ".join(
+        f"{p['kind']} {p['name'][:40]} {format_ms(p['kernel_ms'])} vs {format_ms(p['reference_ms'])}" for p in dev[:3]))
+    return lines
+
+
+
+# ============================================================================================ JSON
+_KINDS: dict[str, type] = {}
+
+
+def _register(*classes: type) -> None:
+    for c in classes:
+        _KINDS[c.KIND] = c
+
+
+def encode(v: Any) -> Any:
+    """JSON-ready data of a result object (dataclasses as dicts, tuples as lists; live plans left out)."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: encode(getattr(v, f.name)) for f in fields(v) if f.metadata.get("saved", True)}
+    if isinstance(v, (tuple, list)):
+        return [encode(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): encode(x) for k, x in v.items()}
+    return v
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A result as JSON-ready data, with ``schema`` and ``kind`` so that load_json knows what it holds."""
+    return {"schema": SCHEMA_VERSION, "kind": obj.KIND, **encode(obj)}
+
+
+def decode(tp: Any, v: Any) -> Any:
+    """The object of type `tp` that encode() wrote as `v` (keys it does not know are ignored)."""
+    if v is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        dcs = [a for a in args if dataclasses.is_dataclass(a)]
+        if len(args) == 1:
+            return decode(args[0], v)
+        if dcs and isinstance(v, dict):
+            return decode(dcs[0], v)
+        return _tuples(v)  # e.g. ConvSpec's `tuple | int | str` fields
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        kw = {f.name: decode(hints[f.name], v[f.name]) for f in fields(tp)
+              if f.init and f.metadata.get("saved", True) and f.name in v}
+        return tp(**kw)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(decode(args[0], x) for x in v)
+        return tuple(decode(a, x) for a, x in zip(args, v)) if args else tuple(v)
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: decode(vt, x) for k, x in v.items()}
+    if tp is float and isinstance(v, int):
+        return float(v)
+    return v
+
+
+def _tuples(v: Any) -> Any:
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def from_dict(d: dict[str, Any]) -> Any:
+    """The result object a to_dict() wrote; ValueError naming the schema when it was written by another version."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a saved result is a JSON object, not {type(d).__name__}")
+    schema, kind = d.get("schema"), d.get("kind")
+    if schema != SCHEMA_VERSION or kind not in _KINDS:
+        raise ValueError(f"this file holds result schema {schema!r} (kind {kind!r}); this version of cudnn_algos reads "
+                         f"schema {SCHEMA_VERSION} ({', '.join(_KINDS)}): re-run the search to compare")
+    return decode(_KINDS[kind], d)
 
 
 def write_json(d: dict[str, Any], path: str | None = None, **kwargs: Any) -> str:
@@ -365,15 +1014,12 @@ def read_json(source: str) -> dict[str, Any]:
         return json.load(f)
 
 
-def load_json(source: str) -> SearchResult | SearchResults:
-    """Reads what ``to_json`` wrote (a JSON string or a file path) back into equal result objects."""
-    d = read_json(source)
-    if "results" in d and "rows" not in d:
-        return SearchResults(tuple(SearchResult.from_dict(r) for r in d["results"]))
-    return SearchResult.from_dict(d)
+def load_json(source: str) -> Any:
+    """Reads what any result's ``to_json`` wrote (a JSON string or a file path) back into an equal object."""
+    return from_dict(read_json(source))
 
 
-# -------------------------------------------------------------------- helpers
+# ============================================================================================ formatting helpers
 def format_bytes(n: int | None) -> str:
     if n is None:
         return "-"
@@ -386,11 +1032,76 @@ def format_bytes(n: int | None) -> str:
     return str(n)  # unreachable
 
 
+def format_ms(v: float | None) -> str:
+    """A time in ms with four significant figures (0.007312, 0.01712, 0.3146, 12.31)."""
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if v >= 1e-4 else f"{v:.2e}"
+
+
+def _st(m: Measurement | None, attr: str) -> str:
+    st = getattr(m, attr) if m is not None else None
+    return format_ms(st.median) if st is not None else "-"
+
+
+def _measure_note(m: Measurement | None) -> str:
+    if m is None:
+        return ""
+    notes = [m.error] if m.error else []
+    if m.host_bound:
+        notes.append("host-bound: a call costs more host time than GPU time")
+    return "; ".join(notes)
+
+
+def _measurement_columns(m: Measurement | None) -> dict[str, Any]:
+    if m is None:
+        return {}
+    d = {}
+    for k in ("kernel_ms", "throughput_ms", "host_ms"):
+        st = getattr(m, k)
+        for f_ in ("median", "min", "max", "spread"):
+            d[f"{k.replace('_ms', '')}_{f_}" + ("_ms" if f_ != "spread" else "")] = getattr(st, f_) if st else None
+    for f_ in fields(m):
+        if f_.name not in ("kernel_ms", "throughput_ms", "host_ms"):
+            d[f_.name if f_.name != "error" else "measure_error"] = getattr(m, f_.name)
+    d["kernels"] = ";".join(m.kernels)
+    d["host_bound"] = m.host_bound
+    return d
+
+
+def _dataframe(records: list[dict[str, Any]]):
+    try:
+        import pandas as pd
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("to_dataframe() needs pandas: pip install pandas") from e
+    return pd.DataFrame.from_records(records)
+
+
+def _html_table(title: str, headers: Sequence[str], rows: list[list[str]], escaped: bool = False) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    t = title if escaped else f"<b>{html.escape(title)}</b>"
+    return f"<p>{t}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _dir(direction: str, cudnn_direction: str) -> str:
+    return direction if direction == cudnn_direction else f"{direction} (cuDNN {cudnn_direction})"
+
+
+def _yes(v: bool | None) -> str:
+    return {True: "yes", False: "no", None: "-"}[v]
+
+
+def _int(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
 def _shape(t: tuple[int, ...]) -> str:
     return "(" + ",".join(str(v) for v in t) + ")"
 
 
-def _aligned(headers: tuple[str, ...], rows: list[list[str]], right: set[int]) -> list[str]:
+def aligned(headers: Sequence[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Text table lines: a header, a rule, the rows; columns in `right` right-aligned."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def fmt(cells):
@@ -399,15 +1110,4 @@ def _aligned(headers: tuple[str, ...], rows: list[list[str]], right: set[int]) -
     return [fmt(headers), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
 
 
-def _lists(d: dict) -> dict:
-    def conv(v):
-        return [conv(x) for x in v] if isinstance(v, (tuple, list)) else v
-
-    return {k: conv(v) for k, v in d.items()}
-
-
-def _tuples(d: dict) -> dict:
-    def conv(v):
-        return tuple(conv(x) for x in v) if isinstance(v, list) else v
-
-    return {k: conv(v) for k, v in d.items()}
+_register(SearchResult, SearchResults, EngineSearchResult, EngineSearches, ModelReport)

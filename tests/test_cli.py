@@ -92,3 +92,27 @@ def test_engines_usage_errors(args, match):
 def test_engines_without_gpu_is_one_line_exit_1():
     r = _run("engines", "--measure")
     assert r.returncode == 1 and "no CUDA GPU is visible" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,match", [
+    (("--directions", "forward,sideways"), "--directions: 'sideways' is not one of"),
+    (("--batch", "0"), "--batch 0 must be positive"),
+    (("--screen", "x"), "--screen"),
+])
+def test_profile_usage_errors(args, match):
+    r = _run("profile", "resnet50", *args)
+    assert r.returncode == 2 and match in r.stderr, r.stderr
+
+
+def test_profile_checks_optional_packages_before_any_gpu_work(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rich" else real(name, *a))
+    with pytest.raises(cli.UsageError, match="--rich needs the rich package"):
+        cli._needs("--rich", "rich")
+
+
+def test_profile_without_gpu_is_one_line_exit_1():
+    r = _run("profile", "resnet50", "--batch", "2", "--no-e2e")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

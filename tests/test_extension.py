@@ -23,7 +23,7 @@ def test_loaded_and_versions_agree_with_torch(ext):
 def test_build_config_finds_the_cudnn_torch_loads(ext):
     cfg = _build.find_build_config()
     assert cfg.cudnn_header_version == ext.versions()["cudnn_build"]
-    from cudnn_algos.api import loaded_cudnn_library
+    from cudnn_algos.problem import loaded_cudnn_library
 
     lib = loaded_cudnn_library()
     assert lib is not None, "torch should have loaded libcudnn after cudnn.version()"

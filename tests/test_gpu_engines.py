@@ -80,7 +80,7 @@ def test_measured_engines_and_best():
         assert 0 < st.min <= st.median <= st.max
         assert r.measured.rel_err is not None and r.measured.rel_err < 1e-2
     text = str(res)
-    assert "best: eng" in text and "kernel ms" in text
+    assert "best: eng" in text and "kernel" in text.splitlines()[1]
     assert res.to_json()  # plans are not saved; everything else is
 
 
@@ -149,3 +149,22 @@ def test_identify_torch_after_timing_fp32_backward_data():
     assert got.torch.mode == "benchmark_off" and got.torch.match in ("exact", "partial"), got
     assert [r.name for r in got.rows] == [r.name for r in res.rows], "rows kept in place"
     assert {r.name for r in got.rows if r.torch_ran} == set(got.torch.matches)
+
+
+def test_run_uses_the_layout_the_row_was_searched_in():
+    """A 1x1 filter has the same strides in both layouts: run() takes the layout from the row, not the tensor."""
+    module = torch.nn.Conv2d(64, 32, 1)
+    spec, shape = ConvSpec.from_module(module), (4, 64, 14, 14)
+    res = cudnn_algos.find_engines(spec, shape, direction="backward_data", dtype=torch.float16, memory_format=CL,
+                                   runtime_compiled=False)
+    case = Case(spec, shape, torch.float16, CL)
+    g = case.gpu
+    row = res.succeeded[0]
+    assert row.memory_format == "channels_last"
+    out = cudnn_algos.run(spec, row, direction="backward_data", weight=g["weight"], grad_output=g["grad_output"],
+                          input_shape=shape)
+    assert out.is_contiguous(memory_format=CL)
+    assert rel_err(out, case.reference("backward_data")) < 1e-2
+    with pytest.warns(UserWarning, match="not in the layout the row was searched in"):
+        cudnn_algos.run(spec, row, direction="backward_data", weight=g["weight"],
+                        grad_output=g["grad_output"].contiguous(), input_shape=shape)

@@ -1,12 +1,17 @@
-"""GPU (H200): profile() on real models: every convolution found once per distinct problem, shapes right (checked
-against hooks on the real GPU forward pass), every direction searched, totals add up, end-to-end check runs."""
+"""GPU (H200): profile() in cuDNN's engine space on real models: every convolution found once per distinct problem,
+shapes right (checked against hooks on the real GPU forward pass), every direction searched, torch's choice (on,
+and off in a fresh process) identified by its kernels, every reported best measured against a float64 reference,
+totals add up, the report round-trips; the end-to-end check runs."""
 import pytest
 import torch
 
 import cudnn_algos
-from cudnn_algos.profile import ModelReport
+from cudnn_algos import ModelReport
 
 pytestmark = pytest.mark.gpu
+
+FAST = dict(repeats=3, screen=2, confirm=2, refine=1, refine_max=8, progress=False)
+TOL = {"float32": 3e-3, "float16": 1e-2, "bfloat16": 3e-2, "float64": 1e-9}
 
 
 def _real_uses(model, x):
@@ -21,7 +26,7 @@ def _real_uses(model, x):
     return seen
 
 
-def _check(report: ModelReport, model, x, directions):
+def _check(report: ModelReport, model, x, directions, torch_off=False):
     real = _real_uses(model, x)
     assert report.n_conv_calls == len(real)
     got = sorted((name, p.input_shape) for p in report.problems for name in p.layers)
@@ -29,44 +34,50 @@ def _check(report: ModelReport, model, x, directions):
     keys = [(p.spec, p.input_shape, p.dtype, p.memory_format) for p in report.problems]
     assert len(keys) == len(set(keys)), "each distinct problem is searched once"
     for p in report.problems:
-        assert set(p.results) == set(directions)
-        for d, r in p.results.items():
+        assert set(p.engines) == set(directions)
+        for d, r in p.engines.items():
             assert r.shapes.input_shape == p.input_shape and r.direction == d
-            assert r.best is not None, f"{p.spec} {d}: nothing succeeded"
+            b = r.best_eligible
+            assert b is not None, f"{p.spec} {d}: nothing built and measured"
+            assert b.measured.confirmed and b.measured.rel_err is not None and b.measured.rel_err < TOL[p.dtype], b
+            on = r.torch_run("benchmark_on")
+            assert on is not None and on.kernels and on.kernel_ms, f"{p.spec} {d}: torch on not measured: {on}"
+            if torch_off:
+                off = r.torch_run("benchmark_off")
+                assert off is not None and off.where == "fresh process" and off.kernel_ms, off
     t = report.totals()
-    for key in ("best_ms", "heuristic_ms", "layers"):
+    for key in ("best_ms", "on_ms", "layers"):
         assert t["all"][key] == pytest.approx(sum(v[key] for k, v in t.items() if k != "all"))
     assert t["all"]["layers"] == len(real) * len(directions)
     assert ModelReport.load(report.to_json()) == report
 
 
-def test_resnet18_all_directions_with_end_to_end():
+def test_resnet18_all_directions_with_torch_off_and_end_to_end():
     tv = pytest.importorskip("torchvision")
     model, x = tv.models.resnet18(), torch.randn(8, 3, 112, 112)
-    r = cudnn_algos.profile(model, x, measure=False, progress=False, name="resnet18")
-    _check(r, model, x, cudnn_algos.DIRECTIONS)
+    r = cudnn_algos.profile(model, x, name="resnet18", **FAST)
+    _check(r, model, x, cudnn_algos.DIRECTIONS, torch_off=True)
     e = r.e2e
     assert e is not None and e.backward and e.step_ms_off > 0 and e.step_ms_on > 0
     assert e.first_step_s_off is not None and e.first_step_s_on is not None, e.note
-    assert "benchmark mode:" in str(r)
+    assert "benchmark mode:" in str(r) and "best/on" in str(r)
 
 
-def test_mobilenet_v3_small_fp16_channels_last_measured():
+def test_mobilenet_v3_small_fp16_channels_last_with_legacy_columns():
     tv = pytest.importorskip("torchvision")
     model, x = tv.models.mobilenet_v3_small(), torch.randn(4, 3, 96, 96)
-    r = cudnn_algos.profile(model, x, dtype=torch.float16, memory_format=torch.channels_last, repeats=2,
-                            end_to_end_check=False, progress=False)
+    r = cudnn_algos.profile(model, x, dtype=torch.float16, memory_format=torch.channels_last, legacy=True,
+                            torch_off=False, end_to_end_check=False, **FAST)
     _check(r, model, x, cudnn_algos.DIRECTIONS)
     assert any(p.spec.groups > 1 for p in r.problems), "depthwise layers are profiled"
     assert all(p.dtype == "float16" and p.memory_format == "channels_last" for p in r.problems)
-    assert r.measured and all(row.best_ms is not None for row in r.layer_rows())
+    assert all(row.legacy_best_kernel_ms is not None for row in r.layer_rows())
 
 
 def test_r3d_18_small_clip_forward():
     tv = pytest.importorskip("torchvision")
     model, x = tv.models.video.r3d_18(), torch.randn(1, 3, 8, 56, 56)
-    r = cudnn_algos.profile(model, x, directions=("forward",), measure=False, end_to_end_check=False,
-                            progress=False)
+    r = cudnn_algos.profile(model, x, directions=("forward",), torch_off=False, end_to_end_check=False, **FAST)
     _check(r, model, x, ("forward",))
     assert all(p.spec.ndim == 3 for p in r.problems)
 
@@ -76,6 +87,6 @@ def test_conv1d_stack():
                                 torch.nn.Conv1d(256, 256, 3, padding=1, groups=4), torch.nn.ReLU(),
                                 torch.nn.Conv1d(256, 256, 3, padding=1, groups=4))
     x = torch.randn(4, 80, 1000)
-    r = cudnn_algos.profile(model, x, measure=False, end_to_end_check=False, progress=False)
+    r = cudnn_algos.profile(model, x, torch_off=False, end_to_end_check=False, **FAST)
     _check(r, model, x, cudnn_algos.DIRECTIONS)
     assert len(r.problems) == 2 and r.problems[1].count == 2

@@ -1,120 +1,140 @@
-"""CPU: result formatting, best, DataFrame and JSON round trip.
-
-The rows here are hand-made to exercise formatting; they claim nothing about cuDNN (GPU results are in test_gpu_*).
-"""
+"""CPU: every result type's formatting, best, DataFrame and JSON round trip (legacy searches, engine searches,
+torch's run, model reports), and the schema check. The results are hand-made (conftest's builders); they claim
+nothing about cuDNN (GPU results are in test_gpu_*)."""
 import json
+from dataclasses import replace
 
 import pytest
 
-from cudnn_algos import AlgoResult, ConvSpec, Environment, SearchResult, SearchResults, load_json
-
-ENV = Environment(
-    gpu_name="Test GPU", compute_capability="9.0", device_index=0, driver_version="580.1", cuda_driver_api=13000,
-    cuda_runtime=13000, cudnn_runtime=91900, cudnn_build=91900, cudnn_library="/x/libcudnn.so.9",
-    torch_version="2.11.0", torch_cuda="13.0",
-)
+from cudnn_algos import EngineSearches, SearchResults, load_json
+from cudnn_algos.results import SCHEMA_VERSION, fidelity_table, format_ms
 
 
-def row(algo, algo_id, status="SUCCESS", t=None, ws=0, det=True, math="default", rank=0, note="",
-        direction="forward"):
-    ok = status == "SUCCESS"
-    return AlgoResult(direction=direction, algo=algo, algo_id=algo_id, status=status, time_ms=t if ok else None,
-                      workspace_bytes=ws if ok else None, deterministic=det if ok else None,
-                      math_type=math if ok else None, rank=rank, note=note)
-
-
-def make(mode="find", direction="forward", rows=None):
-    spec = ConvSpec(64, 128, (3, 3), padding=1)
-    rows = rows or (
-        row("IMPLICIT_PRECOMP_GEMM", 1, t=0.20, ws=1 << 20, math="tensor_op", rank=0),
-        row("WINOGRAD_NONFUSED", 7, t=0.25, ws=300 << 20, det=False, rank=1),
-        row("FFT", 4, status="NOT_SUPPORTED", rank=2),
-        AlgoResult(direction="forward", algo="DIRECT", algo_id=3, status="NOT_RETURNED", time_ms=None,
-                   workspace_bytes=None, deterministic=None, math_type=None, rank=None,
-                   note="absent from cuDNN's result list"),
-    )
-    return SearchResult(
-        rows=tuple(rows), spec=spec, shapes=spec.shapes((32, 64, 56, 56)), direction=direction,
-        cudnn_direction=direction, mode=mode, dtype="float16", memory_format="channels_last", math="tensor_op",
-        workspace_limit=None, workspace_given=None, search_ms=12.5, env=ENV, created="2026-11-29T00:00:00+00:00",
-    )
-
-
-def test_best_is_fastest_success():
-    r = make()
+def test_best_is_fastest_success(make):
+    r = make.legacy_result()
     assert r.best.algo == "IMPLICIT_PRECOMP_GEMM"
     assert [x.algo for x in r.succeeded] == ["IMPLICIT_PRECOMP_GEMM", "WINOGRAD_NONFUSED"]
 
 
-def test_best_none_when_nothing_succeeded():
-    r = make(rows=(row("FFT", 4, status="NOT_SUPPORTED"),))
-    assert r.best is None
-    assert "best: none succeeded" in str(r)
+def test_best_none_when_nothing_succeeded(make):
+    r = make.legacy_result(rows=(make.algo_row("FFT", 4, status="NOT_SUPPORTED"),))
+    assert r.best is None and "best: none succeeded" in str(r)
 
 
-def test_heuristic_best_is_first_rank():
-    r = make(mode="heuristic", rows=(row("GEMM", 2, rank=1), row("DIRECT", 3, rank=0)))
+def test_heuristic_best_is_first_rank(make):
+    r = make.legacy_result(mode="heuristic", rows=(make.algo_row("GEMM", 2, rank=1), make.algo_row("DIRECT", 3, rank=0)))
     assert r.best.algo == "DIRECT"
 
 
-def test_table_text():
-    text = str(make())
-    lines = text.splitlines()
+def test_table_text(make):
+    lines = str(make.legacy_result()).splitlines()
     assert "Conv2d(64, 128, kernel_size=3, padding=1) forward" in lines[0]
     assert "float16 channels_last" in lines[0] and "cuDNN 9.19.0" in lines[0] and "sm_90" in lines[0]
     assert lines[1].split()[:3] == ["algorithm", "id", "status"]
     body = "\n".join(lines[3:])
     for needle in ("IMPLICIT_PRECOMP_GEMM", "1.25x", "300.0 MiB", "NOT_SUPPORTED", "NOT_RETURNED", "1.0 MiB"):
         assert needle in body
-    # every table line is aligned to the header's columns
-    header_len = len(lines[1])
-    assert all(len(l) <= max(header_len, len(l)) for l in lines[3:])
-    assert lines[-1].startswith("best: IMPLICIT_PRECOMP_GEMM (tensor_op) 0.2000 ms")
+    assert lines[-1].startswith("best: IMPLICIT_PRECOMP_GEMM (tensor_op) 0.2 (cuDNN's reported time)")
 
 
-def test_html_escapes():
-    h = make()._repr_html_()
+def test_measured_legacy_table_says_host_bound(make):
+    r = make.legacy_result()
+    rows = list(r.rows)
+    rows[0] = replace(rows[0], measured=make.measurement(0.010, host=0.080))
+    text = str(replace(r, rows=tuple(rows)))
+    assert "host-bound" in text and "0.01 " in text and "0.08 " in text
+
+
+def test_format_ms_keeps_significant_figures():
+    assert format_ms(0.0073123) == "0.007312" and format_ms(0.01712) == "0.01712" and format_ms(12.3456) == "12.35"
+    assert format_ms(None) == "-"
+
+
+def test_html_escapes(make):
+    h = make.legacy_result()._repr_html_()
     assert "<table>" in h and h.count("<tr>") == 5 and "cuDNN&#x27;s" in h
 
 
-def test_dataframe_columns():
+def test_dataframe_columns(make):
     pytest.importorskip("pandas")
-    df = make().to_dataframe()
+    df = make.legacy_result().to_dataframe()
     assert len(df) == 4
     for col in ("algo", "status", "time_ms", "workspace_bytes", "deterministic", "math_type", "layer", "gpu"):
         assert col in df.columns
     assert df.loc[df.algo == "FFT", "time_ms"].isna().all()
 
 
-def test_json_round_trip_equal(tmp_path):
-    r = make()
-    again = SearchResult.from_dict(json.loads(r.to_json()))
-    assert again == r
+@pytest.mark.parametrize("which", ["legacy", "legacy_measured", "legacy_set", "engine", "engine_set", "report",
+                                   "report_no_e2e"])
+def test_every_result_type_round_trips(make, which, tmp_path):
+    legacy = make.legacy_result()
+    measured = replace(legacy, rows=(replace(legacy.rows[0], measured=make.measurement(0.1, ref=0.099)),)
+                       + legacy.rows[1:])
+    obj = {"legacy": legacy, "legacy_measured": measured,
+           "legacy_set": SearchResults((legacy, make.legacy_result(direction="backward_data"))),
+           "engine": make.engine_result(),
+           "engine_set": EngineSearches((make.engine_result(), make.engine_result("backward_filter"))),
+           "report": make.model_report(), "report_no_e2e": make.model_report(e2e=False)}[which]
+    text = obj.to_json()
+    d = json.loads(text)
+    assert d["schema"] == SCHEMA_VERSION and d["kind"] == type(obj).KIND
+    assert load_json(text) == obj
     p = tmp_path / "r.json"
-    r.to_json(str(p))
-    assert load_json(str(p)) == r
-    assert load_json(p.read_text()) == r
+    obj.to_json(str(p))
+    assert load_json(str(p)) == obj
 
 
-def test_json_round_trip_with_pre_pad_and_string_padding():
+def test_round_trip_with_pre_pad_and_string_padding(make):
+    from cudnn_algos import ConvSpec
+
     spec = ConvSpec(8, 8, (4, 4), padding="same")
-    r = make()
-    r2 = SearchResult(**{**r.__dict__, "spec": spec, "shapes": spec.shapes((1, 8, 10, 10))})
-    assert load_json(r2.to_json()) == r2
+    r = replace(make.legacy_result(), spec=spec, shapes=spec.shapes((1, 8, 10, 10)))
+    assert r.shapes.has_pre_pad and load_json(r.to_json()) == r
 
 
-def test_results_set_round_trip():
-    rs = SearchResults((make(direction="forward"), make(direction="backward_data")))
+def test_engine_plans_are_not_saved(make):
+    r = make.engine_result()
+    r = replace(r, rows=(replace(r.rows[0], plan=object()),) + r.rows[1:])
+    d = json.loads(r.to_json())
+    assert "plan" not in d["rows"][0]
+    assert load_json(r.to_json()).rows[0].plan is None
+
+
+def test_results_set_lookup(make):
+    rs = SearchResults((make.legacy_result(direction="forward"), make.legacy_result(direction="backward_data")))
     assert rs["backward_data"].direction == "backward_data"
     with pytest.raises(KeyError):
         rs["backward_filter"]
-    assert load_json(rs.to_json()) == rs
-    assert set(rs.best) == {"forward", "backward_data"}
-    assert str(rs).count("best:") == 2
+    assert set(rs.best) == {"forward", "backward_data"} and str(rs).count("best:") == 2
 
 
-def test_schema_mismatch_is_refused():
-    d = json.loads(make().to_json())
-    d["schema"] = 999
-    with pytest.raises(ValueError, match="schema"):
-        SearchResult.from_dict(d)
+@pytest.mark.parametrize("edit", [{"schema": 2}, {"schema": 999}, {"kind": "mystery"}, {"kind": None}])
+def test_another_schema_is_refused_with_a_clear_message(make, edit):
+    d = json.loads(make.legacy_result().to_json())
+    d.update(edit)
+    with pytest.raises(ValueError, match="schema .* re-run"):
+        load_json(json.dumps(d))
+
+
+def test_old_report_fixture_is_refused_clearly():
+    from pathlib import Path
+
+    old = Path(__file__).parent / "fixtures" / "profile_resnet50_fp16_legacy_v1.json"
+    if not old.exists():
+        pytest.skip("no old fixture")
+    with pytest.raises(ValueError, match="schema 1"):
+        load_json(str(old))
+
+
+def test_fidelity_table_by_size_and_kind(make):
+    rows = (make.engine_row(0, ms=0.0050, ref=0.0049), make.engine_row(1, ms=0.0150, ref=0.0100),  # 50% off
+            make.engine_row(2, ms=0.030, ref=0.0301), make.engine_row(3, ms=0.20, ref=0.199))
+    tr = make.torch_run()
+    tr = replace(tr, measured=replace(tr.measured, reference_kernel_ms=0.0212))
+    r = make.engine_result(rows=rows, torch_runs=(tr,))
+    text = "\n".join(fidelity_table([r]))
+    assert "5 rows" in text
+    lines = {l.split()[0] + (l.split()[1] if l.startswith(("<", ">=")) else ""): l for l in text.splitlines() if l.startswith(("<", "10", "20", ">="))}
+    assert "100.0% of    1" in lines["<10"]  # the 5 us engine row
+    assert "0.0% of    1" in lines["10-20"]  # 15 vs 10 us: outside 5%
+    assert "80.0% within 5%" in text and "worst: engine eng1" in text

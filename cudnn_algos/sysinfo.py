@@ -21,7 +21,7 @@ class Info:
     cudnn_handle: str = ""  # status of creating a cuDNN handle on GPU 0 ("SUCCESS" when usable)
 
     def __str__(self) -> str:
-        from .results import Environment
+        from .problem import Environment
 
         v = self.extension_versions
         lines = [
@@ -51,7 +51,7 @@ class Info:
 def info() -> Info:
     """Never raises for a missing GPU or extension: it reports them."""
     from . import __version__, _build, _ext
-    from .api import _driver_release, loaded_cudnn_library
+    from .problem import driver_release, loaded_cudnn_library
 
     cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     try:
@@ -81,6 +81,6 @@ def info() -> Info:
         extension_versions=versions,
         build_config=build,
         gpus=gpus,
-        driver_version=_driver_release(),
+        driver_version=driver_release(),
         cudnn_handle=handle,
     )

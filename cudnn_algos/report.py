@@ -1,0 +1,437 @@
+"""Whole models: ``profile(model, example_input)`` searches every distinct convolution of a model once per direction
+in cuDNN 9's engine space (heuristic lists + refine, as ``find_engines`` does) and reports, per problem and
+direction, what torch runs with benchmark off (a fresh process) and on (this process), identified by its kernels,
+the best configuration found and its source, the ratio to each, host time per call of each path, and sums over the
+model; plus the end-to-end benchmark-mode check (per-step time off vs on, and its warm-up, in fresh processes).
+"""
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Iterable
+
+import torch
+
+from .api import find
+from .engines import find_engines, mark_torch_run
+from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, device_index, environment, layout_of,
+                      make_problem, parse_dtype, parse_memory_format)
+from .results import EndToEnd, MeasureConfig, Measurement, ModelReport, ProblemEntry, TorchRun, decode, encode
+from .spec import ConvSpec
+from .timing import (check_config, first_call_ms, measure_rows, operand_sets, reference_output,
+                     torch_runnable)
+
+
+# ------------------------------------------------------------------------------------------------ discovery
+@dataclass
+class ConvUse:
+    """One convolution call of a forward pass: the module's name, its spec, and what it received."""
+
+    name: str
+    spec: ConvSpec
+    input_shape: tuple[int, ...]
+    dtype: torch.dtype
+    memory_format: str
+
+
+def discover(model: torch.nn.Module, example_input: Any) -> list[ConvUse]:
+    """Every convolution call of one forward pass, with the real input it received (shape, dtype, layout).
+
+    The pass runs on the meta device (no compute, no GPU) on a copy of the model; where the model cannot run on
+    meta, it runs as given under torch.no_grad()."""
+    conv_types = (torch.nn.modules.conv._ConvNd,)
+
+    def run(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
+        uses: list[ConvUse] = []
+        handles = []
+        for name, mod in m.named_modules():
+            if isinstance(mod, conv_types):
+                def hook(module, args, _name=name):
+                    x = args[0]
+                    uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype, layout_of(x)))
+                handles.append(mod.register_forward_pre_hook(hook))
+        try:
+            with torch.no_grad():
+                m(*inp) if isinstance(inp, tuple) else m(inp)
+        finally:
+            for h in handles:
+                h.remove()
+        return uses
+
+    def to_meta(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        if isinstance(x, tuple):
+            return tuple(to_meta(v) for v in x)
+        return x
+
+    try:
+        meta_model = copy.deepcopy(model).to("meta")
+        return run(meta_model, to_meta(example_input))
+    except Exception:
+        return run(model, example_input)
+
+
+# ------------------------------------------------------------------------------------------------ progress
+class _Progress:
+    def __init__(self, total: int, enabled: bool, desc: str):
+        self.bar = None
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="problem", file=sys.stderr)
+        except ImportError:
+            self.bar = None
+
+    def update(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+def _example_to(example_input: Any, device: str, dtype: torch.dtype | None, fmt: str | None):
+    def conv(x):
+        if isinstance(x, torch.Tensor):
+            x = x.to(device=device, dtype=dtype if (dtype and x.is_floating_point()) else x.dtype)
+            if fmt and fmt != "contiguous" and x.dim() in (4, 5):
+                x = x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
+            return x
+        if isinstance(x, tuple):
+            return tuple(conv(v) for v in x)
+        return x
+
+    return conv(example_input)
+
+
+def _model_to(model: torch.nn.Module, device: str, dtype: torch.dtype | None, fmt: str | None):
+    m = copy.deepcopy(model).to(device=device)
+    if dtype is not None:
+        m = m.to(dtype=dtype)
+    if fmt and fmt != "contiguous":
+        m = m.to(memory_format=torch.channels_last if fmt == "channels_last" else torch.channels_last_3d)
+    return m
+
+
+def _step(model, inp, backward: bool):
+    out = model(*inp) if isinstance(inp, tuple) else model(inp)
+    if backward:
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        out.float().sum().backward()
+
+
+def time_steps(model, inp, backward: bool, iterations: int, benchmark: bool, device: int) -> float:
+    """Median step time (ms) with cudnn.benchmark set, after 3 warm-up steps (the first one runs any search)."""
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = benchmark
+    try:
+        ctx = torch.enable_grad() if backward else torch.no_grad()
+        with ctx:
+            for _ in range(3):
+                _step(model, inp, backward)
+            torch.cuda.synchronize(device)
+            times = []
+            for _ in range(iterations):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                _step(model, inp, backward)
+                e.record()
+                e.synchronize()
+                times.append(s.elapsed_time(e))
+        return statistics.median(times)
+    finally:
+        torch.backends.cudnn.benchmark = old
+        model.zero_grad(set_to_none=True)
+
+
+def steps_fresh_process(model_file: str, input_file: str, backward: bool, benchmark: bool, device: int,
+                        iterations: int = 10, timeout: float = 600) -> tuple[float, float]:
+    """(seconds for the first step, median ms of the next `iterations` steps after 2 more warm-up steps) in a fresh
+    python process (cuDNN loading included in the first step) with cudnn.benchmark set from the start."""
+    code = (
+        "import sys, time, statistics, torch\n"
+        "m = torch.load(sys.argv[1], weights_only=False); x = torch.load(sys.argv[2], weights_only=False)\n"
+        f"torch.backends.cudnn.benchmark = {benchmark!r}\n"
+        f"dev = 'cuda:{device}'\n"
+        "torch.zeros(1, device=dev); torch.cuda.synchronize()\n"  # CUDA context before the clock starts
+        "m = m.to(dev); x = tuple(v.to(dev) for v in x) if isinstance(x, tuple) else x.to(dev)\n"
+        "def step():\n"
+        f"    with torch.{'enable_grad' if backward else 'no_grad'}():\n"
+        "        out = m(*x) if isinstance(x, tuple) else m(x)\n"
+        f"        if {backward!r}:\n"
+        "            out = out[0] if isinstance(out, (tuple, list)) else out\n"
+        "            out.float().sum().backward()\n"
+        "    m.zero_grad(set_to_none=True)\n"
+        "t = time.perf_counter(); step(); torch.cuda.synchronize()\n"
+        "print('FIRST_STEP_S', time.perf_counter() - t)\n"
+        "step(); step(); torch.cuda.synchronize()\n"
+        "ts = []\n"
+        f"for _ in range({int(iterations)}):\n"
+        "    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "    s.record(); step(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))\n"
+        "print('STEP_MS', statistics.median(ts))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, model_file, input_file], capture_output=True, text=True,
+                       timeout=timeout)
+    got = {}
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if k in ("FIRST_STEP_S", "STEP_MS"):
+            got[k] = float(v)
+    if len(got) != 2:
+        raise RuntimeError("fresh-process steps failed: "
+                           f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    return got["FIRST_STEP_S"], got["STEP_MS"]
+
+
+def end_to_end(model, example_input, *, backward: bool, dtype, fmt, device: int, iterations: int = 10,
+               fresh_process: bool = True) -> EndToEnd:
+    """Benchmark mode off vs on for the whole model, each in its own fresh process. Without a fresh process (or a
+    model that cannot be saved for one), only the step time with benchmark off is measured here: this process
+    cannot run benchmark mode's choice for shapes torch has already planned."""
+    dev = f"cuda:{device}"
+
+    def in_process(note: str) -> EndToEnd:
+        m, inp = _model_to(model, dev, dtype, fmt), _example_to(example_input, dev, dtype, fmt)
+        off = time_steps(m, inp, backward, iterations, torch.backends.cudnn.benchmark, device)
+        mode = "on" if torch.backends.cudnn.benchmark else "off"
+        return EndToEnd(backward=backward, iterations=iterations, step_ms_off=off if mode == "off" else None,
+                        step_ms_on=off if mode == "on" else None, where="this process",
+                        note=f"{note}; measured in this process with benchmark {mode} only")
+
+    if not fresh_process:
+        return in_process("fresh-process measurement disabled")
+    with tempfile.TemporaryDirectory() as d:
+        mf, xf = os.path.join(d, "model.pt"), os.path.join(d, "input.pt")
+        try:
+            torch.save(_model_to(model, "cpu", dtype, fmt), mf)
+            torch.save(_example_to(example_input, "cpu", dtype, fmt), xf)
+        except Exception as ex:  # e.g. a model class defined in __main__ or a lambda inside
+            return in_process(f"the model could not be saved for a fresh process ({type(ex).__name__})")
+        try:
+            first_off, off = steps_fresh_process(mf, xf, backward, False, device, iterations)
+            first_on, on = steps_fresh_process(mf, xf, backward, True, device, iterations)
+        except Exception as ex:
+            return in_process(str(ex)[:200])
+    return EndToEnd(backward=backward, iterations=iterations, step_ms_off=off, step_ms_on=on,
+                    first_step_s_off=first_off, first_step_s_on=first_on)
+
+
+# ------------------------------------------------------------------------------------------------ torch, benchmark off
+def torch_off_pass(problems_file: str, out_file: str, device: int) -> None:
+    """(Run in a fresh process by torch_off_runs.) torch's own op with cudnn.benchmark off for every problem and
+    direction in `problems_file`, each measured by timing.measure_rows like our rows; writes `out_file`."""
+    with open(problems_file) as f:
+        todo = json.load(f)
+    out = []
+    torch.backends.cudnn.benchmark = False
+    for item in todo:
+        problem = make_problem(ConvSpec.from_dict(item["spec"]), tuple(item["input_shape"]), item["dtype"],
+                               item["memory_format"], None)
+        cdir = problem.cudnn_direction(item["direction"])
+        cfg = MeasureConfig(repeats=item["repeats"], check_clock=item["check_clock"])
+        with torch.cuda.device(device):
+            sets = operand_sets(problem, "warm", device)
+            ref = reference_output(problem, cdir, sets[0], "cuda")
+            run = torch_runnable(problem, cdir, sets)
+            first = first_call_ms(run.call, device)
+            (m,) = measure_rows([run], problem, cfg, ref, device, peak=False)
+            del sets, ref
+        out.append({"key": item["key"], "first_call_ms": first, "measured": encode(m)})
+    with open(out_file, "w") as f:
+        json.dump(out, f)
+
+
+def torch_off_runs(items: list[dict], device: int, timeout: float = 900) -> tuple[dict[str, TorchRun], str]:
+    """torch's op with benchmark off for these problems, in one fresh process (this process may already hold plans
+    for them, and torch keeps the first plan per problem): key -> TorchRun (its kernels, measured); and an error."""
+    with tempfile.TemporaryDirectory() as d:
+        pin, pout = os.path.join(d, "problems.json"), os.path.join(d, "runs.json")
+        with open(pin, "w") as f:
+            json.dump(items, f)
+        code = "import sys; from cudnn_algos.report import torch_off_pass; torch_off_pass(sys.argv[1], sys.argv[2], " \
+               f"{int(device)})"
+        r = subprocess.run([sys.executable, "-c", code, pin, pout], capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0 or not os.path.exists(pout):
+            tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+            return {}, f"torch benchmark-off pass failed: {tail[:200]}"
+        with open(pout) as f:
+            got = json.load(f)
+    limit = int(torch.backends.cudnn.benchmark_limit or 0)
+    runs = {}
+    for g in got:
+        m = decode(Measurement, g["measured"])
+        runs[g["key"]] = TorchRun(mode="benchmark_off", kernels=m.kernels, matches=(), match="none",
+                                  first_call_ms=g["first_call_ms"], benchmark_limit=limit, measured=m,
+                                  where="fresh process", error=m.error)
+    return runs, ""
+
+
+# ------------------------------------------------------------------------------------------------ profile
+def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max) -> tuple[str, ...]:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    directions = tuple([directions] if isinstance(directions, str) else directions)
+    for d in directions:
+        check_choice("direction", d, DIRECTIONS)
+    if not directions:
+        raise ValueError("directions must name at least one of: " + ", ".join(DIRECTIONS))
+    check_config(repeats, 3, "warm")
+    check_int("screen", screen, 1)
+    check_int("confirm", confirm, 1)
+    check_int("refine", refine, 0)
+    check_int("refine_max", refine_max, 1)
+    return directions
+
+
+def _distinct_problems(uses: list[ConvUse], dtype, memory_format) -> dict[tuple, list[str]]:
+    """(spec, input shape, dtype name, layout) -> the layer names that run it, in model order."""
+    keyed: dict[tuple, list[str]] = {}
+    for u in uses:
+        fmt = parse_memory_format(memory_format, u.spec.ndim) if memory_format is not None else u.memory_format
+        keyed.setdefault((u.spec, u.input_shape, DTYPES[dtype or u.dtype], fmt), []).append(u.name)
+    return keyed
+
+
+def profile(
+    model: torch.nn.Module,
+    example_input: Any,
+    *,
+    directions: Iterable[str] = DIRECTIONS,
+    dtype: torch.dtype | str | None = None,
+    memory_format: torch.memory_format | str | None = None,
+    repeats: int = 7,
+    screen: int = 3,
+    confirm: int = 3,
+    refine: int = 3,
+    refine_max: int = 32,
+    runtime_compiled: bool = False,
+    legacy: bool = False,
+    torch_off: bool = True,
+    check_clock: bool = False,
+    end_to_end_check: bool = True,
+    fresh_process: bool = True,
+    progress: bool = True,
+    device: int | str | torch.device | None = None,
+    name: str | None = None,
+) -> ModelReport:
+    """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
+    engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
+
+    dtype / memory_format: override what the layers receive (default: what they receive in the forward pass).
+    Per problem and direction: ``find_engines(measure=True, screen=screen, repeats=repeats, confirm=confirm,
+    refine=refine, refine_max=refine_max, compare_torch=True, torch_benchmark=True)``: every configuration from
+    heuristics instant, A, B and fallback screened, one-knob neighbours of the fastest added, the ``confirm``
+    fastest torch would accept re-measured beside torch's op (benchmark on: its first call of the problem in this
+    process is its search) on fresh operands in one kernel-clock session. torch_off: torch's op with benchmark off,
+    measured the same way in one fresh process (torch keeps the first plan per problem for a process's life).
+    legacy: also search the legacy algorithms (columns legacy_best). check_clock: every row also timed with the
+    independent clock (torch.profiler), for the fidelity table. end_to_end_check: the whole model's step with
+    benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done
+    (``interrupted=True``).
+    """
+    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max)
+    dt = parse_dtype(dtype) if dtype is not None else None
+    t_start = time.perf_counter()
+    uses = discover(model, example_input)
+    if not uses:
+        raise ValueError(f"{name or type(model).__name__} ran no convolution on this input: nothing to profile")
+    keyed = _distinct_problems(uses, dt, memory_format)
+    dev = device_index(device)
+    bar = _Progress(len(keyed) * len(directions), progress, f"searching {name or type(model).__name__}")
+    t_search = time.perf_counter()
+    problems, torch_search, interrupted = _search_problems(
+        keyed, directions, bar, dev, legacy, check_clock,
+        dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
+             runtime_compiled=runtime_compiled))
+    if torch_off and problems and not interrupted:
+        problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
+    search_s = time.perf_counter() - t_search
+    e2e = None
+    if end_to_end_check and not interrupted:
+        try:
+            fmt = None if memory_format is None else parse_memory_format(memory_format, uses[0].spec.ndim)
+            e2e = end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt,
+                             fmt=fmt, device=dev, fresh_process=fresh_process)
+        except KeyboardInterrupt:
+            interrupted = True
+    return ModelReport(
+        model=name or type(model).__name__, problems=tuple(problems), directions=directions, env=environment(dev),
+        e2e=e2e, interrupted=interrupted, search_s=search_s, torch_search_ms=torch_search,
+        wall_s=time.perf_counter() - t_start, n_conv_calls=len(uses),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        measure=MeasureConfig(repeats=repeats, check_clock=check_clock))
+
+
+def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
+                     options: dict) -> tuple[list[ProblemEntry], float, bool]:
+    """Each distinct problem and direction searched (find_engines, and find with legacy): (entries, Σ torch's
+    benchmark-on first calls in ms, whether Ctrl-C stopped it)."""
+    problems: list[ProblemEntry] = []
+    torch_search = 0.0
+    try:
+        for (spec, shape, dname, fmt), names in keyed.items():
+            engines, legacy_res = {}, {}
+            for d in directions:
+                r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
+                                 compare_torch=True, torch_benchmark=True, check_clock=check_clock, device=dev,
+                                 **options)
+                engines[d] = _without_plans(r)
+                torch_search += (r.torch.first_call_ms or 0.0) if r.torch else 0.0
+                if legacy:
+                    legacy_res[d] = find(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
+                                         repeats=options["repeats"], check_clock=check_clock, device=dev)
+                bar.update(f"{spec} {d}")
+            problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
+                                         layers=tuple(names), engines=engines, legacy=legacy_res))
+    except KeyboardInterrupt:
+        return problems, torch_search, True
+    finally:
+        bar.close()
+    return problems, torch_search, False
+
+
+def _without_plans(r):
+    """The search result as kept in a report: plans dropped (a report outlives the process and pickles)."""
+    return replace(r, rows=tuple(replace(x, plan=None) for x in r.rows))
+
+
+def _add_torch_off(problems: list[ProblemEntry], directions, repeats: int, check_clock: bool, dev: int
+                   ) -> list[ProblemEntry]:
+    items = [{"key": f"{pi}|{d}", "spec": p.spec.to_dict(), "input_shape": list(p.input_shape), "dtype": p.dtype,
+              "memory_format": p.memory_format, "direction": d, "repeats": repeats, "check_clock": check_clock}
+             for pi, p in enumerate(problems) for d in directions if d in p.engines]
+    runs, err = torch_off_runs(items, dev)
+    out = []
+    for pi, p in enumerate(problems):
+        eng = dict(p.engines)
+        for d, r in eng.items():
+            run = runs.get(f"{pi}|{d}")
+            if run is None:
+                run = TorchRun(mode="benchmark_off", kernels=(), matches=(), match="none", first_call_ms=None,
+                               benchmark_limit=0, where="fresh process", error=err or "not measured")
+            eng[d] = mark_torch_run(r, run)
+        out.append(replace(p, engines=eng))
+    return out
+
+
+def load_report(source: str) -> ModelReport:
+    """Reads what ModelReport.to_json wrote (a JSON string or a path)."""
+    return ModelReport.load(source)
+
+
+__all__ = ["profile", "discover", "ConvUse", "end_to_end", "load_report", "torch_off_runs", "torch_off_pass"]

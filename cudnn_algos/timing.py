@@ -1,0 +1,485 @@
+"""The clocks and the one measuring path every search and benchmark uses (``measure_rows``).
+
+Clocks (README, "What each number means"):
+  kernel      CUPTI activity records (kernels, memsets, copies) of K eager back-to-back calls, the union of their
+              intervals / K, read by the extension's own CUPTI session (csrc/kernel_clock.cpp): what Nsight Systems
+              shows for the same calls. The kernels' names come with it (how torch's choice is identified).
+  throughput  CUDA events around K back-to-back calls / K: what a training loop sees (the host's pace when the host
+              is slower than the GPU).
+  host        host wall time of that loop / K: the CPU cost of one call.
+  reference   (check_clock) the independent check of the kernel clock: torch.profiler's CUPTI records of K eager
+              calls in a session of its own, union / K.
+Throughput and host are sampled with no CUPTI session open (its instrumentation costs host time per launch); the
+kernel clock then samples every row in one session. Operands are fresh random tensors (never zeros); with
+``l2="cold"`` calls rotate through operand sets that together exceed three times the L2 cache.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import torch
+
+from . import _ext
+from .problem import OUTPUT_OPERAND, Problem, check_choice, check_int
+from .results import MeasureConfig, Measurement, Stats
+
+L2_MODES = ("warm", "cold")
+TARGET_SAMPLE_MS = 1.0  # GPU work per throughput sample, which sets K (calls per sample)
+MAX_CALLS = 20
+MIN_CALLS = 2
+KERNEL_CALLS = 5  # calls per kernel-clock sample (CUPTI records each call; a few back-to-back calls suffice)
+
+
+def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
+    check_int("repeats", repeats, 1)
+    check_int("warmup", warmup, 0)
+    check_choice("l2", l2, L2_MODES)
+    check_choice("reference", reference, ("cuda", "cpu"))
+
+
+# ------------------------------------------------------------------------------------------- runnable rows
+@dataclass
+class Runnable:
+    """Something to time: a legacy algorithm, an engine plan, or torch's own op, on the search's operand sets.
+
+    call(i): one call on operand set i. loop(k): k back-to-back calls -> (host ms, device-event ms) for the loop
+    (in C++ for our rows). output(): one call on set 0 returning its output, for the accuracy check (our rows write a
+    NaN-poisoned buffer first, so an unwritten element shows)."""
+
+    call: Callable[[int], Any]
+    loop: Callable[[int], tuple[float, float]]
+    output: Callable[[], torch.Tensor]
+    heuristic_rank: int | None = None
+    tensor_math: bool = True  # for % of peak: the dtype's tensor-core matmul rate (fp32: TF32) or plain fp32
+    kernels_only: bool = False
+
+
+def _own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]], call: Callable[[int], Any]):
+    role = OUTPUT_OPERAND[cdir]
+
+    def output() -> torch.Tensor:
+        sets[0][role].fill_(float("nan"))
+        call(0)
+        return sets[0][role]
+
+    return output
+
+
+def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, sets, limit: int) -> Runnable:
+    """One legacy algorithm under one math type; its loop runs in C++ through the legacy API."""
+    ext = _ext.load()
+    cp = problem.cudnn()
+    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
+    n = len(sets)
+
+    def call(i: int) -> None:
+        s = sets[i % n]
+        ext.execute(cdir, cp, algo_id, math_type, s["x"], s["w"], s["y"], limit)
+
+    def loop(k: int) -> tuple[float, float]:
+        t = ext.time_calls(cdir, cp, algo_id, math_type, xs, ws, ys, k, limit)
+        return t["host_ms"], t["gpu_ms"]
+
+    return Runnable(call, loop, _own_output(problem, cdir, sets, call),
+                    tensor_math=tensor_math(problem.dtype, math_type))
+
+
+def plan_runnable(problem: Problem, cdir: str, plan, sets, heuristic_rank: int | None = None) -> Runnable:
+    """One graph-API execution plan; its loop runs in C++ (cudnnBackendExecute)."""
+    xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
+    n = len(sets)
+
+    def call(i: int) -> None:
+        s = sets[i % n]
+        plan.execute(s["x"], s["w"], s["y"])
+
+    def loop(k: int) -> tuple[float, float]:
+        t = plan.time_calls(xs, ws, ys, k)
+        return t["host_ms"], t["gpu_ms"]
+
+    return Runnable(call, loop, _own_output(problem, cdir, sets, call), heuristic_rank=heuristic_rank,
+                    tensor_math=tensor_math(problem.dtype, problem.math))
+
+
+def torch_runnable(problem: Problem, cdir: str, sets) -> Runnable:
+    """torch's own convolution for cuDNN direction `cdir`, through the ops a model's forward and autograd run
+    (aten.convolution / aten.convolution_backward), so it picks its cuDNN plan as it would in a model (cudnn.benchmark,
+    deterministic and allow_tf32 as set when it first meets the problem). Its loop is a Python loop, as a model's.
+
+    torch keeps the first plan it picks for a problem for the life of the process, whatever cudnn.benchmark says
+    later (its plan cache key has no benchmark flag): to see benchmark mode's choice, the first call of a shape in a
+    process must run with benchmark on."""
+    call = torch_call(problem, cdir, sets)
+    return Runnable(call, python_loop(call, sets[0]["x"].device.index), lambda: call(0),
+                    tensor_math=tensor_math(problem.dtype, problem.math))
+
+
+def torch_call(problem: Problem, cdir: str, sets) -> Callable[[int], torch.Tensor]:
+    stride, pad, dil = problem.conv_args()
+    zeros, groups, n = [0] * len(stride), problem.spec.groups, len(sets)
+    if cdir == "forward":
+        def call(i: int) -> torch.Tensor:
+            o = sets[i % n]
+            return torch.ops.aten.convolution(o["x"], o["w"], None, stride, pad, dil, False, zeros, groups)
+    else:
+        mask = [cdir == "backward_data", cdir == "backward_filter", False]
+
+        def call(i: int) -> torch.Tensor:
+            o = sets[i % n]
+            gx, gw, _ = torch.ops.aten.convolution_backward(o["y"], o["x"], o["w"], None, stride, pad, dil, False,
+                                                            zeros, groups, mask)
+            return gx if mask[0] else gw
+    return call
+
+
+def python_loop(call: Callable[[int], Any], device: int) -> Callable[[int], tuple[float, float]]:
+    """loop(k) for an operation called from Python: host wall and device events around k calls."""
+    def loop(k: int) -> tuple[float, float]:
+        stream = torch.cuda.current_stream(device)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(stream)
+        t0 = time.perf_counter()
+        for i in range(k):
+            call(i)
+        t1 = time.perf_counter()
+        e.record(stream)
+        e.synchronize()
+        return (t1 - t0) * 1e3, s.elapsed_time(e)
+
+    return loop
+
+
+def tensor_math(dtype: torch.dtype, math_type: str | None) -> bool:
+    """Whether a row of this dtype and math type may use tensor cores (fp32: TF32), for its % of peak."""
+    return dtype in (torch.float16, torch.bfloat16) or (dtype == torch.float32 and math_type != "fma")
+
+
+# ------------------------------------------------------------------------------------------- operands, reference
+def operand_sets(problem: Problem, l2: str, device: int) -> list[dict[str, torch.Tensor]]:
+    """Fresh random cuDNN-role operands: one set (warm L2), or enough to exceed 3x the L2 cache (cold)."""
+    n_sets = 1
+    if l2 == "cold":
+        per_set = problem.nbytes
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20
+        free, _ = torch.cuda.mem_get_info(device)
+        n_sets = max(2, min(64, math.ceil(3 * l2_bytes / per_set) + 1, int(0.25 * free // max(per_set, 1))))
+    return [problem.operands(device, "measure") for _ in range(n_sets)]
+
+
+def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
+    """The float64 result of cuDNN's direction `cdir` on these (lifted, cuDNN-role) operands, computed by torch."""
+    stride, pad, dil = problem.conv_args()
+    dev = ops["x"].device if where == "cuda" else torch.device("cpu")
+    x, w, y = (ops[r].to(device=dev, dtype=torch.float64) for r in "xwy")
+    conv = torch.nn.functional.conv2d if x.dim() == 4 else torch.nn.functional.conv3d
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False):
+        if cdir == "forward":
+            return conv(x, w, None, stride, pad, dil, problem.spec.groups)
+        mask = [cdir == "backward_data", cdir == "backward_filter", False]
+        gx, gw, _ = torch.ops.aten.convolution_backward(y, x, w, None, stride, pad, dil, False, [0] * len(stride),
+                                                        problem.spec.groups, mask)
+        return gx if cdir == "backward_data" else gw
+
+
+def errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float | None, float | None]:
+    """(||out - ref|| / ||ref||, max |out - ref|); (None, None) when out has a non-finite element."""
+    o = out.to(device=ref.device, dtype=torch.float64)
+    if not torch.isfinite(o).all():
+        return None, None
+    d = o - ref
+    return float(d.norm() / ref.norm().clamp_min(1e-300)), float(d.abs().max())
+
+
+# ------------------------------------------------------------------------------------------- work and peak
+@functools.lru_cache(maxsize=None)
+def peak_tflops(device: int, dtype: torch.dtype, tf32: bool) -> float:
+    """This device's dense matmul rate through torch for the dtype (fp32: with or without TF32), TFLOP/s: median of
+    10 event-timed 8192^3 products after 3 warm-ups, on random data. Measured once per process."""
+    n = 8192 if dtype != torch.float64 else 4096
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        with torch.cuda.device(device):
+            a = torch.randn(n, n, device=f"cuda:{device}", dtype=dtype)
+            b = torch.randn(n, n, device=f"cuda:{device}", dtype=dtype)
+            for _ in range(3):
+                a @ b
+            times = []
+            for _ in range(10):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                a @ b
+                e.record()
+                e.synchronize()
+                times.append(s.elapsed_time(e))
+            del a, b
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.backends.cuda.matmul.allow_tf32 = old
+    return 2 * n**3 / (statistics.median(times) * 1e-3) / 1e12
+
+
+def peak_label(dtype: torch.dtype, tf32: bool) -> str:
+    name = str(dtype).replace("torch.", "")
+    if dtype == torch.float32:
+        return f"{name} matmul ({'TF32 allowed' if tf32 else 'no TF32'})"
+    return f"{name} matmul"
+
+
+# ------------------------------------------------------------------------------------------- the kernel clock
+class KernelClockUnavailable(RuntimeError):
+    """The kernel clock could not open its CUPTI session (no GPU, another CUPTI client active, ...)."""
+
+
+def _profiler_active() -> bool:
+    try:
+        return bool(torch.autograd.profiler._is_profiler_enabled)  # noqa: SLF001 (torch's own flag)
+    except AttributeError:
+        return False
+
+
+@contextlib.contextmanager
+def kernel_clock(device: int):
+    """A CUPTI session of the extension's kernel clock. Yields window(loop_fn): runs loop_fn between two CUPTI
+    timestamps and returns the window's index. After the block, ``session.results[i]`` is (busy ms, activities,
+    kernel names) of window i."""
+    ext = _ext.load()
+    if _profiler_active():
+        raise KernelClockUnavailable("a torch.profiler session is open: CUPTI has one client at a time")
+    try:
+        ext.kernel_clock_begin()
+    except RuntimeError as e:
+        raise KernelClockUnavailable(str(e)) from e
+    session = _Session(ext)
+    try:
+        yield session
+    except BaseException:
+        ext.kernel_clock_abort()
+        raise
+    session.results = [(busy / 1e6, n, tuple(k)) for busy, n, k in ext.kernel_clock_end(device, session.windows)]
+
+
+class _Session:
+    def __init__(self, ext):
+        self.ext, self.windows, self.results = ext, [], []
+
+    def window(self, run: Callable[[], Any]) -> int:
+        t0 = self.ext.kernel_clock_now()
+        run()
+        self.windows.append((t0, self.ext.kernel_clock_now()))
+        return len(self.windows) - 1
+
+
+def kernels_of(runnables: Sequence[Runnable], device: int) -> list[tuple[str, ...] | None]:
+    """The kernels one call of each runnable launches (one kernel-clock session, one call each; None where the call
+    failed)."""
+    idx: list[int | None] = []
+    with kernel_clock(device) as s:
+        for r in runnables:
+            try:
+                idx.append(s.window(lambda r=r: (r.call(0), torch.cuda.synchronize(device))))
+            except Exception:
+                idx.append(None)
+    return [None if i is None else s.results[i][2] for i in idx]
+
+
+# ------------------------------------------------------------------------------------------- the reference clock
+def _cupti_teardown() -> None:
+    """Unless the user decided (TEARDOWN_CUPTI set), have torch's profiler finalize CUPTI at the end of its session:
+    left attached, CUPTI's instrumentation slowed every later kernel (on the H200 small convolutions up to 18%,
+    benchmarks/profiler_effect.py). torch disables teardown before CUDA 12.6 (it crashed with CUDA graphs there)."""
+    cuda = torch.version.cuda or "0"
+    try:
+        new_enough = tuple(int(v) for v in cuda.split(".")[:2]) >= (12, 6)
+    except ValueError:
+        new_enough = False
+    if new_enough:
+        os.environ.setdefault("TEARDOWN_CUPTI", "1")
+
+
+def reference_kernel_ms(jobs: Sequence[tuple[int, Callable[[], Any], int]], device: int) -> dict[int, float]:
+    """The independent clock: one torch.profiler session; job (key, fn, calls) runs its calls inside a named range
+    followed by a synchronize, so every GPU activity it launched starts inside that range. Returns per key the union
+    of its device activities' intervals (kernels, memsets, copies) / calls, ms."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    _cupti_teardown()
+    names = {}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Profiler clears events")
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    with prof:
+        for key, fn, _ in jobs:
+            name = f"cudnn_algos_ref_{key}"
+            names[name] = key
+            with record_function(name):
+                fn()
+                torch.cuda.synchronize(device)
+    events = prof.events()
+    ranges = sorted((e.time_range.start, e.time_range.end, names[e.name]) for e in events if e.name in names)
+    spans: dict[int, list[tuple[float, float]]] = {k: [] for _, _, k in ranges}
+    starts = [lo for lo, _, _ in ranges]
+    import bisect
+
+    for e in events:
+        # device-side activity only; kineto also mirrors each named range onto the GPU timeline: not a kernel
+        if e.device_type != DeviceType.CUDA or e.name in names:
+            continue
+        i = bisect.bisect_right(starts, e.time_range.start) - 1
+        if i >= 0 and e.time_range.start <= ranges[i][1]:
+            spans[ranges[i][2]].append((e.time_range.start, e.time_range.end))
+    calls = {k: c for k, _, c in jobs}
+    return {k: union_length(v) / 1000.0 / calls[k] for k, v in spans.items() if v}
+
+
+def union_length(intervals: Sequence[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals (concurrent activities counted once)."""
+    total, lo, hi = 0.0, None, None
+    for s, e in sorted(intervals):
+        if hi is None or s > hi:
+            if hi is not None:
+                total += hi - lo
+            lo, hi = s, e
+        else:
+            hi = max(hi, e)
+    return total + (hi - lo if hi is not None else 0.0)
+
+
+# ------------------------------------------------------------------------------------------- measure_rows
+def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureConfig, ref: torch.Tensor | None,
+                 device: int, peak: bool = True) -> list[Measurement]:
+    """Measures every runnable the same way: accuracy against `ref` (float64), `warmup` calls, `repeats`
+    throughput/host samples of K back-to-back calls (no CUPTI session open), then one kernel-clock session with
+    `repeats` samples of min(K, KERNEL_CALLS) calls of each, then (cfg.check_clock) the reference clock; FLOPs,
+    TFLOP/s and % of peak; ranks by kernel median. A runnable that fails is a Measurement with its error."""
+    flops = problem.flops()
+    out: list[Measurement | None] = [None] * len(runnables)
+    k_of: dict[int, int] = {}
+    for i, r in enumerate(runnables):
+        out[i], k = _throughput(r, cfg, ref, device)
+        if k:
+            k_of[i] = k
+    _kernel_pass(runnables, out, k_of, cfg.repeats, device)
+    if cfg.check_clock and k_of:
+        try:
+            ref_ms = reference_kernel_ms([(i, functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)),
+                                           min(k, KERNEL_CALLS)) for i, k in k_of.items()], device)
+        except Exception as e:  # the profiler is unavailable: say so on every row
+            ref_ms = {}
+            for i in k_of:
+                out[i] = _add_error(out[i], f"reference clock failed: {type(e).__name__}: {str(e)[:100]}")
+        for i, ms in ref_ms.items():
+            out[i] = replace(out[i], reference_kernel_ms=ms)
+    for i, m in enumerate(out):
+        if m.kernel_ms is not None:
+            tf = flops / (m.kernel_ms.median * 1e-3) / 1e12
+            pct = None
+            if peak:
+                tc = runnables[i].tensor_math
+                pct = 100.0 * tf / peak_tflops(device, problem.dtype, tc and problem.dtype == torch.float32)
+            out[i] = replace(m, tflops=tf, pct_peak=pct)
+    order = sorted((i for i, m in enumerate(out) if m.kernel_ms is not None), key=lambda i: out[i].kernel_ms.median)
+    for rank, i in enumerate(order):
+        out[i] = replace(out[i], measured_rank=rank)
+    return out
+
+
+def _add_error(m: Measurement, err: str) -> Measurement:
+    return replace(m, error="; ".join(x for x in (m.error, err) if x))
+
+
+def _throughput(r: Runnable, cfg: MeasureConfig, ref: torch.Tensor | None, device: int
+                ) -> tuple[Measurement, int]:
+    """Accuracy, warm-up and the throughput/host samples of one runnable: (measurement so far, K), K = 0 on failure."""
+    try:
+        rel = mx = None
+        err = ""
+        if ref is not None:
+            rel, mx = errors(r.output(), ref)
+            if rel is None:
+                err = "output has non-finite values (unwritten or overflow)"
+        _, gpu0 = r.loop(max(cfg.warmup, 1))
+        est = max(gpu0 / max(cfg.warmup, 1), 1e-3)
+        k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
+        thr, host = [], []
+        for _ in range(cfg.repeats):
+            h, g = r.loop(k)
+            thr.append(g / k)
+            host.append(h / k)
+        return Measurement(kernel_ms=None, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k,
+                           kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
+                           error=err), k
+    except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
+        torch.cuda.synchronize(device)
+        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
+                           heuristic_rank=r.heuristic_rank, error=f"{type(e).__name__}: {str(e)[:200]}"), 0
+
+
+def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], k_of: dict[int, int], repeats: int,
+                 device: int) -> None:
+    """One kernel-clock session: `repeats` windows of min(K, KERNEL_CALLS) back-to-back calls per runnable."""
+    if not k_of:
+        return
+    wins: dict[int, list[int]] = {}
+    failed: dict[int, str] = {}
+    try:
+        with kernel_clock(device) as s:
+            for i, k in k_of.items():
+                kc = min(k, KERNEL_CALLS)
+                try:
+                    wins[i] = [s.window(functools.partial(runnables[i].loop, kc)) for _ in range(repeats)]
+                except Exception as e:
+                    torch.cuda.synchronize(device)
+                    failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
+    except KernelClockUnavailable as e:
+        for i in k_of:
+            out[i] = _add_error(out[i], f"kernel clock unavailable: {str(e)[:150]}")
+        return
+    for i, err in failed.items():
+        out[i] = _add_error(out[i], err)
+    for i, ws in wins.items():
+        kc = min(k_of[i], KERNEL_CALLS)
+        res = [s.results[w] for w in ws]
+        samples = [busy / kc for busy, _, _ in res]
+        kernels = max((k for _, _, k in res), key=len)
+        acts = statistics.median(n / kc for _, n, _ in res)
+        if acts == 0:
+            out[i] = _add_error(out[i], "the kernel clock saw no GPU activity")
+            continue
+        out[i] = replace(out[i], kernel_ms=Stats.of(samples), kernel_clock="cupti", kernel_calls=kc, kernels=kernels,
+                         activities_per_call=acts)
+
+
+# ------------------------------------------------------------------------------------------- torch's first call
+@contextlib.contextmanager
+def cudnn_benchmark(flag: bool):
+    """torch.backends.cudnn.benchmark set to `flag` inside, restored after (torch's own cudnn.flags() would also
+    reset deterministic and allow_tf32 to their defaults)."""
+    old = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = flag
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = old
+
+
+def first_call_ms(call: Callable[[int], Any], device: int) -> float:
+    """Host ms of one call(0), synchronised on both sides: for torch's op, the call where it plans a new problem
+    (with cudnn.benchmark: its search)."""
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    call(0)
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) * 1e3

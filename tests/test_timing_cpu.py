@@ -1,0 +1,114 @@
+"""CPU: the measuring path's pure parts and its orchestration with fake runnables (no cuDNN, no GPU): statistics,
+FLOP counts, argument checks, the union of intervals, CUPTI teardown, the benchmark-flag context, and
+measure_rows' handling of a kernel clock that cannot run and of a candidate that fails. GPU truth (the kernel clock
+against CUPTI, accuracy) is in test_gpu_measure.py and the device script's fidelity table."""
+import os
+
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos import ConvSpec
+from cudnn_algos.problem import make_problem
+from cudnn_algos.results import MeasureConfig, Stats
+from cudnn_algos import timing
+
+
+def test_stats_of():
+    s = Stats.of([3.0, 1.0, 2.0, 4.0, 100.0])
+    assert (s.min, s.median, s.max, s.n) == (1.0, 3.0, 100.0, 5)
+    assert s.spread == pytest.approx((4.0 - 2.0) / 3.0)
+    assert Stats.of([2.0]).spread == 0.0
+
+
+def test_flops_formula():
+    # ResNet-50 3x3 256->256 @14x14, batch 32: 2 * 32*256*14*14 * 256*3*3
+    p = make_problem(ConvSpec(256, 256, (3, 3), padding=1), (32, 256, 14, 14), torch.float16)
+    assert p.flops() == 2 * 32 * 256 * 14 * 14 * 256 * 9
+    # groups and dilation: a depthwise dilated 3x3 does 9 taps per output, one input channel each
+    p = make_problem(ConvSpec(64, 64, (3, 3), padding=2, dilation=2, groups=64), (2, 64, 10, 10))
+    assert p.flops() == 2 * 2 * 64 * 10 * 10 * 1 * 9
+    # transposed: the mirrored convolution's count
+    p = make_problem(ConvSpec(64, 32, (4, 4), stride=2, padding=1, transposed=True), (4, 64, 16, 16))
+    assert p.flops() == 2 * 4 * 64 * 16 * 16 * 32 * 16
+
+
+def test_problem_lifts_conv1d_and_names_directions():
+    p = make_problem(torch.nn.Conv1d(8, 16, 3, device="meta"), (4, 8, 100))
+    assert p.lift(p.shapes.x_shape) == [4, 8, 1, 100] and p.conv_args() == ([1, 1], [0, 0], [1, 1])
+    t = make_problem(ConvSpec(8, 4, (2, 2), stride=2, transposed=True), (1, 8, 4, 4))
+    assert t.cudnn_direction("forward") == "backward_data" and t.cudnn_direction("backward_data") == "forward"
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(repeats=0), ValueError, "repeats=0 must be >= 1"),
+    (dict(repeats=2.5), TypeError, "repeats"),
+    (dict(warmup=-1), ValueError, "warmup=-1"),
+    (dict(l2="lukewarm"), ValueError, "l2='lukewarm' is not one of: warm, cold"),
+    (dict(reference="tpu"), ValueError, "reference='tpu'"),
+])
+def test_measure_arguments_checked_before_gpu(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        cudnn_algos.find(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), measure=True, **kwargs)
+
+
+def test_union_counts_concurrent_activities_once():
+    assert timing.union_length([]) == 0
+    assert timing.union_length([(0, 10), (12, 20)]) == 18  # sequential: the sum
+    assert timing.union_length([(0, 10), (2, 8), (5, 15), (20, 21)]) == 16  # overlapping: the union
+
+
+@pytest.mark.parametrize("cuda,preset,expect", [("13.0", None, "1"), ("12.6", None, "1"), ("12.4", None, None),
+                                                (None, None, None), ("13.0", "0", "0")])
+def test_cupti_teardown_default(monkeypatch, cuda, preset, expect):
+    monkeypatch.setattr(timing.torch.version, "cuda", cuda)
+    monkeypatch.setenv("TEARDOWN_CUPTI", "placeholder")  # records the original value, restored after the test
+    if preset is None:
+        monkeypatch.delenv("TEARDOWN_CUPTI")
+    else:
+        monkeypatch.setenv("TEARDOWN_CUPTI", preset)
+    timing._cupti_teardown()
+    assert os.environ.get("TEARDOWN_CUPTI") == expect
+
+
+def test_cudnn_benchmark_sets_and_restores_only_that_flag():
+    c = torch.backends.cudnn
+    before = (c.benchmark, c.deterministic, c.allow_tf32)
+    with pytest.raises(RuntimeError):
+        with timing.cudnn_benchmark(not before[0]):
+            assert c.benchmark is (not before[0]) and (c.deterministic, c.allow_tf32) == before[1:]
+            raise RuntimeError("inside")
+    assert (c.benchmark, c.deterministic, c.allow_tf32) == before
+
+
+def _fake(per_call_ms: float, fail: bool = False):
+    calls = []
+
+    def loop(k):
+        if fail:
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        calls.append(k)
+        return k * per_call_ms * 2.0, k * per_call_ms  # host twice the GPU time: host-bound
+
+    return timing.Runnable(call=lambda i: None, loop=loop, output=lambda: torch.zeros(1)), calls
+
+
+def test_measure_rows_without_a_kernel_clock_keeps_the_other_clocks(monkeypatch):
+    """On a machine where the CUPTI session cannot open (as here, no GPU), every row says so; throughput and host
+    are still sampled; a failing candidate is a row with its error, not an exception."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    (ok, calls), (bad, _) = _fake(0.05), _fake(0.05, fail=True)
+    m_ok, m_bad = timing.measure_rows([ok, bad], problem, MeasureConfig(repeats=4, warmup=2), None, 0, peak=False)
+    # K = 1 ms / 0.05 ms = 20 calls per sample; warm-up first, then 4 samples
+    assert calls == [2, 20, 20, 20, 20]
+    assert m_ok.throughput_ms.median == pytest.approx(0.05) and m_ok.host_ms.median == pytest.approx(0.10)
+    assert m_ok.kernel_ms is None and m_ok.kernel_clock == "none" and "kernel clock unavailable" in m_ok.error
+    assert m_bad.throughput_ms is None and "EXECUTION_FAILED" in m_bad.error
+
+
+def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
+    monkeypatch.setattr(timing, "_profiler_active", lambda: True)
+    with pytest.raises(timing.KernelClockUnavailable, match="torch.profiler session is open"):
+        with timing.kernel_clock(0):
+            pass
