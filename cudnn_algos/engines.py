@@ -18,7 +18,7 @@ import torch
 from . import _ext
 from .problem import Problem, check_choice, check_int, device_index, environment, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
-from .timing import (check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
+from .timing import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
 HEURISTICS = ("a", "b", "instant", "fallback")
@@ -158,7 +158,8 @@ def find_engines(
     measure: time and check every built plan (kernel/throughput/host clocks, accuracy), like find(measure=True).
     screen: with measure, time every configuration with this many samples first, then re-measure the ``confirm``
         fastest ones torch would accept (and torch's op) with ``repeats`` samples on fresh operands, in one
-        kernel-clock session: the picks are not flattered by the minimum of many noisy screens.
+        kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen samples
+        once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
         kernels (the kernel clock's CUPTI records), and with ``measure`` time it in the same session as our best
         (default: = measure).
@@ -208,7 +209,7 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     sets = operand_sets(problem, cfg.l2, dev)
     ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
     cfg = replace(cfg, buffer_sets=len(sets))
-    screen_cfg = replace(cfg, repeats=screen or cfg.repeats)
+    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE) if screen else cfg
     result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref, screen_cfg,
                       dev)
     if refine:

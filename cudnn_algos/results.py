@@ -54,6 +54,7 @@ class MeasureConfig:
     check_clock: bool = False  # also time every row with the independent clock (torch.profiler's CUPTI records)
     reference: str = "cuda"  # where the float64 reference is computed: "cuda" or "cpu"
     buffer_sets: int = 1  # filled in: operand sets rotated through
+    prune: float = 0.0  # > 0: rows whose first call is over `prune` x the fastest first call get one sample
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Measurement:
     heuristic_rank: int | None = None
     measured_rank: int | None = None  # position by kernel median among the measured rows (0 = fastest)
     confirmed: bool = False  # re-measured on fresh operands after a screen (find_engines(screen=...))
+    pruned: bool = False  # one sample per clock: its first call was over MeasureConfig.prune x the fastest
     error: str = ""  # why something could not be measured
 
     @property
@@ -997,20 +999,26 @@ def from_dict(d: dict[str, Any]) -> Any:
     return decode(_KINDS[kind], d)
 
 
+def _open(path: str, mode: str):
+    import gzip
+
+    return gzip.open(path, mode + "t") if str(path).endswith(".gz") else open(path, mode)
+
+
 def write_json(d: dict[str, Any], path: str | None = None, **kwargs: Any) -> str:
-    """JSON text of `d` (strict: no NaN), also written to `path` when given."""
+    """JSON text of `d` (strict: no NaN), also written to `path` when given (gzip-compressed for a .gz path)."""
     text = json.dumps(d, indent=kwargs.pop("indent", 1), allow_nan=False, **kwargs)
     if path is not None:
-        with open(path, "w") as f:
+        with _open(path, "w") as f:
             f.write(text)
     return text
 
 
 def read_json(source: str) -> dict[str, Any]:
-    """A JSON object from a string holding it or from a file path."""
+    """A JSON object from a string holding it or from a file path (.gz read as gzip)."""
     if source.lstrip().startswith("{"):
         return json.loads(source)
-    with open(source) as f:
+    with _open(source, "r") as f:
         return json.load(f)
 
 
@@ -1048,6 +1056,8 @@ def _measure_note(m: Measurement | None) -> str:
     if m is None:
         return ""
     notes = [m.error] if m.error else []
+    if m.pruned:
+        notes.append("one sample: far slower than the fastest at its first call")
     if m.host_bound:
         notes.append("host-bound: a call costs more host time than GPU time")
     return "; ".join(notes)

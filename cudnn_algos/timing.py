@@ -38,6 +38,9 @@ MIN_CALLS = 2
 KERNEL_CALLS = 5  # calls per kernel-clock sample (CUPTI records each call; a few back-to-back calls suffice)
 
 
+PRUNE = 8.0  # with a screen: candidates whose first call is over 8x the fastest first call get one sample
+
+
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
     check_int("repeats", repeats, 1)
     check_int("warmup", warmup, 0)
@@ -360,28 +363,133 @@ def union_length(intervals: Sequence[tuple[float, float]]) -> float:
 # ------------------------------------------------------------------------------------------- measure_rows
 def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureConfig, ref: torch.Tensor | None,
                  device: int, peak: bool = True) -> list[Measurement]:
-    """Measures every runnable the same way: accuracy against `ref` (float64), `warmup` calls, `repeats`
-    throughput/host samples of K back-to-back calls (no CUPTI session open), then one kernel-clock session with
-    `repeats` samples of min(K, KERNEL_CALLS) calls of each, then (cfg.check_clock) the reference clock; FLOPs,
-    TFLOP/s and % of peak; ranks by kernel median. A runnable that fails is a Measurement with its error."""
-    flops = problem.flops()
+    """Measures every runnable the same way: accuracy against `ref` (float64) and a first timed call; then
+    `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open); then one
+    kernel-clock session with `repeats` samples of min(K, KERNEL_CALLS) calls of each; then (cfg.check_clock) the
+    reference clock; FLOPs, TFLOP/s and % of peak; ranks by kernel median. With cfg.prune, a runnable whose first
+    call took over `prune` times the fastest first call is sampled once per clock (``pruned``): it cannot be the
+    best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
+    search's time. A runnable that fails is a Measurement with its error, never an exception."""
     out: list[Measurement | None] = [None] * len(runnables)
-    k_of: dict[int, int] = {}
+    first: dict[int, float] = {}
     for i, r in enumerate(runnables):
-        out[i], k = _throughput(r, cfg, ref, device)
-        if k:
-            k_of[i] = k
-    _kernel_pass(runnables, out, k_of, cfg.repeats, device)
-    if cfg.check_clock and k_of:
-        try:
-            ref_ms = reference_kernel_ms([(i, functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)),
-                                           min(k, KERNEL_CALLS)) for i, k in k_of.items()], device)
-        except Exception as e:  # the profiler is unavailable: say so on every row
-            ref_ms = {}
-            for i in k_of:
-                out[i] = _add_error(out[i], f"reference clock failed: {type(e).__name__}: {str(e)[:100]}")
-        for i, ms in ref_ms.items():
-            out[i] = replace(out[i], reference_kernel_ms=ms)
+        out[i], est = _first_call(r, ref, device)
+        if est is not None:
+            first[i] = est
+    fastest = min(first.values(), default=0.0)
+    plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
+    for i, est in first.items():
+        if cfg.prune and est > cfg.prune * fastest:
+            out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
+            plan[i] = (1, 1)
+        else:
+            out[i], k = _throughput(runnables[i], out[i], cfg, device)
+            if k:
+                plan[i] = (k, cfg.repeats)
+    _kernel_pass(runnables, out, plan, device)
+    if cfg.check_clock and plan:
+        _reference_pass(runnables, out, plan, device)
+    _work_and_ranks(runnables, out, problem, device, peak)
+    return out
+
+
+def _add_error(m: Measurement, err: str) -> Measurement:
+    return replace(m, error="; ".join(x for x in (m.error, err) if x))
+
+
+def _failed(r: Runnable, e: Exception, device: int) -> Measurement:
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: S110 (the row already says what failed)
+        pass
+    return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
+                       heuristic_rank=r.heuristic_rank, error=f"{type(e).__name__}: {str(e)[:200]}")
+
+
+def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Measurement, float | None]:
+    """Accuracy (one call into a poisoned output) and one timed call: (measurement so far, its GPU ms or None)."""
+    try:
+        rel = mx = None
+        err = ""
+        if ref is not None:
+            rel, mx = errors(r.output(), ref)
+            if rel is None:
+                err = "output has non-finite values (unwritten or overflow)"
+        host, gpu = r.loop(1)
+        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
+                           kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
+                           error=err), max(gpu, 1e-4)
+    except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
+        return _failed(r, e, device), None
+
+
+def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) -> tuple[Measurement, int]:
+    """Warm-up and the throughput/host samples of one runnable: (measurement so far, K), K = 0 on failure."""
+    try:
+        n = max(cfg.warmup, 1)
+        _, gpu0 = r.loop(n)
+        est = max(gpu0 / n, 1e-3)
+        k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
+        thr, host = [], []
+        for _ in range(cfg.repeats):
+            h, g = r.loop(k)
+            thr.append(g / k)
+            host.append(h / k)
+        return replace(m, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k), k
+    except Exception as e:
+        return _failed(r, e, device), 0
+
+
+def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
+                 device: int) -> None:
+    """One kernel-clock session: per runnable, its samples as windows of min(K, KERNEL_CALLS) back-to-back calls."""
+    if not plan:
+        return
+    wins: dict[int, list[int]] = {}
+    failed: dict[int, str] = {}
+    try:
+        with kernel_clock(device) as s:
+            for i, (k, n) in plan.items():
+                try:
+                    wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS))) for _ in range(n)]
+                except Exception as e:
+                    torch.cuda.synchronize(device)
+                    failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
+    except KernelClockUnavailable as e:
+        for i in plan:
+            out[i] = _add_error(out[i], f"kernel clock unavailable: {str(e)[:150]}")
+        return
+    for i, err in failed.items():
+        out[i] = _add_error(out[i], err)
+    for i, ws in wins.items():
+        kc = min(plan[i][0], KERNEL_CALLS)
+        res = [s.results[w] for w in ws]
+        acts = statistics.median(n / kc for _, n, _ in res)
+        if acts == 0:
+            out[i] = _add_error(out[i], "the kernel clock saw no GPU activity")
+            continue
+        out[i] = replace(out[i], kernel_ms=Stats.of([busy / kc for busy, _, _ in res]), kernel_clock="cupti",
+                         kernel_calls=kc, kernels=max((k for _, _, k in res), key=len), activities_per_call=acts)
+
+
+def _reference_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
+                    device: int) -> None:
+    """The independent clock over the same calls (one window of min(K, KERNEL_CALLS) calls each)."""
+    jobs = [(i, functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)), min(k, KERNEL_CALLS))
+            for i, (k, _) in plan.items()]
+    try:
+        ref_ms = reference_kernel_ms(jobs, device)
+    except Exception as e:  # the profiler is unavailable: say so on every row
+        for i in plan:
+            out[i] = _add_error(out[i], f"reference clock failed: {type(e).__name__}: {str(e)[:100]}")
+        return
+    for i, ms in ref_ms.items():
+        out[i] = replace(out[i], reference_kernel_ms=ms)
+
+
+def _work_and_ranks(runnables: Sequence[Runnable], out: list[Measurement], problem: Problem, device: int,
+                    peak: bool) -> None:
+    flops = problem.flops()
     for i, m in enumerate(out):
         if m.kernel_ms is not None:
             tf = flops / (m.kernel_ms.median * 1e-3) / 1e12
@@ -393,73 +501,6 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     order = sorted((i for i, m in enumerate(out) if m.kernel_ms is not None), key=lambda i: out[i].kernel_ms.median)
     for rank, i in enumerate(order):
         out[i] = replace(out[i], measured_rank=rank)
-    return out
-
-
-def _add_error(m: Measurement, err: str) -> Measurement:
-    return replace(m, error="; ".join(x for x in (m.error, err) if x))
-
-
-def _throughput(r: Runnable, cfg: MeasureConfig, ref: torch.Tensor | None, device: int
-                ) -> tuple[Measurement, int]:
-    """Accuracy, warm-up and the throughput/host samples of one runnable: (measurement so far, K), K = 0 on failure."""
-    try:
-        rel = mx = None
-        err = ""
-        if ref is not None:
-            rel, mx = errors(r.output(), ref)
-            if rel is None:
-                err = "output has non-finite values (unwritten or overflow)"
-        _, gpu0 = r.loop(max(cfg.warmup, 1))
-        est = max(gpu0 / max(cfg.warmup, 1), 1e-3)
-        k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
-        thr, host = [], []
-        for _ in range(cfg.repeats):
-            h, g = r.loop(k)
-            thr.append(g / k)
-            host.append(h / k)
-        return Measurement(kernel_ms=None, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k,
-                           kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
-                           error=err), k
-    except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
-        torch.cuda.synchronize(device)
-        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
-                           heuristic_rank=r.heuristic_rank, error=f"{type(e).__name__}: {str(e)[:200]}"), 0
-
-
-def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], k_of: dict[int, int], repeats: int,
-                 device: int) -> None:
-    """One kernel-clock session: `repeats` windows of min(K, KERNEL_CALLS) back-to-back calls per runnable."""
-    if not k_of:
-        return
-    wins: dict[int, list[int]] = {}
-    failed: dict[int, str] = {}
-    try:
-        with kernel_clock(device) as s:
-            for i, k in k_of.items():
-                kc = min(k, KERNEL_CALLS)
-                try:
-                    wins[i] = [s.window(functools.partial(runnables[i].loop, kc)) for _ in range(repeats)]
-                except Exception as e:
-                    torch.cuda.synchronize(device)
-                    failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
-    except KernelClockUnavailable as e:
-        for i in k_of:
-            out[i] = _add_error(out[i], f"kernel clock unavailable: {str(e)[:150]}")
-        return
-    for i, err in failed.items():
-        out[i] = _add_error(out[i], err)
-    for i, ws in wins.items():
-        kc = min(k_of[i], KERNEL_CALLS)
-        res = [s.results[w] for w in ws]
-        samples = [busy / kc for busy, _, _ in res]
-        kernels = max((k for _, _, k in res), key=len)
-        acts = statistics.median(n / kc for _, n, _ in res)
-        if acts == 0:
-            out[i] = _add_error(out[i], "the kernel clock saw no GPU activity")
-            continue
-        out[i] = replace(out[i], kernel_ms=Stats.of(samples), kernel_clock="cupti", kernel_calls=kc, kernels=kernels,
-                         activities_per_call=acts)
 
 
 # ------------------------------------------------------------------------------------------- torch's first call

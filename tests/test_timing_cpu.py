@@ -93,6 +93,10 @@ def _fake(per_call_ms: float, fail: bool = False):
     return timing.Runnable(call=lambda i: None, loop=loop, output=lambda: torch.zeros(1)), calls
 
 
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what happens where the kernel clock cannot run")
+
+
+@NO_GPU
 def test_measure_rows_without_a_kernel_clock_keeps_the_other_clocks(monkeypatch):
     """On a machine where the CUPTI session cannot open (as here, no GPU), every row says so; throughput and host
     are still sampled; a failing candidate is a row with its error, not an exception."""
@@ -100,8 +104,8 @@ def test_measure_rows_without_a_kernel_clock_keeps_the_other_clocks(monkeypatch)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     (ok, calls), (bad, _) = _fake(0.05), _fake(0.05, fail=True)
     m_ok, m_bad = timing.measure_rows([ok, bad], problem, MeasureConfig(repeats=4, warmup=2), None, 0, peak=False)
-    # K = 1 ms / 0.05 ms = 20 calls per sample; warm-up first, then 4 samples
-    assert calls == [2, 20, 20, 20, 20]
+    # one first call, the warm-up, then K = 1 ms / 0.05 ms = 20 calls per sample, 4 samples
+    assert calls == [1, 2, 20, 20, 20, 20]
     assert m_ok.throughput_ms.median == pytest.approx(0.05) and m_ok.host_ms.median == pytest.approx(0.10)
     assert m_ok.kernel_ms is None and m_ok.kernel_clock == "none" and "kernel clock unavailable" in m_ok.error
     assert m_bad.throughput_ms is None and "EXECUTION_FAILED" in m_bad.error
@@ -112,3 +116,27 @@ def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
     with pytest.raises(timing.KernelClockUnavailable, match="torch.profiler session is open"):
         with timing.kernel_clock(0):
             pass
+
+
+@NO_GPU
+def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(0.30), _fake(5.0)
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0)
+    m_fast, m_mid, m_slow = timing.measure_rows([fast, mid, slow], problem, cfg, None, 0, peak=False)
+    assert c_slow == [1] and m_slow.pruned and m_slow.throughput_ms.median == pytest.approx(5.0)
+    assert m_slow.throughput_ms.n == 1 and m_slow.calls_per_sample == 1
+    assert not m_mid.pruned and c_mid == [1, 2, 3, 3, 3]  # 6x the fastest: measured in full
+    assert not m_fast.pruned and c_fast == [1, 2, 20, 20, 20]
+    m = timing.measure_rows([fast, slow], problem, MeasureConfig(repeats=3, warmup=2), None, 0, peak=False)
+    assert not any(x.pruned for x in m), "no pruning unless asked (find(measure=True) measures every row fully)"
+
+
+def test_pruned_rows_say_so_in_the_table(make):
+    from dataclasses import replace
+
+    r = make.engine_result()
+    rows = list(r.rows)
+    rows[2] = replace(rows[2], measured=replace(rows[2].measured, pruned=True))
+    assert "one sample: far slower than the fastest" in str(replace(r, rows=tuple(rows)))
