@@ -320,17 +320,16 @@ def reference_kernel_ms(jobs: Sequence[tuple[int, Callable[[], Any], int]], devi
 
     _cupti_teardown()
     names = {}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
         warnings.filterwarnings("ignore", message="Profiler clears events")
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-    with prof:
-        for key, fn, _ in jobs:
-            name = f"cudnn_algos_ref_{key}"
-            names[name] = key
-            with record_function(name):
-                fn()
-                torch.cuda.synchronize(device)
-    events = prof.events()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for key, fn, _ in jobs:
+                name = f"cudnn_algos_ref_{key}"
+                names[name] = key
+                with record_function(name):
+                    fn()
+                    torch.cuda.synchronize(device)
+        events = prof.events()
     ranges = sorted((e.time_range.start, e.time_range.end, names[e.name]) for e in events if e.name in names)
     spans: dict[int, list[tuple[float, float]]] = {k: [] for _, _, k in ranges}
     starts = [lo for lo, _, _ in ranges]
