@@ -94,15 +94,10 @@ class Measurement:
         return bool(self.host_ms and self.kernel_ms and self.host_ms.median > self.kernel_ms.median)
 
 
-class MeasuredRow:
-    """What a result row (legacy algorithm or engine configuration) with `status` and `measured` offers."""
+class Timed:
+    """What anything with a `measured` Measurement offers: its medians."""
 
-    status: str
     measured: Measurement | None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "SUCCESS"
 
     @property
     def kernel_ms(self) -> float | None:
@@ -114,6 +109,16 @@ class MeasuredRow:
     def host_ms(self) -> float | None:
         m = self.measured
         return m.host_ms.median if m is not None and m.host_ms is not None else None
+
+
+class MeasuredRow(Timed):
+    """A result row (legacy algorithm or engine configuration): a status and, when measured, a Measurement."""
+
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
 
 
 # ============================================================================================ legacy searches
@@ -367,7 +372,7 @@ class EngineRow(MeasuredRow):
 
 
 @dataclass(frozen=True)
-class TorchRun:
+class TorchRun(Timed):
     """What torch's own cuDNN convolution ran for this problem, identified by its kernels, and what it cost."""
 
     mode: str  # "benchmark_on" or "benchmark_off": cudnn.benchmark for torch's calls
@@ -386,16 +391,6 @@ class TorchRun:
         names = ", ".join(self.matches[:3]) + (f" (+{len(self.matches) - 3} with the same kernels)"
                                                if len(self.matches) > 3 else "")
         return f"torch ({self.mode.replace('_', ' ')}) {what}{' ' + names if self.matches else ''}"
-
-    @property
-    def kernel_ms(self) -> float | None:
-        m = self.measured
-        return m.kernel_ms.median if m is not None and m.kernel_ms is not None else None
-
-    @property
-    def host_ms(self) -> float | None:
-        m = self.measured
-        return m.host_ms.median if m is not None and m.host_ms is not None else None
 
 
 @dataclass(frozen=True)
