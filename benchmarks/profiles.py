@@ -52,7 +52,7 @@ def run_job(job: dict, args) -> tuple[cudnn_algos.ModelReport, float]:
     r = cudnn_algos.profile(model, example, directions=job["directions"], dtype=dtype, memory_format=fmt,
                             repeats=args.repeats, screen=args.screen, refine=args.refine, refine_max=args.refine_max,
                             legacy=args.legacy, check_clock=args.check_clock, end_to_end_check=args.e2e,
-                            progress=False, name=f"{name} {job['config']} batch {job['batch']}")
+                            progress=True, name=f"{name} {job['config']} batch {job['batch']}")
     return r, time.perf_counter() - t
 
 
