@@ -266,11 +266,23 @@ def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: Measur
     return _measure(merged, problem, [n0 + j for j, r in enumerate(new) if r.ok], sets, ref, cfg, dev)
 
 
-def _torch_first_call(problem: Problem, cdir: str, sets, bench: bool, dev: int) -> tuple[float, object]:
-    """torch's first call of the problem here (with benchmark mode: its search, unless it planned it before)."""
+def _torch_first_call(problem: Problem, cdir: str, sets, bench: bool, dev: int) -> tuple[float | None, object, str]:
+    """torch's first call of the problem here (with benchmark mode: its search, unless it planned it before):
+    (its host ms, torch's runnable, why it failed or "")."""
     run = torch_runnable(problem, cdir, sets)
     with cudnn_benchmark(bench):
-        return first_call_ms(run.call, dev), run
+        try:
+            return first_call_ms(run.call, dev), run, ""
+        except Exception as e:  # torch's own convolution failed here: the search still stands, the run says why
+            torch.cuda.synchronize(dev)
+            return None, run, f"torch's call failed: {type(e).__name__}: {str(e)[:200]}"
+
+
+def _torch_run(bench: bool, kernels, first_ms: float | None, measured: Measurement | None, error: str) -> TorchRun:
+    return TorchRun(mode="benchmark_on" if bench else "benchmark_off", kernels=tuple(kernels or ()), matches=(),
+                    match="none", first_call_ms=first_ms, measured=measured,
+                    benchmark_limit=int(torch.backends.cudnn.benchmark_limit or 0),
+                    error=error or ("" if kernels else "no kernels seen"))
 
 
 def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConfig, confirm: int,
@@ -284,9 +296,9 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
     ref2 = reference_output(problem, cdir, sets[0], cfg.reference)
     idx = [i for i, r in enumerate(result.rows) if r.ok and r.kernel_ms is not None and not r.torch_filter][:confirm]
     runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a) for i in idx]
-    first_ms = None
+    first_ms, first_err = None, ""
     if compare_torch:
-        first_ms, trun = _torch_first_call(problem, cdir, sets, bench, dev)
+        first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
         runs.append(trun)
     with cudnn_benchmark(bench):
         ms = measure_rows(runs, problem, cfg, ref2, dev)
@@ -298,10 +310,7 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
     if not compare_torch:
         return result
     m = replace(ms[-1], confirmed=True)
-    return mark_torch_run(result, TorchRun(mode="benchmark_on" if bench else "benchmark_off", kernels=m.kernels, matches=(),
-                                  match="none", first_call_ms=first_ms, measured=m,
-                                  benchmark_limit=int(torch.backends.cudnn.benchmark_limit or 0),
-                                  error="" if m.kernels else m.error or "no kernels seen"))
+    return mark_torch_run(result, _torch_run(bench, m.kernels, first_ms, m, first_err or m.error))
 
 
 def mark_torch_run(result: EngineSearchResult, run: TorchRun) -> EngineSearchResult:
@@ -320,7 +329,7 @@ def _identify(result: EngineSearchResult, problem: Problem, bench: bool, dev: in
     kernels matched to the plans'."""
     cdir = result.cudnn_direction
     sets = operand_sets(problem, "warm", dev)
-    first_ms, trun = _torch_first_call(problem, cdir, sets, bench, dev)
+    first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
     idx = [i for i, r in enumerate(result.rows) if r.ok and r.plan is not None]
     runs = [trun] + [plan_runnable(problem, cdir, result.rows[i].plan, sets) for i in idx]
     with cudnn_benchmark(bench):
@@ -331,10 +340,8 @@ def _identify(result: EngineSearchResult, problem: Problem, bench: bool, dev: in
             rows[i] = replace(rows[i], measured=Measurement(kernel_ms=None, throughput_ms=None, host_ms=None,
                                                             calls_per_sample=0, kernel_clock="none", kernels=k))
     result = replace(result, rows=tuple(rows))
-    return mark_torch_run(result, TorchRun(mode="benchmark_on" if bench else "benchmark_off", kernels=ks[0] or (),
-                                  matches=(), match="none", first_call_ms=first_ms,
-                                  benchmark_limit=int(torch.backends.cudnn.benchmark_limit or 0),
-                                  error="" if ks[0] else "torch's call failed or launched nothing"))
+    return mark_torch_run(result, _torch_run(bench, ks[0], first_ms, None,
+                                             first_err or ("" if ks[0] else "torch's call launched nothing")))
 
 
 def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None = None) -> EngineSearchResult:

@@ -22,6 +22,7 @@ import torch
 
 from .api import find
 from .engines import find_engines, mark_torch_run
+from .errors import CudaError, CudnnError
 from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, device_index, environment, layout_of,
                       make_problem, parse_dtype, parse_memory_format)
 from .results import EndToEnd, MeasureConfig, Measurement, ModelReport, ProblemEntry, TorchRun, decode, encode
@@ -385,19 +386,23 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
     torch_search = 0.0
     try:
         for (spec, shape, dname, fmt), names in keyed.items():
-            engines, legacy_res = {}, {}
+            engines, legacy_res, errors = {}, {}, {}
             for d in directions:
-                r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
-                                 compare_torch=True, torch_benchmark=True, check_clock=check_clock, device=dev,
-                                 **options)
-                engines[d] = _without_plans(r)
-                torch_search += (r.torch.first_call_ms or 0.0) if r.torch else 0.0
-                if legacy:
-                    legacy_res[d] = find(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
-                                         repeats=options["repeats"], check_clock=check_clock, device=dev)
+                try:
+                    r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
+                                     compare_torch=True, torch_benchmark=True, check_clock=check_clock, device=dev,
+                                     **options)
+                    engines[d] = _without_plans(r)
+                    torch_search += (r.torch.first_call_ms or 0.0) if r.torch else 0.0
+                    if legacy:
+                        legacy_res[d] = find(spec, shape, direction=d, dtype=dname, memory_format=fmt,
+                                             measure=True, repeats=options["repeats"], check_clock=check_clock,
+                                             device=dev)
+                except (CudnnError, CudaError, torch.OutOfMemoryError) as e:  # one problem; the model goes on
+                    errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
                 bar.update(f"{spec} {d}")
             problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
-                                         layers=tuple(names), engines=engines, legacy=legacy_res))
+                                         layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))
     except KeyboardInterrupt:
         return problems, torch_search, True
     finally:

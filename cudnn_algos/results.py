@@ -578,6 +578,7 @@ class ProblemEntry:
     layers: tuple[str, ...]  # qualified module names, one per use (a module called twice appears twice)
     engines: dict[str, EngineSearchResult] = field(default_factory=dict)
     legacy: dict[str, SearchResult] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # direction -> why its search failed as a whole
 
     @property
     def count(self) -> int:
@@ -755,6 +756,10 @@ class ModelReport:
                  f"convolution; kernel clock (CUPTI, eager calls), ms"]
         if self.interrupted:
             lines.append("INTERRUPTED: the report covers only the problems searched before it stopped")
+        failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]
+        if failed:
+            lines.append(f"{len(failed)} search(es) failed and are left out of the totals: " + "; ".join(failed[:5])
+                         + (" ..." if len(failed) > 5 else ""))
         for d, t in self.totals().items():
             miss = f" ({int(t['missing'])} layer uses without both times)" if t["missing"] else ""
             off = (f", torch off {t['off_ms']:.3f} (best/off {t['ratio_off']:.3f})" if t["ratio_off"] else "")

@@ -167,3 +167,16 @@ def test_recorded_runs_fidelity_table():
                    if p["kind"] == kind and lo <= p["reference_ms"] < hi]
             if len(dev) >= 20:  # a class of a dozen rows is decided by one outlier
                 assert sum(d <= 0.05 for d in dev) / len(dev) >= 0.95, (kind, lo, hi, len(dev))
+
+
+def test_a_failed_search_is_reported_not_fatal(make):
+    from dataclasses import replace
+
+    r = make.model_report()
+    p1 = r.problems[1]
+    p1 = replace(p1, engines={}, errors={"forward": "CudnnError: CUDNN_STATUS_NOT_SUPPORTED [convolution: ...]"})
+    r = replace(r, problems=(r.problems[0], p1))
+    text = str(r)
+    assert "1 search(es) failed and are left out of the totals: #1 forward: CudnnError" in text
+    assert ModelReport.load(r.to_json()) == r
+    assert [x.layer for x in r.layer_rows()] == ["a", "a"]  # the failed problem's uses have no rows
