@@ -81,10 +81,14 @@ def _add_layer_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cudnn-algos",
-        description="See every cuDNN convolution algorithm for a layer: status, time, workspace, determinism, math.",
+        description="See every cuDNN convolution algorithm and engine configuration for a layer or a model, beside "
+                    "what torch runs: status, time, workspace, determinism, math, accuracy.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")

@@ -13,7 +13,7 @@ class Info:
     torch_cuda: str | None
     torch_cudnn: int | None  # torch.backends.cudnn.version()
     cudnn_library: str | None  # the libcudnn.so the process loaded
-    extension: str  # "installed", "jit", or "unavailable: <why>"
+    extension: str  # "installed (<file>)", "jit (<file>)", or "unavailable: <why>"
     extension_versions: dict = field(default_factory=dict)
     build_config: str = ""
     gpus: tuple[str, ...] = ()
@@ -56,7 +56,7 @@ def info() -> Info:
     cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     try:
         ext = _ext.load()
-        ext_state, versions = _ext.how_loaded(), dict(ext.versions())
+        ext_state, versions = f"{_ext.how_loaded()} ({getattr(ext, '__file__', '?')})", dict(ext.versions())
     except Exception as e:  # report, don't raise
         ext, ext_state, versions = None, f"unavailable: {e}", {}
     try:

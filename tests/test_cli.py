@@ -117,3 +117,12 @@ def test_profile_checks_optional_packages_before_any_gpu_work(monkeypatch):
 def test_profile_without_gpu_is_one_line_exit_1():
     r = _run("profile", "resnet50", "--batch", "2", "--no-e2e")
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_version_and_info_name_the_extension_file():
+    r = _run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("cudnn-algos ")
+    from cudnn_algos import info
+
+    i = info()
+    assert i.extension.startswith(("installed (", "jit (")) and "_C" in i.extension
