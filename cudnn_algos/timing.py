@@ -62,7 +62,6 @@ class Runnable:
     output: Callable[[], torch.Tensor]
     heuristic_rank: int | None = None
     tensor_math: bool = True  # for % of peak: the dtype's tensor-core matmul rate (fp32: TF32) or plain fp32
-    kernels_only: bool = False
 
 
 def _own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]], call: Callable[[int], Any]):
