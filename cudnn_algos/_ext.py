@@ -5,7 +5,9 @@ Nothing here runs at package import: ``load()`` is called by the first function 
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -61,12 +63,16 @@ def load() -> ModuleType:
         except ImportError as first:
             if os.environ.get("CUDNN_ALGOS_NO_JIT"):
                 raise ExtensionUnavailableError(f"cudnn_algos._C is not built ({first}); CUDNN_ALGOS_NO_JIT is set")
+            print("cudnn_algos: the C++ extension is not installed; building it from csrc/ for this torch "
+                  "(first use only; about a minute)...", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
             try:
                 mod = _jit_build()
             except ExtensionUnavailableError:
                 raise
             except Exception as e:  # compiler missing, headers missing, ...
                 raise ExtensionUnavailableError(f"cudnn_algos._C is not built and building it failed: {e}") from e
+            print(f"cudnn_algos: built in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
             _how = "jit"
         _check_versions(mod)
         _module = mod

@@ -34,39 +34,79 @@ from .timing import (check_config, first_call_ms, measure_rows, operand_sets, re
 # ------------------------------------------------------------------------------------------------ discovery
 @dataclass
 class ConvUse:
-    """One convolution call of a forward pass: the module's name, its spec, and what it received."""
+    """One convolution call of a forward pass: who made it, its spec, and what it received. A convolution module's
+    call is named by the module and keeps the module's spec (padding modes as written); a functional call
+    (``F.conv2d`` inside some module's forward) is named ``<calling module>/F.conv2d`` and described as the
+    convolution torch runs (explicit padding already applied to its input)."""
 
     name: str
     spec: ConvSpec
     input_shape: tuple[int, ...]
     dtype: torch.dtype
     memory_format: str
+    functional: bool = False
+
+
+def _functional_use(scope: str, args: tuple) -> ConvUse:
+    """A ConvUse from aten.convolution's arguments (input, weight, bias, stride, padding, dilation, transposed,
+    output_padding, groups)."""
+    x, w, _, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+    nd = w.dim() - 2
+    if transposed:
+        cin, cout = w.shape[0], w.shape[1] * groups
+    else:
+        cin, cout = x.shape[1], w.shape[0]
+    spec = ConvSpec(int(cin), int(cout), tuple(int(k) for k in w.shape[2:]), stride=tuple(stride),
+                    padding=tuple(padding), dilation=tuple(dilation), groups=int(groups), transposed=bool(transposed),
+                    output_padding=tuple(output_padding) if transposed else 0)
+    op = f"F.conv{'_transpose' if transposed else ''}{nd}d"
+    return ConvUse(f"{scope or '<model>'}/{op}", spec, tuple(x.shape), x.dtype, layout_of(x), functional=True)
+
+
+def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
+    """One forward pass of `m` under a dispatch mode that sees every aten.convolution, with hooks that keep the
+    stack of modules being called (so a call is named by its module)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    uses: list[ConvUse] = []
+    stack: list[tuple[str, torch.nn.Module]] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.convolution.default:
+                top = stack[-1][1] if stack else None
+                if not isinstance(top, torch.nn.modules.conv._ConvNd):  # a module's own call is recorded by its hook
+                    uses.append(_functional_use(stack[-1][0] if stack else "", args))
+            return func(*args, **(kwargs or {}))
+
+    def pre(module, args, _name=""):
+        stack.append((_name, module))
+        if isinstance(module, torch.nn.modules.conv._ConvNd):
+            x = args[0]
+            uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype, layout_of(x)))
+
+    def post(module, args, out):
+        stack.pop()
+
+    handles = []
+    for name, mod in m.named_modules():
+        handles.append(mod.register_forward_pre_hook(lambda mod_, a, _n=name: pre(mod_, a, _n)))
+        handles.append(mod.register_forward_hook(post))
+    try:
+        with torch.no_grad(), Recorder():
+            m(*inp) if isinstance(inp, tuple) else m(inp)
+    finally:
+        for h in handles:
+            h.remove()
+    return uses
 
 
 def discover(model: torch.nn.Module, example_input: Any) -> list[ConvUse]:
-    """Every convolution call of one forward pass, with the real input it received (shape, dtype, layout).
+    """Every convolution call of one forward pass — convolution modules and functional calls alike — with the real
+    input it received (shape, dtype, layout), in call order.
 
     The pass runs on the meta device (no compute, no GPU) on a copy of the model; where the model cannot run on
     meta, it runs as given under torch.no_grad()."""
-    conv_types = (torch.nn.modules.conv._ConvNd,)
-
-    def run(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
-        uses: list[ConvUse] = []
-        handles = []
-        for name, mod in m.named_modules():
-            if isinstance(mod, conv_types):
-                def hook(module, args, _name=name):
-                    x = args[0]
-                    uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype, layout_of(x)))
-                handles.append(mod.register_forward_pre_hook(hook))
-        try:
-            with torch.no_grad():
-                m(*inp) if isinstance(inp, tuple) else m(inp)
-        finally:
-            for h in handles:
-                h.remove()
-        return uses
-
     def to_meta(x):
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
@@ -76,9 +116,9 @@ def discover(model: torch.nn.Module, example_input: Any) -> list[ConvUse]:
 
     try:
         meta_model = copy.deepcopy(model).to("meta")
-        return run(meta_model, to_meta(example_input))
+        return _run_recording(meta_model, to_meta(example_input))
     except Exception:
-        return run(model, example_input)
+        return _run_recording(model, example_input)
 
 
 # ------------------------------------------------------------------------------------------------ progress

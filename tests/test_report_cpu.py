@@ -180,3 +180,37 @@ def test_a_failed_search_is_reported_not_fatal(make):
     assert "1 search(es) failed and are left out of the totals: #1 forward: CudnnError" in text
     assert ModelReport.load(r.to_json()) == r
     assert [x.layer for x in r.layer_rows()] == ["a", "a"]  # the failed problem's uses have no rows
+
+
+class _Mixed(torch.nn.Module):
+    """A module convolution, a functional one inside a submodule's forward, a functional transposed one at the top."""
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(8, 2, 3, 3))
+
+        def forward(self, x):
+            return torch.nn.functional.conv2d(x, self.w, padding=1, groups=4)
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding="same", padding_mode="reflect")
+        self.block = self.Block()
+        self.up = torch.nn.Parameter(torch.randn(8, 4, 2, 2))
+
+    def forward(self, x):
+        y = self.block(self.stem(x))
+        return torch.nn.functional.conv_transpose2d(y, self.up, stride=2)
+
+
+def test_discover_finds_functional_and_module_convolutions():
+    uses = discover(_Mixed(), torch.randn(2, 3, 16, 16))
+    assert [u.name for u in uses] == ["stem", "block/F.conv2d", "<model>/F.conv_transpose2d"]
+    stem, block, up = uses
+    assert not stem.functional and stem.spec.padding_mode == "reflect" and stem.input_shape == (2, 3, 16, 16)
+    assert block.functional and block.spec.groups == 4 and block.spec.in_channels == 8 and block.spec.padding == (1, 1)
+    assert up.spec.transposed and up.spec.out_channels == 4 and up.spec.stride == (2, 2)
+    # the specs describe the same convolutions torch ran: output shapes agree with a real forward pass
+    assert up.spec.shapes(up.input_shape).output_shape == (2, 4, 32, 32)
+    assert block.spec.shapes(block.input_shape).output_shape == (2, 8, 16, 16)
