@@ -133,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", type=int, default=None)
     e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
+    _add_profile_parser(sub)
+    return p
+
+
+def _add_profile_parser(sub) -> None:
     pr = sub.add_parser("profile", help="every distinct convolution of a model in cuDNN's engine space, beside torch",
                         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
@@ -158,7 +163,6 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
     pr.add_argument("--no-progress", action="store_true")
     pr.add_argument("--device", type=int, default=None)
-    return p
 
 
 def _needs(flag: str, module: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -165,6 +166,9 @@ class Environment:
     cudnn_library: str | None  # path of the libcudnn the process loaded
     torch_version: str
     torch_cuda: str | None
+    package_version: str = ""  # cudnn_algos's version
+    hostname: str = ""
+    git_commit: str = ""  # of the cudnn_algos checkout, when it is one
 
     @staticmethod
     def version_str(v: int) -> str:
@@ -203,6 +207,22 @@ def loaded_cudnn_library() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
+def _git_commit() -> str:
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.exists(os.path.join(os.path.dirname(here), ".git")):
+        return ""
+    try:
+        r = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return (r.stdout.strip() + ("+dirty" if dirty else "")) if r.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@functools.lru_cache(maxsize=None)
 def environment(device: int) -> Environment:
     v = _ext.load().versions()
     props = torch.cuda.get_device_properties(device)
@@ -210,7 +230,14 @@ def environment(device: int) -> Environment:
         gpu_name=props.name, compute_capability=f"{props.major}.{props.minor}", device_index=device,
         driver_version=driver_release(), cuda_driver_api=int(v["cuda_driver"]), cuda_runtime=int(v["cuda_runtime"]),
         cudnn_runtime=int(v["cudnn_runtime"]), cudnn_build=int(v["cudnn_build"]),
-        cudnn_library=loaded_cudnn_library(), torch_version=torch.__version__, torch_cuda=torch.version.cuda)
+        cudnn_library=loaded_cudnn_library(), torch_version=torch.__version__, torch_cuda=torch.version.cuda,
+        package_version=_package_version(), hostname=socket.gethostname(), git_commit=_git_commit())
+
+
+def _package_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 # ---------------------------------------------------------------------------------------------- the problem

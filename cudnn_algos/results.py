@@ -24,7 +24,7 @@ __all__ = ["SCHEMA_VERSION", "DIRECTIONS", "Environment", "Stats", "MeasureConfi
            "SearchResult", "SearchResults", "EngineRow", "TorchRun", "EngineSearchResult", "EngineSearches",
            "ProblemEntry", "EndToEnd", "LayerRow", "ModelReport", "load_json", "write_json", "read_json",
            "format_bytes", "format_ms", "aligned", "fidelity_table", "fidelity_pairs", "encode", "decode",
-           "to_dict", "from_dict"]
+           "to_dict", "from_dict", "LONG_FORM_COLUMNS"]
 
 
 # ============================================================================================ measurements
@@ -37,13 +37,15 @@ class Stats:
     max: float
     spread: float
     n: int
+    samples: tuple[float, ...] = ()  # the raw samples, in the order they were taken
 
     @classmethod
     def of(cls, samples: Sequence[float]) -> "Stats":
         s = sorted(samples)
         med = statistics.median(s)
         iqr = (lambda q: q[2] - q[0])(statistics.quantiles(s, n=4, method="inclusive")) if len(s) >= 4 else s[-1] - s[0]
-        return cls(median=med, min=s[0], max=s[-1], spread=iqr / med if med > 0 else 0.0, n=len(s))
+        return cls(median=med, min=s[0], max=s[-1], spread=iqr / med if med > 0 else 0.0, n=len(s),
+                   samples=tuple(float(v) for v in samples))
 
 
 @dataclass(frozen=True)
@@ -269,19 +271,13 @@ class SearchResult:
         headers, rows, _ = self._headers_and_rows()
         return _html_table(self.title(), headers, rows)
 
-    def to_records(self) -> list[dict[str, Any]]:
-        ctx = {"layer": str(self.spec), "layer_direction": self.direction, "input_shape": self.shapes.input_shape,
-               "dtype": self.dtype, "memory_format": self.memory_format, "mode": self.mode, "gpu": self.env.gpu_name,
-               "cudnn": Environment.version_str(self.env.cudnn_runtime)}
-        out = []
-        for r in self.rows:
-            d = {f.name: getattr(r, f.name) for f in fields(r) if f.name != "measured"}
-            d.update(_measurement_columns(r.measured))
-            out.append({**d, **ctx})
-        return out
+    def to_records(self, **context: Any) -> list[dict[str, Any]]:
+        """Long-form records (one per algorithm row; see LONG_FORM_COLUMNS)."""
+        return [_record(self, _legacy_candidate(r), r.measured, context) for r in self.rows]
 
     def to_dataframe(self):
-        """One row per algorithm with the search context as columns (needs pandas)."""
+        """The long-form table (LONG_FORM_COLUMNS): one row per algorithm with its problem, clocks (statistics and
+        raw samples), accuracy and environment as columns (needs pandas)."""
         return _dataframe(self.to_records())
 
     def to_dict(self) -> dict[str, Any]:
@@ -504,18 +500,11 @@ class EngineSearchResult:
                        f"INSTANT's list then the fallback list, minus what it filters out; its limit: {lim})")
         return out
 
-    def to_records(self) -> list[dict[str, Any]]:
-        ctx = {"layer": str(self.spec), "layer_direction": self.direction, "input_shape": self.shapes.input_shape,
-               "dtype": self.dtype, "memory_format": self.memory_format, "gpu": self.env.gpu_name,
-               "cudnn": Environment.version_str(self.env.cudnn_runtime)}
-        recs = []
-        for r in self.rows:
-            d = {f.name: getattr(r, f.name) for f in fields(r) if f.name not in ("plan", "measured")}
-            d["knobs"] = ",".join(f"{k}={v}" for k, v in r.knobs)
-            d["torch_ran"] = ",".join(r.torch_ran)
-            d.update(_measurement_columns(r.measured))
-            recs.append({**d, **ctx})
-        return recs
+    def to_records(self, **context: Any) -> list[dict[str, Any]]:
+        """Long-form records: one per configuration, then one per torch run (candidate_kind torch_on/torch_off)."""
+        out = [_record(self, _engine_candidate(r), r.measured, context) for r in self.rows]
+        out += [_record(self, _torch_candidate(t), t.measured, context) for t in self.torch_runs]
+        return out
 
     def to_dataframe(self):
         return _dataframe(self.to_records())
@@ -826,7 +815,22 @@ class ModelReport:
                 f.write(text)
         return text
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """Long-form records of every candidate of every search (engine, legacy, torch's runs), each with the
+        model, the layers that run its problem and how many uses."""
+        out = []
+        for p in self.problems:
+            ctx = {"model": self.model, "layers": ",".join(p.layers), "uses": p.count}
+            for s in list(p.engines.values()) + list(p.legacy.values()):
+                out += s.to_records(**ctx)
+        return out
+
     def to_dataframe(self):
+        """The long-form table (LONG_FORM_COLUMNS), comparable with any other result's (needs pandas)."""
+        return _dataframe(self.to_records())
+
+    def summary_dataframe(self):
+        """One row per layer use and direction: the best configuration, torch on and off, ratios (the text table)."""
         recs = []
         for r in self.layer_rows():
             d = {f.name: getattr(r, f.name) for f in fields(r)}
@@ -837,6 +841,7 @@ class ModelReport:
         return _dataframe(recs)
 
     def to_csv(self, path: str) -> None:
+        """The long-form table as CSV (samples as space-separated numbers)."""
         self.to_dataframe().to_csv(path, index=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1063,19 +1068,62 @@ def _measure_note(m: Measurement | None) -> str:
     return "; ".join(notes)
 
 
-def _measurement_columns(m: Measurement | None) -> dict[str, Any]:
-    if m is None:
-        return {}
-    d = {}
-    for k in ("kernel_ms", "throughput_ms", "host_ms"):
-        st = getattr(m, k)
-        for f_ in ("median", "min", "max", "spread"):
-            d[f"{k.replace('_ms', '')}_{f_}" + ("_ms" if f_ != "spread" else "")] = getattr(st, f_) if st else None
-    for f_ in fields(m):
-        if f_.name not in ("kernel_ms", "throughput_ms", "host_ms"):
-            d[f_.name if f_.name != "error" else "measure_error"] = getattr(m, f_.name)
-    d["kernels"] = ";".join(m.kernels)
-    d["host_bound"] = m.host_bound
+LONG_FORM_COLUMNS = (
+    "model", "layers", "uses", "spec", "input_shape", "dtype", "memory_format", "math", "direction",
+    "cudnn_direction", "candidate_kind", "candidate", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
+    "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank", "torch_rank", "torch_filter",
+    "torch_ran", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
+    "throughput_median_ms", "throughput_min_ms", "throughput_max_ms", "throughput_spread", "throughput_samples_ms",
+    "host_median_ms", "host_min_ms", "host_max_ms", "host_spread", "host_samples_ms", "calls_per_sample",
+    "kernel_calls", "kernel_clock", "kernels", "activities_per_call", "reference_kernel_ms", "rel_err", "max_abs_err",
+    "tflops", "pct_peak", "measured_rank", "confirmed", "pruned", "host_bound", "measure_error", "gpu",
+    "compute_capability", "driver", "cuda_runtime", "cudnn", "torch", "package_version", "host", "git_commit",
+    "created")
+
+
+def _legacy_candidate(r: AlgoResult) -> dict[str, Any]:
+    return {"candidate_kind": "legacy", "candidate": r.name, "algo": r.algo, "algo_id": r.algo_id,
+            "math_type": r.math_type, "status": r.status, "note": r.note, "workspace_bytes": r.workspace_bytes,
+            "deterministic": r.deterministic, "heuristic_rank": r.rank}
+
+
+def _engine_candidate(r: EngineRow) -> dict[str, Any]:
+    return {"candidate_kind": "engine", "candidate": r.name, "engine_id": r.engine_id,
+            "knobs": ",".join(f"{k}={v}" for k, v in r.knobs), "status": r.status, "stage": r.stage,
+            "note": ",".join(r.numerical_notes + r.behavior_notes), "workspace_bytes": r.workspace_bytes,
+            "deterministic": r.deterministic, "sources": ",".join(r.sources), "heuristic_rank": r.rank_a,
+            "torch_rank": r.torch_rank, "torch_filter": r.torch_filter, "torch_ran": ",".join(r.torch_ran)}
+
+
+def _torch_candidate(t: TorchRun) -> dict[str, Any]:
+    return {"candidate_kind": "torch_" + t.mode.replace("benchmark_", ""), "candidate": "torch " + t.mode,
+            "status": "SUCCESS" if t.measured is not None and t.measured.kernel_ms is not None else "NOT_MEASURED",
+            "note": f"ran {', '.join(t.matches) or t.match} ({t.where})" + (f"; {t.error}" if t.error else "")}
+
+
+def _record(search: Any, candidate: dict[str, Any], m: Measurement | None, context: dict[str, Any]) -> dict[str, Any]:
+    """One long-form record: the search's problem and environment, the candidate's columns, its measurement."""
+    e = search.env
+    d = dict.fromkeys(LONG_FORM_COLUMNS)
+    d.update(model="", layers="", uses=1, spec=str(search.spec), input_shape="x".join(map(str, search.shapes.input_shape)),
+             dtype=search.dtype, memory_format=search.memory_format, math=getattr(search, "math", None),
+             direction=search.direction, cudnn_direction=search.cudnn_direction, gpu=e.gpu_name,
+             compute_capability=e.compute_capability, driver=e.driver_version, cuda_runtime=e.cuda_runtime,
+             cudnn=Environment.version_str(e.cudnn_runtime), torch=e.torch_version, package_version=e.package_version,
+             host=e.hostname, git_commit=e.git_commit, created=search.created)
+    d.update(context)
+    d.update(candidate)
+    if m is not None:
+        for k in ("kernel", "throughput", "host"):
+            st = getattr(m, f"{k}_ms")
+            if st is not None:
+                d.update({f"{k}_median_ms": st.median, f"{k}_min_ms": st.min, f"{k}_max_ms": st.max,
+                          f"{k}_spread": st.spread, f"{k}_samples_ms": " ".join(f"{v:.6g}" for v in st.samples)})
+        d.update(calls_per_sample=m.calls_per_sample, kernel_calls=m.kernel_calls, kernel_clock=m.kernel_clock,
+                 kernels=";".join(m.kernels), activities_per_call=m.activities_per_call,
+                 reference_kernel_ms=m.reference_kernel_ms, rel_err=m.rel_err, max_abs_err=m.max_abs_err,
+                 tflops=m.tflops, pct_peak=m.pct_peak, measured_rank=m.measured_rank, confirmed=m.confirmed,
+                 pruned=m.pruned, host_bound=m.host_bound, measure_error=m.error)
     return d
 
 
@@ -1084,7 +1132,8 @@ def _dataframe(records: list[dict[str, Any]]):
         import pandas as pd
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("to_dataframe() needs pandas: pip install pandas") from e
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records(records, columns=LONG_FORM_COLUMNS if not records or set(records[0]) ==
+                                     set(LONG_FORM_COLUMNS) else None)
 
 
 def _html_table(title: str, headers: Sequence[str], rows: list[list[str]], escaped: bool = False) -> str:

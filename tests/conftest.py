@@ -40,7 +40,8 @@ ENV = Environment(
 
 
 def measurement(ms: float, host: float | None = None, ref: float | None = None, kernels=(), **kw) -> Measurement:
-    st = Stats(median=ms, min=ms * 0.98, max=ms * 1.05, spread=0.01, n=5)
+    st = Stats(median=ms, min=ms * 0.98, max=ms * 1.05, spread=0.01, n=5,
+               samples=(ms, ms * 0.98, ms * 1.05, ms, ms * 1.01))
     h = Stats(host, host, host, 0.0, 5) if host is not None else st
     return Measurement(kernel_ms=st, throughput_ms=st, host_ms=h, calls_per_sample=4, kernel_calls=4,
                        kernels=tuple(kernels), activities_per_call=1.0, reference_kernel_ms=ref, rel_err=1e-4, **kw)

@@ -86,8 +86,9 @@ def test_table_marks_torchs_choice_and_compares(make):
     assert "eng2: kernel 0.018 (0.857x torch's)" in text
     pd = pytest.importorskip("pandas")
     df = make.engine_result().to_dataframe()
-    assert isinstance(df, pd.DataFrame) and list(df["torch_ran"]) == ["benchmark_on", "", "", ""]
-    assert {"kernel_median_ms", "host_median_ms", "kernels", "host_bound", "layer", "gpu"} <= set(df.columns)
+    assert isinstance(df, pd.DataFrame) and list(df["candidate_kind"]) == ["engine"] * 4 + ["torch_on"]
+    assert list(df["torch_ran"][:4]) == ["benchmark_on", "", "", ""]
+    assert {"kernel_median_ms", "host_median_ms", "kernels", "host_bound", "spec", "gpu"} <= set(df.columns)
 
 
 @pytest.mark.parametrize("kwargs,match", [

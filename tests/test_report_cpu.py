@@ -80,11 +80,11 @@ def test_report_round_trip_and_formats(make, tmp_path):
     r = make.model_report()
     assert ModelReport.load(r.to_json()) == r
     pytest.importorskip("pandas")
-    df = r.to_dataframe()
+    df = r.summary_dataframe()
     assert list(df.layer) == ["a", "a", "b.0", "b.1"]
     assert {"ratio_on", "ratio_off", "dtype", "memory_format", "gpu", "cudnn", "best_source"} <= set(df.columns)
     r.to_csv(str(tmp_path / "r.csv"))
-    assert (tmp_path / "r.csv").read_text().startswith("layer,problem,direction")
+    assert (tmp_path / "r.csv").read_text().startswith("model,layers,uses,spec,input_shape")
     assert "<table>" in r.to_html(str(tmp_path / "r.html"))
 
 

@@ -59,9 +59,30 @@ def test_dataframe_columns(make):
     pytest.importorskip("pandas")
     df = make.legacy_result().to_dataframe()
     assert len(df) == 4
-    for col in ("algo", "status", "time_ms", "workspace_bytes", "deterministic", "math_type", "layer", "gpu"):
+    for col in ("algo", "status", "workspace_bytes", "deterministic", "math_type", "spec", "gpu", "candidate"):
         assert col in df.columns
-    assert df.loc[df.algo == "FFT", "time_ms"].isna().all()
+    assert df.loc[df.algo == "FFT", "kernel_median_ms"].isna().all()
+
+
+def test_every_result_type_has_one_long_form_table(make):
+    """Results of any kind, from any run, concatenate: one row per (problem, direction, candidate), the same
+    columns, raw samples and the environment included."""
+    pd = pytest.importorskip("pandas")
+    from cudnn_algos.results import LONG_FORM_COLUMNS
+
+    legacy = make.legacy_result()
+    legacy = replace(legacy, rows=(replace(legacy.rows[0], measured=make.measurement(0.1)),) + legacy.rows[1:])
+    frames = [legacy.to_dataframe(), make.engine_result().to_dataframe(), make.model_report().to_dataframe(),
+              SearchResults((legacy,)).to_dataframe(), EngineSearches((make.engine_result(),)).to_dataframe()]
+    for df in frames:
+        assert tuple(df.columns) == LONG_FORM_COLUMNS
+    both = pd.concat(frames, ignore_index=True)
+    assert set(both.candidate_kind) == {"legacy", "engine", "torch_on", "torch_off"}
+    assert set(both.gpu) == {"Test GPU"} and "cudnn" in both and "package_version" in both
+    r = make.model_report().to_dataframe()
+    assert set(r.layers) == {"a", "b.0,b.1"} and set(r.uses) == {1, 2} and set(r.model) == {"Net"}
+    one = frames[0].iloc[0]
+    assert one.candidate == "IMPLICIT_PRECOMP_GEMM/tensor_op" and one.kernel_median_ms == 0.1
 
 
 @pytest.mark.parametrize("which", ["legacy", "legacy_measured", "legacy_set", "engine", "engine_set", "report",
