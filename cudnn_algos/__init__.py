@@ -8,6 +8,7 @@ workspace, determinism, math type, accuracy — beside what torch's own convolut
 Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by the first call that needs cuDNN.
 """
 from .api import find, run
+from .comparison import Comparison, compare
 from .engines import find_engines, identify_torch
 from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
 from .sysinfo import info
@@ -21,7 +22,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "find", "run", "find_engines", "identify_torch", "profile", "info", "load_json", "load_report", "default_math",
-    "fidelity_table", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
+    "fidelity_table", "compare", "Comparison", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
     "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
     "MODES", "MATH_TYPES", "__version__",

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,show,compare}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
@@ -134,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
     _add_profile_parser(sub)
+    sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
+    sh.add_argument("file")
+    sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
+    sh.add_argument("--html", metavar="PATH")
+    sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
+    sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
+    cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")
+    cp.add_argument("a")
+    cp.add_argument("b")
+    cp.add_argument("--top", type=int, default=10, help="how many of the largest changes to list (default 10)")
+    cp.add_argument("--csv", metavar="PATH", help="every shared candidate with both times and the ratio")
     return p
 
 
@@ -228,6 +239,57 @@ def _cmd_profile(a: argparse.Namespace) -> int:
     return 0 if not report.interrupted else 130
 
 
+def _load(path: str):
+    from .results import load_json
+
+    try:
+        return load_json(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, another schema, not a result
+        raise UsageError(f"{path}: {e}") from None
+
+
+def _cmd_show(a: argparse.Namespace) -> int:
+    from .results import ModelReport, fidelity_table
+
+    for flag, given, module in (("--csv", a.csv, "pandas"), ("--plot", a.plot, "matplotlib")):
+        if given:
+            _needs(flag, module)
+    obj = _load(a.file)
+    if a.plot and not isinstance(obj, ModelReport):
+        raise UsageError(f"--plot draws model reports; {a.file} holds a {type(obj).__name__}")
+    print(obj)
+    if a.fidelity:
+        print("\n".join(fidelity_table([obj])))
+    if a.csv:
+        obj.to_dataframe().to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
+    if a.html:
+        html = obj.to_html() if isinstance(obj, ModelReport) else f"<html><body>{obj._repr_html_()}</body></html>"
+        with open(a.html, "w") as f:
+            f.write(html)
+        print(f"wrote {a.html}")
+    if a.plot:
+        for path in obj.plot(a.plot):
+            print(f"wrote {path}")
+    return 0
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    _needs("compare", "pandas")
+    from .comparison import compare
+
+    if a.top < 0:
+        raise UsageError(f"--top {a.top} must be >= 0")
+    c = compare(_load(a.a), _load(a.b))
+    print("\n".join(c.summary_lines(top=a.top)))
+    if a.csv:
+        c.table.to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
+    return 0
+
+
 def _layer(a: argparse.Namespace):
     """(module, input shape, memory format) from --conv, --input and --channels-last."""
     conv, shape = parse_conv(a.conv), parse_shape(a.input)
@@ -320,6 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_profile(a)
         if a.command == "engines":
             return _cmd_engines(a)
+        if a.command == "show":
+            return _cmd_show(a)
+        if a.command == "compare":
+            return _cmd_compare(a)
         return _cmd_find(a)
     except UsageError as e:
         parser.print_usage(sys.stderr)

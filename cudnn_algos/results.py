@@ -533,6 +533,9 @@ class EngineSearches:
     def __str__(self) -> str:
         return "\n\n".join(str(r) for r in self.results)
 
+    def _repr_html_(self) -> str:
+        return "".join(r._repr_html_() for r in self.results)
+
     def to_dataframe(self):
         return _dataframe([rec for r in self.results for rec in r.to_records()])
 

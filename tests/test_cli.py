@@ -126,3 +126,43 @@ def test_version_and_info_name_the_extension_file():
 
     i = info()
     assert i.extension.startswith(("installed (", "jit (")) and "_C" in i.extension
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+R50_A = FIXTURES / "profile_resnet50_fp16-nhwc_b32_engines.json.gz"
+R50_B = FIXTURES / "profile_resnet50_fp16-nhwc_b32_fwd_bwd-data_legacy_engines.json.gz"
+
+
+def test_show_renders_a_saved_report_without_a_gpu(tmp_path):
+    pytest.importorskip("pandas")
+    r = _run("show", str(R50_A), "--fidelity", "--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "resnet50 fp16-nhwc batch 32: 53 convolution calls" in r.stdout and "best/on" in r.stdout
+    assert "fidelity of the kernel clock" in r.stdout
+    assert (tmp_path / "r.csv").read_text().startswith("model,layers,uses")
+    assert "<table>" in (tmp_path / "r.html").read_text()
+
+
+def test_show_usage_errors(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema": 1, "model": "old"}')
+    r = _run("show", str(bad))
+    assert r.returncode == 2 and "schema 1" in r.stderr and "Traceback" not in r.stderr
+    r = _run("show", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_compare_two_real_runs(tmp_path):
+    pytest.importorskip("pandas")
+    r = _run("compare", str(R50_A), str(R50_B), "--top", "3", "--csv", str(tmp_path / "c.csv"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("A: NVIDIA H200") and lines[1].startswith("B: NVIDIA H200")
+    assert "candidates in both runs" in lines[2] and "beyond both runs' spread" in lines[2]
+    assert any(l.startswith("torch's op (torch on): B/A median") for l in lines)
+    import pandas as pd
+
+    t = pd.read_csv(tmp_path / "c.csv")
+    assert len(t) > 1000 and {"ratio", "beyond_spread", "kernel_a_ms", "kernel_b_ms"} <= set(t.columns)
+    assert (t.ratio - t.kernel_b_ms / t.kernel_a_ms).abs().max() < 1e-9
+    assert 0.95 < t.ratio.median() < 1.05  # the same GPU and software, another process: mostly the same times

@@ -1,0 +1,77 @@
+"""Two runs side by side (another cuDNN, driver, GPU, torch, or just another day): ``compare(a, b)`` lines up every
+candidate the two results share — per problem, direction and candidate — with the ratio of their kernel medians and
+whether the difference exceeds the runs' own spread. Needs pandas. No GPU: it reads saved results."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .results import Environment, format_ms
+
+KEYS = ("spec", "input_shape", "dtype", "memory_format", "direction", "candidate_kind", "candidate")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``table``: one row per shared candidate (keys, kernel medians a and b, ratio b/a, beyond_spread);
+    ``only_a`` / ``only_b``: candidates measured in one run only; ``env_a`` / ``env_b``: where each ran."""
+
+    table: Any  # pandas.DataFrame
+    only_a: int
+    only_b: int
+    env_a: str
+    env_b: str
+
+    def summary_lines(self, top: int = 10) -> list[str]:
+        t = self.table
+        lines = [f"A: {self.env_a}", f"B: {self.env_b}"]
+        if t.empty:
+            return lines + [f"no candidate measured in both runs ({self.only_a} only in A, {self.only_b} only in B)"]
+        faster = int(((t.ratio < 1) & t.beyond_spread).sum())
+        slower = int(((t.ratio > 1) & t.beyond_spread).sum())
+        lines.append(f"{len(t)} candidates in both runs ({self.only_a} only in A, {self.only_b} only in B); B/A kernel "
+                     f"time: median {t.ratio.median():.3f}, {faster} faster and {slower} slower beyond both runs' "
+                     f"spread, {len(t) - faster - slower} within it")
+        for kind in ("torch_on", "torch_off"):
+            k = t[t.candidate_kind == kind]
+            if len(k):
+                lines.append(f"torch's op ({kind.replace('_', ' ')}): B/A median {k.ratio.median():.3f} over {len(k)} "
+                             "problems")
+        moved = t[t.beyond_spread].assign(m=lambda d: (d.ratio.map(math.log)).abs()).sort_values("m", ascending=False)
+        for _, r in moved.head(top).iterrows():
+            lines.append(f"  {r.ratio:6.3f}  {format_ms(r.kernel_a_ms):>8} -> {format_ms(r.kernel_b_ms):>8}  "
+                         f"{r.direction:15s} {r.spec} {r.input_shape}  {r.candidate[:60]}")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.summary_lines())
+
+
+def _env(obj: Any) -> str:
+    e: Environment | None = getattr(obj, "env", None)
+    if e is None and getattr(obj, "results", None):
+        e = obj.results[0].env
+    if e is None:
+        return "unknown environment"
+    return (f"{e.gpu_name} (sm_{e.compute_capability.replace('.', '')}), driver {e.driver_version}, cuDNN "
+            f"{Environment.version_str(e.cudnn_runtime)}, torch {e.torch_version}"
+            + (f", cudnn_algos {e.package_version}" if e.package_version else ""))
+
+
+def compare(a: Any, b: Any) -> Comparison:
+    """Lines up two saved results of any kind (searches or model reports) by problem, direction and candidate."""
+    da, db = a.to_dataframe(), b.to_dataframe()
+    cols = list(KEYS) + ["kernel_median_ms", "kernel_spread"]
+    da = da[da.kernel_median_ms.notna()][cols].drop_duplicates(list(KEYS))
+    db = db[db.kernel_median_ms.notna()][cols].drop_duplicates(list(KEYS))
+    m = da.merge(db, on=list(KEYS), how="outer", suffixes=("_a", "_b"), indicator=True)
+    both = m[m["_merge"] == "both"].copy()
+    both = both.rename(columns={"kernel_median_ms_a": "kernel_a_ms", "kernel_median_ms_b": "kernel_b_ms"})
+    both["ratio"] = both.kernel_b_ms / both.kernel_a_ms
+    # beyond spread: the medians differ by more than either run's inter-quartile range
+    noise = (both.kernel_spread_a * both.kernel_a_ms).combine(both.kernel_spread_b * both.kernel_b_ms, max)
+    both["beyond_spread"] = (both.kernel_b_ms - both.kernel_a_ms).abs() > noise
+    both = both.drop(columns=["_merge"]).reset_index(drop=True)
+    return Comparison(table=both, only_a=int((m["_merge"] == "left_only").sum()),
+                      only_b=int((m["_merge"] == "right_only").sum()), env_a=_env(a), env_b=_env(b))
