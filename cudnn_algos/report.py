@@ -27,6 +27,7 @@ from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, device_index,
                       make_problem, parse_dtype, parse_memory_format)
 from .results import EndToEnd, MeasureConfig, Measurement, ModelReport, ProblemEntry, TorchRun, decode, encode
 from .spec import ConvSpec
+from .store import ResultStore
 from .timing import (check_config, first_call_ms, measure_rows, operand_sets, reference_output,
                      torch_runnable)
 
@@ -369,6 +370,7 @@ def profile(
     progress: bool = True,
     device: int | str | torch.device | None = None,
     name: str | None = None,
+    store: str | None = None,
 ) -> ModelReport:
     """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
     engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
@@ -383,7 +385,8 @@ def profile(
     legacy: also search the legacy algorithms (columns legacy_best). check_clock: every row also timed with the
     independent clock (torch.profiler), for the fidelity table. end_to_end_check: the whole model's step with
     benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done
-    (``interrupted=True``).
+    (``interrupted=True``). store: a JSON-lines file each finished search is appended to as soon as it is measured;
+    a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
     """
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max)
     dt = parse_dtype(dtype) if dtype is not None else None
@@ -395,10 +398,11 @@ def profile(
     dev = device_index(device)
     bar = _Progress(len(keyed) * len(directions), progress, f"searching {name or type(model).__name__}")
     t_search = time.perf_counter()
+    store = ResultStore(store, environment(dev)) if store else None
     problems, torch_search, interrupted = _search_problems(
         keyed, directions, bar, dev, legacy, check_clock,
         dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
-             runtime_compiled=runtime_compiled))
+             runtime_compiled=runtime_compiled), store)
     if torch_off and problems and not interrupted:
         problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
     search_s = time.perf_counter() - t_search
@@ -419,35 +423,58 @@ def profile(
 
 
 def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
-                     options: dict) -> tuple[list[ProblemEntry], float, bool]:
-    """Each distinct problem and direction searched (find_engines, and find with legacy): (entries, Σ torch's
-    benchmark-on first calls in ms, whether Ctrl-C stopped it)."""
+                     options: dict, store: ResultStore | None) -> tuple[list[ProblemEntry], float, bool]:
+    """Each distinct problem and direction searched (find_engines, and find with legacy), or taken from `store`
+    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, whether Ctrl-C stopped it)."""
     problems: list[ProblemEntry] = []
     torch_search = 0.0
+    interrupted = False
     try:
         for (spec, shape, dname, fmt), names in keyed.items():
             engines, legacy_res, errors = {}, {}, {}
-            for d in directions:
-                try:
-                    r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
-                                     compare_torch=True, torch_benchmark=True, check_clock=check_clock, device=dev,
-                                     **options)
-                    engines[d] = _without_plans(r)
-                    torch_search += (r.torch.first_call_ms or 0.0) if r.torch else 0.0
-                    if legacy:
-                        legacy_res[d] = find(spec, shape, direction=d, dtype=dname, memory_format=fmt,
-                                             measure=True, repeats=options["repeats"], check_clock=check_clock,
-                                             device=dev)
-                except (CudnnError, CudaError, torch.OutOfMemoryError) as e:  # one problem; the model goes on
-                    errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
-                bar.update(f"{spec} {d}")
-            problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
-                                         layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))
-    except KeyboardInterrupt:
-        return problems, torch_search, True
+            try:
+                for d in directions:
+                    try:
+                        engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
+                                             lambda: _without_plans(find_engines(
+                                                 spec, shape, direction=d, dtype=dname, memory_format=fmt,
+                                                 measure=True, compare_torch=True, torch_benchmark=True,
+                                                 check_clock=check_clock, device=dev, **options)))
+                        torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
+                        if legacy:
+                            legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
+                                                    lambda: find(spec, shape, direction=d, dtype=dname,
+                                                                 memory_format=fmt, measure=True,
+                                                                 repeats=options["repeats"], check_clock=check_clock,
+                                                                 device=dev))
+                    except (CudnnError, CudaError, torch.OutOfMemoryError) as e:  # one problem; the model goes on
+                        errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
+                    bar.update(f"{spec} {d}")
+            except KeyboardInterrupt:
+                interrupted = True
+            if engines or legacy_res or errors:
+                problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
+                                             layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))
+            if interrupted:
+                break
     finally:
         bar.close()
-    return problems, torch_search, False
+    return problems, torch_search, interrupted
+
+
+def _search(store: ResultStore | None, kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict,
+            check_clock: bool, run):
+    """`run()`'s result, or the store's when it has this search; a new result is stored as soon as it exists."""
+    if store is None:
+        return run()
+    key = ResultStore.key(kind=kind, spec=spec.to_dict(), input_shape=list(shape), dtype=dtype, memory_format=fmt,
+                          direction=direction, options=options if kind == "engines" else {"repeats": options["repeats"]},
+                          check_clock=check_clock)
+    got = store.get(key)
+    if got is None:
+        got = run()
+        store.add(key, got)
+    return got
 
 
 def _without_plans(r):

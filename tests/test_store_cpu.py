@@ -1,0 +1,75 @@
+"""CPU: a run is never lost. profile()'s store keeps every finished search as one JSON line the moment it exists; an
+interrupted profile resumes without measuring again what was stored; a line cut short by a kill, or from another
+environment, is skipped. The searches here are hand-made stand-ins for find_engines (conftest's builders): what is
+tested is the bookkeeping, not cuDNN."""
+from dataclasses import replace
+
+import pytest
+import torch
+
+from cudnn_algos import report
+from cudnn_algos.store import ResultStore
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 16, 1)
+        self.c = torch.nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, make):
+    """find_engines replaced by a counter returning hand-made results; no device work anywhere."""
+    calls = []
+    stop_after = {"n": None}
+
+    def fake_find_engines(spec, shape, *, direction, **kw):
+        if stop_after["n"] is not None and len(calls) >= stop_after["n"]:
+            raise KeyboardInterrupt
+        calls.append((str(spec), direction))
+        return make.engine_result(direction=direction, spec=spec, shape=shape)
+
+    monkeypatch.setattr(report, "find_engines", fake_find_engines)
+    monkeypatch.setattr(report, "device_index", lambda device: 0)
+    monkeypatch.setattr(report, "environment", lambda dev: make.env)
+    return calls, stop_after
+
+
+def _profile(store):
+    return report.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
+                          end_to_end_check=False, progress=False, store=str(store), name="net")
+
+
+def test_an_interrupted_profile_resumes_without_measuring_again(fake_gpu, tmp_path):
+    calls, stop_after = fake_gpu
+    store = tmp_path / "run.jsonl"
+    stop_after["n"] = 3  # Ctrl-C during the 4th search
+    first = _profile(store)
+    assert first.interrupted and len(calls) == 3
+    assert len(store.read_text().splitlines()) == 3, "every finished search is on disk"
+    assert [len(p.engines) for p in first.problems] == [2, 1], "the partial problem is in the report too"
+    stop_after["n"] = None
+    calls.clear()
+    again = _profile(store)
+    assert not again.interrupted and len(calls) == 3, "only the 3 searches the store lacks are run"
+    assert len(store.read_text().splitlines()) == 6
+    assert [len(p.engines) for p in again.problems] == [2, 2, 2]
+    calls.clear()
+    third = _profile(store)
+    assert calls == [] and third.totals() == again.totals()
+
+
+def test_a_line_cut_short_or_from_elsewhere_is_skipped(fake_gpu, tmp_path, make):
+    store = tmp_path / "run.jsonl"
+    _profile(store)
+    lines = store.read_text().splitlines()
+    store.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # killed mid-write
+    s = ResultStore(str(store), make.env)
+    assert len(s) == 5 and s.skipped == 1
+    other = ResultStore(str(store), replace(make.env, gpu_name="Another GPU"))
+    assert len(other) == 0 and other.skipped == 6, "results from another GPU are never reused"
