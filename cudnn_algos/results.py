@@ -744,8 +744,8 @@ class ModelReport:
 
     def summary_lines(self) -> list[str]:
         lines = [f"{self.model}: {self.n_conv_calls} convolution calls, {len(self.problems)} distinct problems, "
-                 f"directions {', '.join(self.directions)}; cuDNN engine configurations beside torch's own "
-                 f"convolution; kernel clock (CUPTI, eager calls), ms"]
+                 f"{', '.join(self.directions)}; cuDNN's engine configurations beside torch's convolution; kernel "
+                 "clock: CUPTI"]
         if self.interrupted:
             lines.append("INTERRUPTED: the report covers only the problems searched before it stopped")
         failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]
@@ -754,10 +754,10 @@ class ModelReport:
                          + (" ..." if len(failed) > 5 else ""))
         for d, t in self.totals().items():
             miss = f" ({int(t['missing'])} layer uses without both times)" if t["missing"] else ""
-            off = (f", torch off {t['off_ms']:.3f} (best/off {t['ratio_off']:.3f})" if t["ratio_off"] else "")
+            off = (f", off {t['off_ms']:.3f} (best/off {t['ratio_off']:.3f})" if t["ratio_off"] else "")
             on = f"best/on {t['ratio_on']:.3f}" if t["ratio_on"] else "best/on -"
-            lines.append(f"total {d:15s} best {t['best_ms']:8.3f}  torch on {t['on_ms']:8.3f} ({on}){off}; host per "
-                         f"call Σ best {t['host_best_ms']:.3f} vs torch {t['host_on_ms']:.3f}{miss}")
+            lines.append(f"total {d:15s} best {t['best_ms']:.3f} ms, torch on {t['on_ms']:.3f} ({on}){off}; host Σ "
+                         f"{t['host_best_ms']:.3f} vs {t['host_on_ms']:.3f}{miss}")
         if self.e2e is not None:
             lines.append(self.e2e.sentence())
         lines.append(f"search took {self.search_s:.1f} s of {self.wall_s:.1f} s (torch's benchmark-mode search of "
@@ -788,11 +788,40 @@ class ModelReport:
             rows.append(cells)
         return headers, rows
 
+    def direction_table(self, direction: str) -> tuple[list[str], list[list[str]]]:
+        """One direction's rows in a compact form that fits 120 columns: the problem as `Cin>Cout kxk s p g`, the
+        input's spatial size (batch in the title, channels in the problem), the best configuration (knob values only), its kernel time and
+        host time per call and torch on's (ms, three significant figures), the ratios to torch on and off."""
+        headers = ["#", "layers", "problem", "input", "best", "kernel", "host", "torch", "host", "/on", "/off"]
+        rows = []
+        for pi, p in enumerate(self.problems):
+            r = p.engines.get(direction)
+            if r is None:
+                continue
+            b, on, off = r.best_eligible, r.torch_run("benchmark_on"), r.torch_run("benchmark_off")
+            names = p.layers[0] + (f" +{p.count - 1}" if p.count > 1 else "")
+            ron = _ratio(b.kernel_ms if b else None, on.kernel_ms if on else None)
+            roff = _ratio(b.kernel_ms if b else None, off.kernel_ms if off else None)
+            ms = lambda v: format_ms(v, 3)  # noqa: E731
+            rows.append([str(pi), _clip(names, 17), _clip(_compact_spec(p.spec), 19),
+                         "x".join(map(str, p.input_shape[2:])), _clip(_short_name(b.name), 15) if b else "-", ms(b.kernel_ms if b else None),
+                         ms(b.host_ms if b else None), ms(on.kernel_ms if on else None), ms(on.host_ms if on else None),
+                         f"{ron:.3f}" if ron else "-", f"{roff:.3f}" if roff else "-"])
+        return headers, rows
+
     def __str__(self) -> str:
-        headers, rows = self.table()
-        right = {0} | {i for i, h in enumerate(headers) if h in ("kernel", "torch on", "/on", "/off")}
-        s = self.summary_lines()
-        return "\n".join([s[0], *aligned(tuple(headers), rows, right), *s[1:]])
+        """The summary, then one compact table per direction (full names: to_dataframe, to_html, rich_table)."""
+        import textwrap
+
+        s = [textwrap.fill(line, 120, subsequent_indent="    ") for line in self.summary_lines()]
+        batches = sorted({p.input_shape[0] for p in self.problems})
+        out = [s[0]]
+        for d in self.directions:
+            headers, rows = self.direction_table(d)
+            out += ["", f"{d} (ms per call, batch {','.join(map(str, batches))}; best: the fastest configuration "
+                        "torch would accept; torch: its op, benchmark on)",
+                    *aligned(headers, rows, right={0, 5, 6, 7, 8, 9, 10})]
+        return "\n".join(out + [""] + s[1:])
 
     def rich_table(self):
         from rich.table import Table
@@ -869,6 +898,29 @@ class ModelReport:
         for p in self.problems:
             yield from p.engines.values()
             yield from p.legacy.values()
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "~"
+
+
+def _compact_spec(spec: ConvSpec) -> str:
+    """Conv2d(128, 128, kernel_size=3, stride=2, padding=1, groups=4) -> 128>128 3x3 s2 p1 g4 (T: transposed)."""
+    def dims(v):
+        return "x".join(map(str, v)) if len(set(v)) > 1 else str(v[0])
+
+    out = f"{spec.in_channels}>{spec.out_channels} {'x'.join(map(str, spec.kernel_size))}"
+    if any(v != 1 for v in spec.stride):
+        out += f" s{dims(spec.stride)}"
+    if isinstance(spec.padding, str):
+        out += f" p{spec.padding}"
+    elif any(spec.padding):
+        out += f" p{dims(spec.padding)}"
+    if any(v != 1 for v in spec.dilation):
+        out += f" d{dims(spec.dilation)}"
+    if spec.groups != 1:
+        out += f" g{spec.groups}"
+    return out + (" T" if spec.transposed else "") + ("" if spec.padding_mode == "zeros" else f" {spec.padding_mode}")
 
 
 def _short_name(name: str) -> str:
@@ -1048,11 +1100,11 @@ def format_bytes(n: int | None) -> str:
     return str(n)  # unreachable
 
 
-def format_ms(v: float | None) -> str:
-    """A time in ms with four significant figures (0.007312, 0.01712, 0.3146, 12.31)."""
+def format_ms(v: float | None, digits: int = 4) -> str:
+    """A time in ms with `digits` significant figures (0.007312, 0.01712, 0.3146, 12.31)."""
     if v is None:
         return "-"
-    return f"{v:.4g}" if v >= 1e-4 else f"{v:.2e}"
+    return f"{v:.{digits}g}" if v >= 1e-4 else f"{v:.2e}"
 
 
 def _st(m: Measurement | None, attr: str) -> str:
