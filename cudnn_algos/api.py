@@ -152,7 +152,8 @@ def _measure(result: SearchResult, problem: Problem, cfg: MeasureConfig, limit: 
     runs = []
     for i in idx:
         row = result.rows[i]
-        run = legacy_runnable(problem, cdir, row.algo_id, row.math_type or problem.math, sets, limit)
+        run = legacy_runnable(problem, cdir, row.algo_id, row.math_type or problem.math, sets, limit,
+                              f"{problem.describe(result.direction)} | {row.name}")
         run.heuristic_rank = heur.get((row.algo_id, row.math_type))
         runs.append(run)
     ms = measure_rows(runs, problem, cfg, ref, dev)

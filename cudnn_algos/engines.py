@@ -224,7 +224,8 @@ def _measure(result: EngineSearchResult, problem: Problem, idx: Sequence[int], s
              dev: int) -> EngineSearchResult:
     """The rows at `idx` measured by timing.measure_rows; the rows re-ordered fastest first."""
     cdir = result.cudnn_direction
-    runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a) for i in idx]
+    runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a,
+                          f"{problem.describe(result.direction)} | {result.rows[i].name}") for i in idx]
     ms = measure_rows(runs, problem, cfg, ref, dev)
     rows = list(result.rows)
     for i, m in zip(idx, ms):
@@ -295,7 +296,8 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
     sets = operand_sets(problem, cfg.l2, dev)
     ref2 = reference_output(problem, cdir, sets[0], cfg.reference)
     idx = [i for i, r in enumerate(result.rows) if r.ok and r.kernel_ms is not None and not r.torch_filter][:confirm]
-    runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a) for i in idx]
+    runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a,
+                          f"{problem.describe(result.direction)} | {result.rows[i].name} (confirm)") for i in idx]
     first_ms, first_err = None, ""
     if compare_torch:
         first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)

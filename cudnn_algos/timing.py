@@ -62,6 +62,7 @@ class Runnable:
     output: Callable[[], torch.Tensor]
     heuristic_rank: int | None = None
     tensor_math: bool = True  # for % of peak: the dtype's tensor-core matmul rate (fp32: TF32) or plain fp32
+    label: str = ""  # problem, direction and candidate: the NVTX range its timing runs in
 
 
 def _own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]], call: Callable[[int], Any]):
@@ -75,7 +76,8 @@ def _own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]]
     return output
 
 
-def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, sets, limit: int) -> Runnable:
+def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, sets, limit: int,
+                    label: str = "") -> Runnable:
     """One legacy algorithm under one math type; its loop runs in C++ through the legacy API."""
     ext = _ext.load()
     cp = problem.cudnn()
@@ -91,10 +93,11 @@ def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, s
         return t["host_ms"], t["gpu_ms"]
 
     return Runnable(call, loop, _own_output(problem, cdir, sets, call),
-                    tensor_math=tensor_math(problem.dtype, math_type))
+                    tensor_math=tensor_math(problem.dtype, math_type), label=label)
 
 
-def plan_runnable(problem: Problem, cdir: str, plan, sets, heuristic_rank: int | None = None) -> Runnable:
+def plan_runnable(problem: Problem, cdir: str, plan, sets, heuristic_rank: int | None = None,
+                  label: str = "") -> Runnable:
     """One graph-API execution plan; its loop runs in C++ (cudnnBackendExecute)."""
     xs, ws, ys = ([s[r] for s in sets] for r in "xwy")
     n = len(sets)
@@ -108,7 +111,7 @@ def plan_runnable(problem: Problem, cdir: str, plan, sets, heuristic_rank: int |
         return t["host_ms"], t["gpu_ms"]
 
     return Runnable(call, loop, _own_output(problem, cdir, sets, call), heuristic_rank=heuristic_rank,
-                    tensor_math=tensor_math(problem.dtype, problem.math))
+                    tensor_math=tensor_math(problem.dtype, problem.math), label=label)
 
 
 def torch_runnable(problem: Problem, cdir: str, sets) -> Runnable:
@@ -121,7 +124,8 @@ def torch_runnable(problem: Problem, cdir: str, sets) -> Runnable:
     process must run with benchmark on."""
     call = torch_call(problem, cdir, sets)
     return Runnable(call, python_loop(call, sets[0]["x"].device.index), lambda: call(0),
-                    tensor_math=tensor_math(problem.dtype, problem.math))
+                    tensor_math=tensor_math(problem.dtype, problem.math),
+                    label=f"{problem.describe(cdir)} | torch's op")
 
 
 def torch_call(problem: Problem, cdir: str, sets) -> Callable[[int], torch.Tensor]:
@@ -381,7 +385,8 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
             plan[i] = (1, 1)
         else:
-            out[i], k = _throughput(runnables[i], out[i], cfg, device)
+            with _nvtx(runnables[i], "throughput"):
+                out[i], k = _throughput(runnables[i], out[i], cfg, device)
             if k:
                 plan[i] = (k, cfg.repeats)
     _kernel_pass(runnables, out, plan, device)
@@ -389,6 +394,15 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
         _reference_pass(runnables, out, plan, device)
     _work_and_ranks(runnables, out, problem, device, peak)
     return out
+
+
+def _nvtx(r: Runnable, phase: str):
+    """An NVTX range `cudnn_algos <phase> | <label>` around a runnable's timing (nsys/ncu --nvtx-include find one
+    candidate's kernels by it); a no-op where NVTX is unavailable."""
+    try:
+        return torch.cuda.nvtx.range(f"cudnn_algos {phase} | {r.label or 'candidate'}")
+    except Exception:  # noqa: BLE001 (NVTX missing: timing goes on without the range)
+        return contextlib.nullcontext()
 
 
 def _add_error(m: Measurement, err: str) -> Measurement:
@@ -449,7 +463,9 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
         with kernel_clock(device) as s:
             for i, (k, n) in plan.items():
                 try:
-                    wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS))) for _ in range(n)]
+                    with _nvtx(runnables[i], "kernel clock"):
+                        wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
+                                   for _ in range(n)]
                 except Exception as e:
                     torch.cuda.synchronize(device)
                     failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"

@@ -140,3 +140,26 @@ def test_pruned_rows_say_so_in_the_table(make):
     rows = list(r.rows)
     rows[2] = replace(rows[2], measured=replace(rows[2].measured, pruned=True))
     assert "one sample: far slower than the fastest" in str(replace(r, rows=tuple(rows)))
+
+
+@NO_GPU
+def test_each_candidate_is_timed_inside_its_own_nvtx_range(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    names = []
+
+    class Range:
+        def __init__(self, name):
+            names.append(name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+    monkeypatch.setattr(torch.cuda.nvtx, "range", Range)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    run, _ = _fake(0.05)
+    run.label = "Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"
+    timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
+    assert names == ["cudnn_algos throughput | Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"]
