@@ -10,7 +10,15 @@ import os
 import sys
 from pathlib import Path
 
+import setuptools
 from setuptools import setup
+
+# An editable build without build isolation uses the environment's own setuptools; before 70.1 it needs the separate
+# `wheel` package and fails with an opaque metadata error (seen in a fresh Python 3.11 venv: setuptools 65.5).
+_st = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit())
+if _st < (70, 1) and importlib.util.find_spec("wheel") is None:
+    sys.exit(f"cudnn_algos: setuptools {setuptools.__version__} is too old to build here; "
+             "run `pip install 'setuptools>=70.1'` first (pip install --no-build-isolation uses this environment's)")
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).resolve().parent

@@ -9,6 +9,10 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/d
   echo "bootstrap: installing torch==2.14.1 (a CUDA 13 build)" >&2
   "$PY" -m pip install -q torch==2.14.1
 fi
+if ! "$PY" -c "import importlib.util as u, setuptools, sys; v = tuple(int(p) for p in setuptools.__version__.split('.')[:2]); sys.exit(v < (70, 1) and u.find_spec('wheel') is None)" 2>/dev/null; then
+  echo "bootstrap: installing setuptools>=70.1 (the editable build uses this environment's)" >&2
+  "$PY" -m pip install -q "setuptools>=70.1"
+fi
 missing=""
 for mod in ninja pytest numpy pandas matplotlib; do
   "$PY" -c "import $mod" 2>/dev/null || missing="$missing $mod"

@@ -76,3 +76,4 @@ def test_jit_build_from_source_tree(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-2:] == ["jit", str(torch.backends.cudnn.version())]
+    assert "building it from csrc/" in r.stderr and "cudnn_algos: built in" in r.stderr, "the first use says so"
