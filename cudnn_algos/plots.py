@@ -23,8 +23,9 @@ def vs_torch(report):
 
     dirs = report.directions
     fig = _figure(max(8.0, 0.35 * len(report.problems) + 3), 2.6 * len(dirs) + 0.8)
-    axes = fig.subplots(len(dirs), 1, squeeze=False)[:, 0]
+    axes = fig.subplots(len(dirs), 1, squeeze=False, sharey=True)[:, 0]  # one scale: directions compare at a glance
     x = np.arange(len(report.problems))
+    lo, hi = 1.0, 1.0
     for ax, d in zip(axes, dirs):
         on, off = [], []
         for p in report.problems:
@@ -37,8 +38,8 @@ def vs_torch(report):
         ax.bar(x + 0.2, off, 0.4, label="best / torch benchmark off", color="#9ecae1")
         ax.axhline(1.0, color="black", linewidth=0.8)
         finite = [v for v in on + off if np.isfinite(v)]
-        lo = min(finite + [1.0])
-        ax.set_ylim(max(0.0, lo - 0.05), max(finite + [1.0]) + 0.05)
+        lo, hi = min(finite + [lo]), max(finite + [hi])
+        ax.set_ylim(max(0.0, lo - 0.05), hi + 0.05)
         ax.set_ylabel("kernel time ratio")
         ax.set_title(_SHORT[d], fontsize=9)
         ax.set_xticks(x, [f"#{i}" for i in x], fontsize=6)
