@@ -52,7 +52,8 @@ def run_job(job: dict, args) -> tuple[cudnn_algos.ModelReport, float]:
     r = cudnn_algos.profile(model, example, directions=job["directions"], dtype=dtype, memory_format=fmt,
                             repeats=args.repeats, screen=args.screen, refine=args.refine, refine_max=args.refine_max,
                             legacy=args.legacy, check_clock=args.check_clock, end_to_end_check=args.e2e,
-                            progress=True, name=f"{name} {job['config']} batch {job['batch']}")
+                            progress=True, name=f"{name} {job['config']} batch {job['batch']}",
+                            budget_s=args.budget_s, store=str(Path(args.out) / f"profile_{job['label']}.searches.jsonl"))
     return r, time.perf_counter() - t
 
 
@@ -88,6 +89,8 @@ def main(argv=None) -> int:
     p.add_argument("--legacy", action="store_true", help="also the legacy algorithms (rows for the fidelity table)")
     p.add_argument("--check-clock", action="store_true", help="time every row with the reference clock too")
     p.add_argument("--e2e", action="store_true", help="the end-to-end benchmark-mode check (fresh processes)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="per job: start no new search after this many seconds (the report says it stopped)")
     p.add_argument("--out", default="out")
     args = p.parse_args(argv)
     out = Path(args.out)

@@ -167,6 +167,8 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--check-clock", action="store_true",
                     help="also time every row with the independent clock (torch.profiler) and print the fidelity")
     pr.add_argument("--no-e2e", action="store_true", help="skip the whole-model benchmark-mode check")
+    pr.add_argument("--budget-s", type=float, default=None, metavar="S",
+                    help="start no new search after S seconds; report what was done (a --store re-run continues)")
     pr.add_argument("--json", metavar="PATH")
     pr.add_argument("--store", metavar="PATH",
                     help="append each finished search to this JSON-lines file; a re-run with it resumes "
@@ -216,7 +218,7 @@ def _cmd_profile(a: argparse.Namespace) -> int:
                          screen=a.screen, refine=a.refine, refine_max=a.refine_max, legacy=a.legacy,
                          torch_off=not a.no_torch_off, check_clock=a.check_clock, end_to_end_check=not a.no_e2e,
                          progress=not a.no_progress, device=a.device, name=name,
-                         store=a.store or (a.json + ".searches.jsonl" if a.json else None))
+                         store=a.store or (a.json + ".searches.jsonl" if a.json else None), budget_s=a.budget_s)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     if a.json:  # the primary file first: a report that fails later must not lose the run

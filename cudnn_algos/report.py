@@ -371,6 +371,7 @@ def profile(
     device: int | str | torch.device | None = None,
     name: str | None = None,
     store: str | None = None,
+    budget_s: float | None = None,
 ) -> ModelReport:
     """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
     engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
@@ -387,8 +388,13 @@ def profile(
     benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done
     (``interrupted=True``). store: a JSON-lines file each finished search is appended to as soon as it is measured;
     a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
+    budget_s: start no new search after this many seconds of searching; the report then covers what was done
+    (``interrupted=True``), and with a store a re-run continues.
     """
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max)
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                 or not budget_s > 0):
+        raise ValueError(f"budget_s={budget_s!r} must be a positive number of seconds (None: no budget)")
     dt = parse_dtype(dtype) if dtype is not None else None
     t_start = time.perf_counter()
     uses = discover(model, example_input)
@@ -402,7 +408,7 @@ def profile(
     problems, torch_search, interrupted = _search_problems(
         keyed, directions, bar, dev, legacy, check_clock,
         dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
-             runtime_compiled=runtime_compiled), store)
+             runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s)
     if torch_off and problems and not interrupted:
         problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
     search_s = time.perf_counter() - t_search
@@ -423,9 +429,11 @@ def profile(
 
 
 def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
-                     options: dict, store: ResultStore | None) -> tuple[list[ProblemEntry], float, bool]:
+                     options: dict, store: ResultStore | None, deadline: float | None = None
+                     ) -> tuple[list[ProblemEntry], float, bool]:
     """Each distinct problem and direction searched (find_engines, and find with legacy), or taken from `store`
-    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, whether Ctrl-C stopped it)."""
+    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, whether Ctrl-C or the `deadline`
+    (perf_counter) stopped it; no new search starts after the deadline)."""
     problems: list[ProblemEntry] = []
     torch_search = 0.0
     interrupted = False
@@ -434,6 +442,8 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
             engines, legacy_res, errors = {}, {}, {}
             try:
                 for d in directions:
+                    if deadline is not None and time.perf_counter() > deadline:
+                        raise KeyboardInterrupt  # the time budget: stop as Ctrl-C does, keeping what was done
                     try:
                         engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
                                              lambda: _without_plans(find_engines(

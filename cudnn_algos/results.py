@@ -747,7 +747,8 @@ class ModelReport:
                  f"{', '.join(self.directions)}; cuDNN's engine configurations beside torch's convolution; kernel "
                  "clock: CUPTI"]
         if self.interrupted:
-            lines.append("INTERRUPTED: the report covers only the problems searched before it stopped")
+            lines.append("INTERRUPTED (Ctrl-C or the time budget): the report covers only the searches done before "
+                         "it stopped")
         failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]
         if failed:
             lines.append(f"{len(failed)} search(es) failed and are left out of the totals: " + "; ".join(failed[:5])

@@ -73,3 +73,16 @@ def test_a_line_cut_short_or_from_elsewhere_is_skipped(fake_gpu, tmp_path, make)
     assert len(s) == 5 and s.skipped == 1
     other = ResultStore(str(store), replace(make.env, gpu_name="Another GPU"))
     assert len(other) == 0 and other.skipped == 6, "results from another GPU are never reused"
+
+
+def test_a_time_budget_stops_cleanly_and_a_rerun_continues(fake_gpu, tmp_path, monkeypatch):
+    calls, _ = fake_gpu
+    store = tmp_path / "run.jsonl"
+    clock = iter(range(0, 1000, 10))  # every perf_counter() call advances 10 s
+    monkeypatch.setattr(report.time, "perf_counter", lambda: float(next(clock)))
+    r = report.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
+                       end_to_end_check=False, progress=False, store=str(store), budget_s=25)
+    assert r.interrupted and 0 < len(calls) < 6 and "INTERRUPTED" in str(r)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="budget_s=0"):
+        report.profile(_Net(), torch.randn(2, 8, 8, 8), budget_s=0)
