@@ -213,9 +213,11 @@ py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo
 
 py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
                           bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
-                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds) {
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact) {
   EngineSearchOptions opt;
   opt.seeds = std::move(seeds);
+  opt.exact = std::move(exact);
   opt.heuristics = std::move(heuristics);
   opt.exhaustive = exhaustive;
   opt.max_configs = max_configs;
@@ -315,7 +317,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
         py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
-        py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
+        py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
+        py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
   // the kernel clock (timing.h): one CUPTI activity session; windows are (t0, t1) pairs of kernel_clock_now()
   m.def("kernel_clock_begin", &kernel_clock_begin);
   m.def("kernel_clock_now", &kernel_clock_now);

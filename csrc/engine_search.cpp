@@ -244,6 +244,19 @@ std::vector<KnobRange> knob_ranges(const BackendDesc& engine) {
   return out;
 }
 
+// One value per knob range: the given (type, value) where there is one, else the range's minimum.
+std::vector<int64_t> knob_values(const std::vector<KnobRange>& ranges,
+                                 const std::vector<std::pair<int64_t, int64_t>>& given) {
+  std::vector<int64_t> out;
+  for (const auto& r : ranges) {
+    int64_t v = r.lo;
+    for (const auto& [t, val] : given)
+      if (t == r.type) v = val;
+    out.push_back(v);
+  }
+  return out;
+}
+
 template <Direction D>
 EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& opt, int device) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
@@ -352,6 +365,22 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
     return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
   };
 
+  // 1b. exact: these configurations as named; an engine that rejects the graph is a row (stage "engine")
+  for (const auto& [id, knobs] : opt.exact) {
+    cudnnStatus_t s{};
+    BackendDesc engine = engine_of(id, s);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      auto pl = new_plan();
+      pl->engine_id = id;
+      pl->status = short_status_name(s);
+      pl->stage = "engine";
+      add(pl, "exact", -1);
+      continue;
+    }
+    const auto ranges = knob_ranges(engine);
+    try_config(id, engine, ranges, knob_values(ranges, knobs), "exact");
+  }
+
   // 2. exhaustive: every engine, every knob combination, in rounds (one more combination of every engine per
   // round, so a cap still covers every engine) until max_configs configurations exist in all. An engine that
   // does not support the graph is one row (stage "engine") and does not count towards the cap.
@@ -417,12 +446,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       if (s != CUDNN_STATUS_SUCCESS) continue;  // a seed comes from a built plan: its engine supports the graph
       Seed sd{id, std::move(engine), {}, {}};
       sd.ranges = knob_ranges(sd.engine);
-      for (const auto& r : sd.ranges) {
-        int64_t v = r.lo;
-        for (const auto& [t, val] : seed_knobs)
-          if (t == r.type) v = val;
-        sd.base.push_back(v);
-      }
+      sd.base = knob_values(sd.ranges, seed_knobs);
       seeds.push_back(std::move(sd));
     }
     bool more = true;

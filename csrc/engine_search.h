@@ -73,6 +73,9 @@ struct EngineSearchOptions {
   // refine: configurations (engine id, (knob type, value) pairs) whose neighbours to build: each knob's other
   // values, one knob at a time; counted against max_configs like the exhaustive ones
   std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds;
+  // exact: build exactly these configurations (source "exact"; a knob not given takes its minimum), e.g. to time
+  // one row again or run a stored winner; built after the heuristic lists, and counted like them by exhaustive
+  std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact;
 };
 
 struct EngineSearchOutput {

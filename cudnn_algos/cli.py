@@ -112,8 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_layer_args(e)
     e.add_argument("--direction", default="forward", choices=["forward", "backward_data", "backward_filter", "all"])
-    e.add_argument("--heuristics", default="instant,a,b,fallback",
-                   help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback)")
+    e.add_argument("--heuristics", default=None,
+                   help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback; none "
+                        "with --config)")
+    e.add_argument("--config", action="append", default=[], metavar="NAME",
+                   help="build exactly this configuration, by its name as rows give it (repeatable)")
     e.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine x knob combination, up to N configurations in all (default: off)")
     e.add_argument("--refine", type=int, default=0, metavar="K",
@@ -327,23 +330,27 @@ def _cmd_find(a: argparse.Namespace) -> int:
 
 def _cmd_engines(a: argparse.Namespace) -> int:
     from .api import validate
-    from .engines import HEURISTICS, find_engines
+    from .engines import HEURISTICS, find_engines, parse_config
     from .problem import DIRECTIONS, check_choice
     from .results import EngineSearches
 
     conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
-    heur = tuple(h for h in a.heuristics.split(",") if h)
+    heur = (() if a.config else ("instant", "a", "b", "fallback")) if a.heuristics is None else \
+        tuple(h for h in a.heuristics.split(",") if h)
     kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
                   max_configs=a.exhaustive or 64, runtime_compiled=not a.no_runtime_compiled, measure=a.measure,
                   repeats=a.repeats, l2=a.l2, compare_torch=None if a.torch is None else a.torch == "yes",
                   torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
-                  refine_max=a.refine_max, screen=a.screen, check_clock=a.check_clock, device=a.device)
+                  refine_max=a.refine_max, screen=a.screen, check_clock=a.check_clock, configs=tuple(a.config),
+                  device=a.device)
     directions = DIRECTIONS if a.direction == "all" else (a.direction,)
     try:
-        if not heur:
+        if not heur and not a.config:
             raise ValueError("--heuristics is empty")
+        for c in a.config:
+            parse_config(c)
         if a.refine < 0 or a.refine_max < 1:
             raise ValueError(f"--refine {a.refine} must be >= 0 and --refine-max {a.refine_max} >= 1")
         if (a.refine or a.screen) and not a.measure:

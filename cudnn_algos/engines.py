@@ -100,6 +100,31 @@ def match_kernels(torch_kernels: Sequence[str], rows: Sequence[EngineRow]) -> tu
     return "none", ()
 
 
+def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
+    """An engine configuration's stable name -> (engine id, [(knob type, value), ...]):
+    ``eng62{TILE_SIZE=0,TILEK=1}`` -> (62, [(2, 0), (13, 1)]). ValueError naming the value when it is not one."""
+    import re
+
+    m = re.fullmatch(r"eng(\d+)(?:\{(.*)\})?", name.strip()) if isinstance(name, str) else None
+    if m is None:
+        raise ValueError(f"configs: {name!r} is not an engine configuration name such as eng62{{TILE_SIZE=0,TILEK=1}}")
+    knobs = []
+    for part in filter(None, (m.group(2) or "").split(",")):
+        k, _, v = part.partition("=")
+        k = k.strip()
+        if k in KNOBS:
+            t = KNOBS.index(k)
+        elif k.startswith("KNOB_") and k[5:].isdigit():
+            t = int(k[5:])
+        else:
+            raise ValueError(f"configs: {name!r} names a knob {k!r} that is not one of cuDNN's ({', '.join(KNOBS)})")
+        try:
+            knobs.append((t, int(v)))
+        except ValueError:
+            raise ValueError(f"configs: {name!r}: knob {k} needs an integer value, not {v!r}") from None
+    return int(m.group(1)), knobs
+
+
 def _rows(plans, cdir: str, problem: Problem) -> list[EngineRow]:
     """Rows of these plans, each with why torch's convolution would never run it (as torch is set now)."""
     det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
@@ -143,15 +168,18 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
 
 def find_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
-    heuristics: Sequence[str] = ("instant", "a", "b", "fallback"), exhaustive: bool = False, max_configs: int = 64,
+    heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64,
     runtime_compiled: bool = True, measure: bool = False, repeats: int = 10, warmup: int = 3, l2: str = "warm",
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
-    screen: int | None = None, confirm: int = 3, check_clock: bool = False, device=None,
+    screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
+    device=None,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
     heuristics: which of cuDNN's ranked lists to take configurations from ("instant", "a", "b", "fallback");
-        torch's convolution uses "instant" then "fallback".
+        torch's convolution uses "instant" then "fallback". Default: all four, or none when ``configs`` is given.
+    configs: configurations to build exactly, by their stable names (``eng62{TILE_SIZE=0,...}``, as rows name
+        them; source "exact"): to time one row again, alone, in another process or on another day.
     exhaustive: also every engine x every knob combination (in rounds over the engines) until ``max_configs``
         configurations exist in all; engines that reject the problem are rows that do not count.
     runtime_compiled: build plans of engines that compile at run time (slow to build) too.
@@ -173,6 +201,11 @@ def find_engines(
     (``torch_filter``).
     """
     compare_torch = measure if compare_torch is None else compare_torch
+    if isinstance(configs, str):
+        configs = (configs,)
+    exact = [parse_config(c) for c in configs]
+    if heuristics is None:
+        heuristics = () if exact else ("instant", "a", "b", "fallback")
     _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
                 compare_torch, torch_benchmark, direction)
     problem = make_problem(conv, input_shape, dtype, memory_format, None)
@@ -180,7 +213,7 @@ def find_engines(
     cdir = problem.cudnn_direction(direction)
     with torch.cuda.device(dev):
         out = _ext.load().engine_search(cdir, problem.cudnn(), list(heuristics), exhaustive, max_configs,
-                                        runtime_compiled, dev)
+                                        runtime_compiled, dev, [], exact)
     rows = _rows(out["plans"], cdir, problem)
     for i, pos in torch_candidates(rows, int(torch.backends.cudnn.benchmark_limit or 0)).items():
         rows[i] = replace(rows[i], torch_rank=pos)
@@ -358,5 +391,5 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
         return _identify(result, problem, bench, dev)
 
 
-__all__ = ["find_engines", "identify_torch", "mark_torch_run", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
+__all__ = ["find_engines", "identify_torch", "mark_torch_run", "parse_config", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
            "HEURISTICS"]

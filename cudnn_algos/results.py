@@ -1126,7 +1126,7 @@ def _measure_note(m: Measurement | None) -> str:
 
 LONG_FORM_COLUMNS = (
     "model", "layers", "uses", "spec", "input_shape", "dtype", "memory_format", "math", "direction",
-    "cudnn_direction", "candidate_kind", "candidate", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
+    "cudnn_direction", "candidate_kind", "candidate", "repro", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
     "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank", "torch_rank", "torch_filter",
     "torch_ran", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
     "throughput_median_ms", "throughput_min_ms", "throughput_max_ms", "throughput_spread", "throughput_samples_ms",
@@ -1157,6 +1157,22 @@ def _torch_candidate(t: TorchRun) -> dict[str, Any]:
             "note": f"ran {', '.join(t.matches) or t.match} ({t.where})" + (f"; {t.error}" if t.error else "")}
 
 
+def _repro(search: Any, c: dict[str, Any]) -> str:
+    """The command that measures this candidate again: an engine configuration alone (--config), torch's op beside
+    the heuristics' configurations, a legacy algorithm in its math type's search."""
+    import shlex
+
+    layer = (f"--conv {shlex.quote(str(search.spec))} --input {','.join(map(str, search.shapes.input_shape))} "
+             f"--dtype {search.dtype}" + (" --channels-last" if search.memory_format != "contiguous" else "")
+             + f" --direction {search.direction} --measure")
+    kind = c["candidate_kind"]
+    if kind == "engine":
+        return f"cudnn-algos engines {layer} --config {shlex.quote(c['candidate'])}"
+    if kind == "legacy":
+        return f"cudnn-algos find {layer}" + (f" --math {c['math_type']}" if c.get("math_type") else "")
+    return f"cudnn-algos engines {layer} --torch yes --torch-benchmark {kind.replace('torch_', '')}"
+
+
 def _record(search: Any, candidate: dict[str, Any], m: Measurement | None, context: dict[str, Any]) -> dict[str, Any]:
     """One long-form record: the search's problem and environment, the candidate's columns, its measurement."""
     e = search.env
@@ -1169,6 +1185,7 @@ def _record(search: Any, candidate: dict[str, Any], m: Measurement | None, conte
              host=e.hostname, git_commit=e.git_commit, created=search.created)
     d.update(context)
     d.update(candidate)
+    d["repro"] = _repro(search, candidate)
     if m is not None:
         for k in ("kernel", "throughput", "host"):
             st = getattr(m, f"{k}_ms")

@@ -106,3 +106,38 @@ def test_table_marks_torchs_choice_and_compares(make):
 def test_find_engines_argument_errors_before_any_gpu_work(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         find_engines(torch.nn.Conv2d(8, 8, 3, device="meta"), (2, 8, 8, 8), **kwargs)
+
+
+def test_configuration_names_parse_back_to_engine_and_knobs():
+    from cudnn_algos.engines import KNOBS, parse_config
+
+    assert parse_config("eng62{TILE_SIZE=0,TILEK=1,WORKSPACE=2}") == (
+        62, [(KNOBS.index("TILE_SIZE"), 0), (KNOBS.index("TILEK"), 1), (KNOBS.index("WORKSPACE"), 2)])
+    assert parse_config("eng63") == (63, [])
+    assert parse_config("eng7{KNOB_99=3}") == (7, [(99, 3)])
+    for bad, match in (("engine62", "not an engine configuration name"), ("eng1{NOPE=1}", "knob 'NOPE'"),
+                       ("eng1{TILEK=x}", "integer value")):
+        with pytest.raises(ValueError, match=match):
+            parse_config(bad)
+    with pytest.raises(ValueError, match="configs: 'nope'"):
+        find_engines(torch.nn.Conv2d(8, 8, 3, device="meta"), (2, 8, 8, 8), configs=["nope"])
+
+
+def test_every_row_carries_the_command_that_measures_it_again(make):
+    import shlex
+
+    from cudnn_algos import cli
+
+    recs = make.engine_result().to_records() + make.legacy_result().to_records()
+    cmds = {}
+    for r in recs:
+        cmds.setdefault(r["candidate_kind"], r["repro"])
+    assert cmds["engine"].startswith("cudnn-algos engines --conv 'Conv2d(8, 8, kernel_size=3, padding=1)' "
+                                     "--input 2,8,8,8 --dtype float16 --channels-last --direction forward --measure")
+    assert "--config eng0" in cmds["engine"] and "--torch-benchmark on" in cmds["torch_on"]
+    assert cmds["legacy"].startswith("cudnn-algos find ") and "--math tensor_op" in cmds["legacy"]
+    for cmd in cmds.values():  # every command parses, and its --conv builds the same layer
+        argv = shlex.split(cmd)[1:]
+        a = cli.build_parser().parse_args(argv)
+        assert cli.parse_conv(a.conv).kernel_size == (3, 3) and tuple(map(int, a.input.split(","))) in (
+            (2, 8, 8, 8), (32, 64, 56, 56))

@@ -168,3 +168,18 @@ def test_run_uses_the_layout_the_row_was_searched_in():
     with pytest.warns(UserWarning, match="not in the layout the row was searched in"):
         cudnn_algos.run(spec, row, direction="backward_data", weight=g["weight"],
                         grad_output=g["grad_output"].contiguous(), input_shape=shape)
+
+
+def test_a_configuration_is_rebuilt_alone_by_its_name():
+    """configs=[name] builds exactly that configuration (engine id + knob values), runs and matches PyTorch: the
+    repro command of a row, and how a stored winner is rebuilt in another process."""
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    spec = ConvSpec.from_module(module)
+    res = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, runtime_compiled=False)
+    names = [r.name for r in res.succeeded[:5]]
+    again = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, configs=names)
+    assert [r.name for r in again.rows] == names and all(r.ok and r.sources == ("exact",) for r in again.rows)
+    case = Case(spec, shape, dtype, fmt)
+    assert not _check_all(again, case, "forward")
+    bad = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, configs=["eng62{TILE_SIZE=999}"])
+    assert len(bad.rows) == 1 and not bad.rows[0].ok and bad.rows[0].stage in ("config", "plan")
