@@ -365,16 +365,21 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
     return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
   };
 
-  // 1b. exact: these configurations as named; an engine that rejects the graph is a row (stage "engine")
+  // An engine that rejects the graph is one row (stage "engine"); it does not count towards the caps.
+  auto rejected = [&](int64_t id, cudnnStatus_t s, const std::string& source) {
+    auto pl = new_plan();
+    pl->engine_id = id;
+    pl->status = short_status_name(s);
+    pl->stage = "engine";
+    add(pl, source, -1);
+  };
+
+  // 1b. exact: these configurations as named
   for (const auto& [id, knobs] : opt.exact) {
     cudnnStatus_t s{};
     BackendDesc engine = engine_of(id, s);
     if (s != CUDNN_STATUS_SUCCESS) {
-      auto pl = new_plan();
-      pl->engine_id = id;
-      pl->status = short_status_name(s);
-      pl->stage = "engine";
-      add(pl, "exact", -1);
+      rejected(id, s, "exact");
       continue;
     }
     const auto ranges = knob_ranges(engine);
@@ -397,11 +402,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       cudnnStatus_t s{};
       BackendDesc engine = engine_of(e, s);
       if (s != CUDNN_STATUS_SUCCESS) {
-        auto pl = new_plan();
-        pl->engine_id = e;
-        pl->status = short_status_name(s);
-        pl->stage = "engine";
-        add(pl, "exhaustive", -1);
+        rejected(e, s, "exhaustive");
         continue;
       }
       auto ranges = knob_ranges(engine);

@@ -287,31 +287,16 @@ class SearchResult:
         return write_json(self.to_dict(), path, **kwargs)
 
 
-@dataclass(frozen=True)
-class SearchResults:
-    """The three directions' searches of one problem (``find(..., direction="all")``)."""
+class ResultSet:
+    """What a collection of searches (``results``) offers: iteration, text, HTML, one long-form table, JSON."""
 
-    results: tuple[SearchResult, ...] = field(default_factory=tuple)
+    results: tuple
 
-    KIND = "legacy_searches"
-
-    def __iter__(self) -> Iterator[SearchResult]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.results)
 
     def __len__(self) -> int:
         return len(self.results)
-
-    def __getitem__(self, key: int | str) -> SearchResult:
-        if isinstance(key, str):
-            for r in self.results:
-                if r.direction == key:
-                    return r
-            raise KeyError(f"{key!r}: directions here are {[r.direction for r in self.results]}")
-        return self.results[key]
-
-    @property
-    def best(self) -> dict[str, AlgoResult | None]:
-        return {r.direction: r.best for r in self.results}
 
     def __str__(self) -> str:
         return "\n\n".join(str(r) for r in self.results)
@@ -327,6 +312,27 @@ class SearchResults:
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
         return write_json(self.to_dict(), path, **kwargs)
+
+
+@dataclass(frozen=True)
+class SearchResults(ResultSet):
+    """The three directions' searches of one problem (``find(..., direction="all")``)."""
+
+    results: tuple[SearchResult, ...] = field(default_factory=tuple)
+
+    KIND = "legacy_searches"
+
+    def __getitem__(self, key: int | str) -> SearchResult:
+        if isinstance(key, str):
+            for r in self.results:
+                if r.direction == key:
+                    return r
+            raise KeyError(f"{key!r}: directions here are {[r.direction for r in self.results]}")
+        return self.results[key]
+
+    @property
+    def best(self) -> dict[str, AlgoResult | None]:
+        return {r.direction: r.best for r in self.results}
 
 
 # ============================================================================================ engine searches
@@ -517,33 +523,12 @@ class EngineSearchResult:
 
 
 @dataclass(frozen=True)
-class EngineSearches:
+class EngineSearches(ResultSet):
     """Several engine searches (``cudnn-algos engines --direction all``)."""
 
     results: tuple[EngineSearchResult, ...] = ()
 
     KIND = "engine_searches"
-
-    def __iter__(self) -> Iterator[EngineSearchResult]:
-        return iter(self.results)
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    def __str__(self) -> str:
-        return "\n\n".join(str(r) for r in self.results)
-
-    def _repr_html_(self) -> str:
-        return "".join(r._repr_html_() for r in self.results)
-
-    def to_dataframe(self):
-        return _dataframe([rec for r in self.results for rec in r.to_records()])
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-    def to_json(self, path: str | None = None) -> str:
-        return write_json(self.to_dict(), path)
 
 
 def _torch_cell(r: EngineRow) -> str:
