@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from . import _ext
 from .errors import CudnnError
-from .problem import (DIRECTIONS, MATH_TYPES, MODES, OUTPUT_OPERAND, Problem, check_choice, device_index,
+from .problem import (DIRECTIONS, MATH_TYPES, MEMORY_FORMATS, MODES, OUTPUT_OPERAND, Problem, check_choice, device_index,
                       environment, layout_of, make_problem, parse_workspace_limit)
 from .results import AlgoResult, EngineRow, MeasureConfig, SearchResult, SearchResults
 from .spec import ConvShapes, ConvSpec
@@ -201,8 +201,7 @@ def _run_layout(memory_format, algo, tensors: dict[str, torch.Tensor], ndim: int
     searched = getattr(algo, "memory_format", "") or ""
     if not searched:
         return layout_of(next(iter(tensors.values())))
-    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last,
-           "channels_last_3d": torch.channels_last_3d}[searched]
+    fmt = MEMORY_FORMATS[searched]
     odd = [n for n, t in tensors.items() if t.dim() == ndim + 2 and not t.is_contiguous(memory_format=fmt)]
     if odd:
         warnings.warn(f"run(): {', '.join(odd)} not in the layout the row was searched in ({searched}); copied into it",

@@ -96,6 +96,17 @@ class Measurement:
         return bool(self.host_ms and self.kernel_ms and self.host_ms.median > self.kernel_ms.median)
 
 
+class Saved:
+    """Saving to JSON (``to_dict``/``to_json``; gzip for a .gz path): what every result type shares. load_json reads
+    any of them back."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    def to_json(self, path: str | None = None, **kwargs: Any) -> str:
+        return write_json(self.to_dict(), path, **kwargs)
+
+
 class Timed:
     """What anything with a `measured` Measurement offers: its medians."""
 
@@ -153,7 +164,7 @@ class AlgoResult(MeasuredRow):
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(Saved):
     """Every legacy algorithm of one direction for one convolution problem.
 
     ``direction`` is the layer's (a transposed convolution's forward is cuDNN's ``backward_data``, recorded in
@@ -280,14 +291,9 @@ class SearchResult:
         raw samples), accuracy and environment as columns (needs pandas)."""
         return _dataframe(self.to_records())
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-    def to_json(self, path: str | None = None, **kwargs: Any) -> str:
-        return write_json(self.to_dict(), path, **kwargs)
 
 
-class ResultSet:
+class ResultSet(Saved):
     """What a collection of searches (``results``) offers: iteration, text, HTML, one long-form table, JSON."""
 
     results: tuple
@@ -307,11 +313,6 @@ class ResultSet:
     def to_dataframe(self):
         return _dataframe([rec for r in self.results for rec in r.to_records()])
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-    def to_json(self, path: str | None = None, **kwargs: Any) -> str:
-        return write_json(self.to_dict(), path, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -396,7 +397,7 @@ class TorchRun(Timed):
 
 
 @dataclass(frozen=True)
-class EngineSearchResult:
+class EngineSearchResult(Saved):
     rows: tuple[EngineRow, ...]
     spec: ConvSpec
     shapes: ConvShapes
@@ -515,11 +516,6 @@ class EngineSearchResult:
     def to_dataframe(self):
         return _dataframe(self.to_records())
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-    def to_json(self, path: str | None = None) -> str:
-        return write_json(self.to_dict(), path)
 
 
 @dataclass(frozen=True)
@@ -657,7 +653,7 @@ def _run_name(t: TorchRun | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class ModelReport:
+class ModelReport(Saved):
     """A model's convolutions searched in cuDNN 9's engine space, per distinct problem and direction, beside what
     torch runs with benchmark off and on; totals; the end-to-end benchmark-mode check."""
 
@@ -862,11 +858,6 @@ class ModelReport:
         """The long-form table as CSV (samples as space-separated numbers)."""
         self.to_dataframe().to_csv(path, index=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
-
-    def to_json(self, path: str | None = None) -> str:
-        return write_json(self.to_dict(), path)
 
     @classmethod
     def load(cls, source: str) -> "ModelReport":
