@@ -166,6 +166,8 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--refine", type=int, default=3, metavar="K", help="one-knob neighbours of the K fastest (3)")
     pr.add_argument("--refine-max", type=int, default=32, metavar="N", help="at most N configurations from refine")
     pr.add_argument("--legacy", action="store_true", help="also search the legacy algorithms (legacy_best columns)")
+    pr.add_argument("--no-runtime-compiled", action="store_true",
+                    help="skip engines that compile at run time (torch's benchmark mode tries them)")
     pr.add_argument("--no-torch-off", action="store_true", help="skip torch with benchmark off (a fresh process)")
     pr.add_argument("--check-clock", action="store_true",
                     help="also time every row with the independent clock (torch.profiler) and print the fidelity")
@@ -219,6 +221,7 @@ def _cmd_profile(a: argparse.Namespace) -> int:
     try:
         report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, repeats=a.repeats,
                          screen=a.screen, refine=a.refine, refine_max=a.refine_max, legacy=a.legacy,
+                         runtime_compiled=not a.no_runtime_compiled,
                          torch_off=not a.no_torch_off, check_clock=a.check_clock, end_to_end_check=not a.no_e2e,
                          progress=not a.no_progress, device=a.device, name=name,
                          store=a.store or (a.json + ".searches.jsonl" if a.json else None), budget_s=a.budget_s)

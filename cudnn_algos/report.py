@@ -361,7 +361,7 @@ def profile(
     confirm: int = 3,
     refine: int = 3,
     refine_max: int = 32,
-    runtime_compiled: bool = False,
+    runtime_compiled: bool = True,
     legacy: bool = False,
     torch_off: bool = True,
     check_clock: bool = False,
@@ -383,6 +383,9 @@ def profile(
     fastest torch would accept re-measured beside torch's op (benchmark on: its first call of the problem in this
     process is its search) on fresh operands in one kernel-clock session. torch_off: torch's op with benchmark off,
     measured the same way in one fresh process (torch keeps the first plan per problem for a process's life).
+    runtime_compiled: also build the engines that compile at run time (NVRTC), as torch's benchmark mode does: on
+    depthwise layers torch's choice can be one of them (a MobileNetV3 profile without them: torch's op up to 4.4x
+    faster than every candidate on depthwise stride-2 backward-data, its kernel in none of them).
     legacy: also search the legacy algorithms (columns legacy_best). check_clock: every row also timed with the
     independent clock (torch.profiler), for the fidelity table. end_to_end_check: the whole model's step with
     benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done

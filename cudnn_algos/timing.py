@@ -396,13 +396,25 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     return out
 
 
+@contextlib.contextmanager
 def _nvtx(r: Runnable, phase: str):
     """An NVTX range `cudnn_algos <phase> | <label>` around a runnable's timing (nsys/ncu --nvtx-include find one
-    candidate's kernels by it); a no-op where NVTX is unavailable."""
+    candidate's kernels by it); a no-op where NVTX is unavailable. Pushed with range_push (not nvtx.range, which
+    str.format()s the message: engine labels hold braces)."""
+    msg = f"cudnn_algos {phase} | {r.label or 'candidate'}"
     try:
-        return torch.cuda.nvtx.range(f"cudnn_algos {phase} | {r.label or 'candidate'}")
+        torch.cuda.nvtx.range_push(msg)
+        pushed = True
     except Exception:  # noqa: BLE001 (NVTX missing: timing goes on without the range)
-        return contextlib.nullcontext()
+        pushed = False
+    try:
+        yield
+    finally:
+        if pushed:
+            try:
+                torch.cuda.nvtx.range_pop()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 def _add_error(m: Measurement, err: str) -> Measurement:

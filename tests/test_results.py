@@ -159,3 +159,16 @@ def test_fidelity_table_by_size_and_kind(make):
     assert "100.0% of    1" in lines["<10"]  # the 5 us engine row
     assert "0.0% of    1" in lines["10-20"]  # 15 vs 10 us: outside 5%
     assert "80.0% within 5%" in text and "worst: engine eng1" in text
+
+
+def test_fidelity_rows_whose_reference_exceeds_the_uninstrumented_events_clock_are_counted_apart(make):
+    """A reference above the events clock of the same calls (no CUPTI client) cannot be a union of those calls'
+    kernels: the row is shown apart, and the share over every row is printed beside."""
+    ok = make.engine_row(0, ms=0.100, ref=0.101)
+    traced = make.engine_row(1, ms=2.0, ref=3.0)  # events (throughput) 2.0: the reference reads 1.5x the window
+    traced = replace(traced, measured=replace(traced.measured, activities_per_call=432.0))
+    text = "\n".join(fidelity_table([make.engine_result(rows=(ok, traced))]))
+    assert "1 rows (1 more apart, below)" in text
+    assert "100.0% within 5%" in text
+    assert "apart: 1 rows whose reference read above the events clock" in text and "reference/events 1.50" in text
+    assert "432 GPU activities per call" in text and "50.0% of 2 rows agree" in text

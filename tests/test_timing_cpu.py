@@ -145,21 +145,14 @@ def test_pruned_rows_say_so_in_the_table(make):
 @NO_GPU
 def test_each_candidate_is_timed_inside_its_own_nvtx_range(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    names = []
-
-    class Range:
-        def __init__(self, name):
-            names.append(name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            return False
-
-    monkeypatch.setattr(torch.cuda.nvtx, "range", Range)
+    names, pops = [], []
+    # the label holds braces: a range helper that str.format()s its message would raise KeyError here
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda msg: names.append(msg.format()) if "{" not in msg
+                        else names.append(msg))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: pops.append(1))
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     run, _ = _fake(0.05)
     run.label = "Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"
     timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
     assert names == ["cudnn_algos throughput | Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"]
+    assert len(pops) == len(names)
