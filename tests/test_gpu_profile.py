@@ -90,3 +90,36 @@ def test_conv1d_stack():
     r = cudnn_algos.profile(model, x, torch_off=False, end_to_end_check=False, **FAST)
     _check(r, model, x, cudnn_algos.DIRECTIONS)
     assert len(r.problems) == 2 and r.problems[1].count == 2
+
+
+class _Mixed(torch.nn.Module):
+    """A module conv and a functional one (F.conv2d on a parameter inside forward), as many real models mix them."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.w = torch.nn.Parameter(torch.randn(32, 16, 3, 3) * 0.1)
+
+    def forward(self, x):
+        return torch.nn.functional.conv2d(self.stem(x).relu(), self.w, stride=2, padding=1)
+
+
+def test_functional_convolution_is_profiled_under_its_module_with_nvtx_ranges_open():
+    """F.conv2d inside a forward is found (aten level), named after the calling module, searched like the others;
+    the NVTX ranges around every candidate's timing do not disturb the run."""
+    model, x = _Mixed(), torch.randn(4, 3, 32, 32)
+    torch.cuda.nvtx.range_push("user range")  # a user's own NVTX range around the whole profile
+    try:
+        r = cudnn_algos.profile(model, x, directions=("forward", "backward_data"), torch_off=False,
+                                end_to_end_check=False, **FAST)
+    finally:
+        torch.cuda.nvtx.range_pop()
+    assert r.n_conv_calls == 2 and len(r.problems) == 2
+    names = sorted(n for p in r.problems for n in p.layers)
+    assert names == ["<model>/conv2d", "stem"], names  # the functional call is named by its caller (the top here)
+    fn = next(p for p in r.problems if "stem" not in p.layers)
+    assert fn.input_shape == (4, 16, 32, 32) and fn.spec.stride == (2, 2)
+    for p in r.problems:
+        for d, e in p.engines.items():
+            b = e.best_eligible
+            assert b is not None and b.measured.rel_err < TOL[p.dtype], (p.spec, d, b)
