@@ -12,6 +12,7 @@
 #include "check.h"
 #include "engine_search.h"
 #include "legacy_search.h"
+#include "pinned.h"
 #include "timing.h"
 
 namespace py = pybind11;
@@ -336,6 +337,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       py::arg("device"), py::arg("windows"));
   m.def("kernel_clock_abort", &kernel_clock_abort);
+  // pinned execution (pinned.h): winners in, counts out; the operator itself is torch.ops.cudnn_algos.conv
+  m.def("problem_key",
+        [](const std::string& direction, const ConvProblem& p, bool deterministic, bool allow_tf32) {
+          return problem_key(parse_direction(direction), p, deterministic, allow_tf32);
+        },
+        py::arg("direction"), py::arg("problem"), py::arg("deterministic"), py::arg("allow_tf32"));
+  m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"));
+  m.def("pinned_clear", &pinned_clear);
+  m.def("pinned_counts", []() {
+    py::list out;
+    for (const auto& c : pinned_counts()) out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason));
+    return out;
+  });
+  m.def("pinned_reset_counts", &pinned_reset_counts);
+  m.def("pinned_plans_built", &pinned_plans_built);
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);

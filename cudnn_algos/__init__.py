@@ -5,6 +5,9 @@ workspace, determinism, math type, accuracy — beside what torch's own convolut
     res = cudnn_algos.find(torch.nn.Conv2d(64, 128, 3, padding=1), (32, 64, 56, 56))
     print(res); res.best; res.to_dataframe()
 
+    cudnn_algos.tune(model, example)          # once: the winners into the tuning database
+    with cudnn_algos.apply(model): ...        # every later process: the model runs them, no warm-up search
+
 Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by the first call that needs cuDNN.
 """
 from .api import find, run
@@ -17,6 +20,7 @@ from .report import load_report, profile
 from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement, ModelReport,
                       SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
 from .spec import ConvShapes, ConvSpec
+from .tuning import Applied, TuneResult, TuningDB, applied, apply, tune
 
 __version__ = "0.2.0"
 
@@ -25,5 +29,5 @@ __all__ = [
     "fidelity_table", "compare", "Comparison", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
     "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
-    "MODES", "MATH_TYPES", "__version__",
+    "MODES", "MATH_TYPES", "__version__", "tune", "apply", "applied", "TuningDB", "TuneResult", "Applied",
 ]

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,show,compare}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
     _add_profile_parser(sub)
+    _add_tuning_parsers(sub)
     sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
     sh.add_argument("file")
     sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
@@ -184,6 +185,91 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
     pr.add_argument("--no-progress", action="store_true")
     pr.add_argument("--device", type=int, default=None)
+
+
+def _add_tuning_parsers(sub) -> None:
+    t = sub.add_parser("tune", help="search a model's convolutions the tuning database lacks and store the winners",
+                       epilog="  cudnn-algos tune resnet50 --batch 32 --dtype float16 --channels-last\n"
+                              "  then, in your script: cudnn_algos.apply(model)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
+    t.add_argument("--batch", type=int, default=32)
+    t.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
+    t.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"],
+                   help="what the layers receive when the model runs (float16 for autocast; default: the model's)")
+    t.add_argument("--channels-last", action="store_true")
+    t.add_argument("--directions", default="forward,backward_data,backward_filter")
+    t.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
+    t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
+    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--device", type=int, default=None)
+    d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear")
+    d.add_argument("action", choices=["info", "list", "export", "import", "clear"])
+    d.add_argument("file", nargs="?", help="for export/import: a JSON-lines file")
+    d.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
+    d.add_argument("--all", action="store_true", help="clear: every environment (default: this GPU's only)")
+
+
+def _cmd_tune(a: argparse.Namespace) -> int:
+    from .models import ModelSourceError, load_model
+    from .problem import DIRECTIONS, device_index
+    from .tuning import tune
+
+    directions = tuple(x for x in a.directions.split(",") if x)
+    for x in directions:
+        if x not in DIRECTIONS:
+            raise UsageError(f"--directions: {x!r} is not one of {', '.join(DIRECTIONS)}")
+    if a.batch <= 0:
+        raise UsageError(f"--batch {a.batch} must be positive")
+    try:
+        model, example, _ = load_model(a.model, batch=a.batch, input_shape=parse_shape(a.input) if a.input else None)
+    except ModelSourceError as e:
+        raise UsageError(str(e)) from None
+    fmt = ("channels_last_3d" if example.dim() == 5 else "channels_last") if a.channels_last else None
+    device_index(a.device)
+    try:
+        r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
+                 progress=not a.no_progress, device=a.device)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    print(r)
+    return 0 if not r.failed else 1
+
+
+def _cmd_db(a: argparse.Namespace) -> int:
+    from .tuning import TuningDB
+
+    if a.action in ("export", "import") and not a.file:
+        raise UsageError(f"db {a.action} needs a FILE")
+    with TuningDB(a.db) as db:
+        if a.action == "info":
+            i = db.info()
+            print(f"tuning database {i['path']} (schema {i['schema']}): {i['winners']} winners, "
+                  f"{i['candidates']} measured candidates")
+            for env, n in i["environments"].items():
+                print(f"  {n:6d}  {env}")
+        elif a.action == "list":
+            for w in db.winners():
+                t = f"{w['kernel_ms']:.4g} ms" if w["kernel_ms"] is not None else "-"
+                on = f" (torch {w['torch_on_ms']:.4g} ms)" if w["torch_on_ms"] is not None else ""
+                print(f"{w['config']:<48} {t}{on}  {w['key']}  [{w['env']}]")
+        elif a.action == "export":
+            print(f"exported {db.export(a.file)} winners (and their candidates) to {a.file}")
+        elif a.action == "import":
+            try:
+                n = db.import_(a.file)
+            except (OSError, ValueError) as e:
+                raise UsageError(str(e)) from None
+            print(f"imported {n} winners from {a.file}")
+        else:
+            env = None
+            if not a.all:
+                from .problem import device_index, environment
+                from .tuning import env_key
+
+                env = env_key(environment(device_index(None)))
+            print(f"cleared {db.clear(env)} winners" + ("" if a.all else f" of {env}"))
+    return 0
 
 
 def _needs(flag: str, module: str) -> None:
@@ -400,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_engines(a)
         if a.command == "show":
             return _cmd_show(a)
+        if a.command == "tune":
+            return _cmd_tune(a)
+        if a.command == "db":
+            return _cmd_db(a)
         if a.command == "compare":
             return _cmd_compare(a)
         return _cmd_find(a)

@@ -340,7 +340,7 @@ def _check_profile_args(model, directions, repeats, screen, confirm, refine, ref
     return directions
 
 
-def _distinct_problems(uses: list[ConvUse], dtype, memory_format) -> dict[tuple, list[str]]:
+def distinct_problems(uses: list[ConvUse], dtype, memory_format) -> dict[tuple, list[str]]:
     """(spec, input shape, dtype name, layout) -> the layer names that run it, in model order."""
     keyed: dict[tuple, list[str]] = {}
     for u in uses:
@@ -403,7 +403,7 @@ def profile(
     uses = discover(model, example_input)
     if not uses:
         raise ValueError(f"{name or type(model).__name__} ran no convolution on this input: nothing to profile")
-    keyed = _distinct_problems(uses, dt, memory_format)
+    keyed = distinct_problems(uses, dt, memory_format)
     dev = device_index(device)
     bar = _Progress(len(keyed) * len(directions), progress, f"searching {name or type(model).__name__}")
     t_search = time.perf_counter()
@@ -519,4 +519,4 @@ def load_report(source: str) -> ModelReport:
     return ModelReport.load(source)
 
 
-__all__ = ["profile", "discover", "ConvUse", "end_to_end", "load_report", "torch_off_runs", "torch_off_pass"]
+__all__ = ["profile", "discover", "distinct_problems", "ConvUse", "end_to_end", "load_report", "torch_off_runs", "torch_off_pass"]

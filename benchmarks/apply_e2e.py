@@ -1,0 +1,161 @@
+"""Training steps with torch's benchmark mode off, on, and apply() on a database tuned beforehand: the first step and
+the steady step, each mode in its own fresh process (torch keeps the first plan per problem for a process's life).
+
+Per CONFIG (fp16-nhwc: autocast float16 + channels_last; fp32: float32 NCHW) and batch: tune() in a process of its
+own (its cost in seconds; a warm database skips it), then one fresh process per mode runs --steps SGD training steps
+(forward, backward, optimizer), each timed on the host with a synchronize (what a training loop sees): the first
+step (benchmark on: its search) and the median of the steps after --warmup. apply's process prints how its calls ran
+(stored configuration / torch's op as the stored winner / fallback).
+
+    python benchmarks/apply_e2e.py --configs fp16-nhwc:32,fp32:32 --db out/tuning.sqlite --json out/apply.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CONFIGS = {"fp16-nhwc": ("float16", True), "fp32": ("float32", False)}
+MODES = ("off", "on", "apply")
+
+
+def _model(name: str, batch: int, cl: bool):
+    import torch
+
+    from cudnn_algos.models import load_model
+
+    torch.manual_seed(0)  # the same weights and data in every mode's process: the loss curves are comparable
+    model, x, _ = load_model(name, batch=batch)
+    model = model.cuda()
+    x = x.cuda()
+    if cl:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    return model, x
+
+
+def worker(a) -> dict:
+    """One mode in this (fresh) process."""
+    import torch
+
+    import cudnn_algos
+
+    dtype, cl = CONFIGS[a.config]
+    torch.backends.cudnn.benchmark = a.mode == "on"
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # the CUDA context exists before the first step is timed
+    model, x = _model(a.model, a.batch, cl)
+    target = torch.randint(0, 1000, (a.batch,), device="cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
+    amp = torch.autocast("cuda", dtype=torch.float16, enabled=dtype == "float16")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with amp:
+            loss = torch.nn.functional.cross_entropy(model(x).float(), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    times, losses = [], []
+    for _ in range(a.steps):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        losses.append(step())
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    out = {"mode": a.mode, "first_step_s": times[0], "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
+           "steady_min_ms": 1e3 * min(times[a.warmup:]), "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
+    if handle is not None:
+        c = handle.counts()
+        out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+        out["fallback_reasons"] = sorted({x["reason"] for x in c if x["fallback"]})[:5]
+        out["winners"] = handle.winners
+    return out
+
+
+def tune_worker(a) -> dict:
+    import torch
+
+    import cudnn_algos
+
+    dtype, cl = CONFIGS[a.config]
+    model, x = _model(a.model, a.batch, cl)
+    t = time.perf_counter()
+    r = cudnn_algos.tune(model, x, a.db, dtype=dtype, memory_format="channels_last" if cl else None,
+                         budget_s=a.tune_budget_s, progress=False)
+    return {"tune_s": time.perf_counter() - t, "searched": r.searched, "already": r.already,
+            "failed": len(r.failed), "interrupted": r.interrupted, "torch": torch.__version__}
+
+
+def _sub(args: list[str], timeout: float) -> dict:
+    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(lines[-1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="resnet50")
+    p.add_argument("--configs", default="fp16-nhwc:32")
+    p.add_argument("--db", default="tuning.sqlite")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--tune-budget-s", type=float, default=None)
+    p.add_argument("--json")
+    p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
+    p.add_argument("--mode", help=argparse.SUPPRESS)
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        a.mode = a.worker
+        print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
+        return 0
+    results = []
+    for job in a.configs.split(","):
+        config, _, batch = job.partition(":")
+        common = ["--model", a.model, "--config", config, "--batch", batch or "32", "--db", a.db,
+                  "--steps", str(a.steps), "--warmup", str(a.warmup)]
+        tuned = _sub(["--worker", "tune", *common] + (["--tune-budget-s", str(a.tune_budget_s)]
+                                                      if a.tune_budget_s else []), 600)
+        row = {"config": config, "batch": int(batch or 32), "tune": tuned}
+        for mode in MODES:
+            row[mode] = _sub(["--worker", mode, *common], 300)
+        results.append(row)
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    print(f"{a.model} training steps ({a.steps} steps; steady = median after {a.warmup}), each mode in a fresh process:")
+    print(f"{'config':<16} {'tune':>14} {'first off':>10} {'first on':>9} {'first apply':>11} {'steady off':>11} "
+          f"{'on':>8} {'apply':>8}  apply/min(off,on)  apply's calls")
+    for r in results:
+        t = r["tune"]
+        tune = f"{t['tune_s']:.0f} s ({t['searched']})" if "tune_s" in t else "failed"
+        f = {m: r[m].get("first_step_s") for m in MODES}
+        s = {m: r[m].get("steady_ms") for m in MODES}
+        ratio = (s["apply"] / min(s["off"], s["on"])) if all(s.values()) else None
+        calls = r["apply"].get("calls", r["apply"].get("error", ""))
+        print(f"{r['config'] + ':' + str(r['batch']):<16} {tune:>14} "
+              + " ".join(f"{v:9.2f}s" if v is not None else f"{'-':>10}" for v in f.values()) + " "
+              + " ".join(f"{v:7.2f}ms" if v is not None else f"{'-':>9}" for v in s.values())
+              + f"  {ratio:.3f}" * (ratio is not None) + f"  {calls}")
+        for m in MODES:
+            if "error" in r[m]:
+                print(f"  {m}: {r[m]['error']}")
+        if r["apply"].get("fallback_reasons"):
+            print(f"  apply fallbacks: {r['apply']['fallback_reasons']}")
+        print(f"  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"
+                                                 f"{r[m].get('loss_last', float('nan')):.3f}" for m in MODES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

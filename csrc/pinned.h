@@ -1,0 +1,43 @@
+// Pinned execution: a tuning run's winners, by problem key, and the operator `cudnn_algos::conv` that runs them.
+//
+// The Python side (cudnn_algos/tuning.py) loads the winners of the current GPU and versions from the tuning
+// database into this registry; `torch.ops.cudnn_algos.conv` (registered in pinned.cpp with CUDA, CPU, Meta,
+// Autograd and AutocastCUDA kernels) then builds, per problem, the winner's plan once per process and runs it on the
+// current stream with workspace from torch's caching allocator. A problem without a winner, or whose winner is
+// torch's own op, runs torch's convolution: the counts say which happened how often.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conv_params.h"
+#include "directions.h"
+
+namespace cudnn_algos {
+
+// The key a winner is stored and looked up under: direction, dtype, layout, x/w/y dims, padding, stride, dilation,
+// groups, and the torch flags that change which configurations are allowed (cudnn.deterministic; allow_tf32 for
+// float32 only). Python computes it from its Problem through the binding, the operator from the tensors it gets:
+// one function, so the two cannot drift apart.
+std::string problem_key(Direction dir, const ConvProblem& p, bool deterministic, bool allow_tf32);
+
+using Knobs = std::vector<std::pair<int64_t, int64_t>>;
+
+// engine_id >= 0: run that engine configuration; engine_id < 0: the winner is torch's own op.
+void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs);
+void pinned_clear();  // forgets winners and built plans
+
+struct PinnedCount {
+  std::string key;
+  int64_t pinned = 0;    // calls that ran the stored configuration
+  int64_t torch = 0;     // calls whose stored winner is torch's own op
+  int64_t fallback = 0;  // calls that fell back to torch's op: no winner, or it could not run (reason)
+  std::string reason;    // the last fallback's reason
+};
+std::vector<PinnedCount> pinned_counts();
+void pinned_reset_counts();
+int64_t pinned_plans_built();
+
+}  // namespace cudnn_algos

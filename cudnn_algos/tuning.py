@@ -1,0 +1,472 @@
+"""Tune once, run fast in every later process: the tuning database, ``tune()`` and ``apply()``.
+
+The database (SQLite, WAL; default ``$CUDNN_ALGOS_DB`` or ``$XDG_CACHE_HOME/cudnn_algos/tuning.sqlite``) keeps, per
+environment (GPU, compute capability, driver, CUDA, cuDNN, torch) and problem key (direction, dtype, layout, shapes,
+padding, stride, dilation, groups, cudnn.deterministic, allow_tf32 for float32 — the extension computes the key, so
+the operator looks up exactly what was stored), the winner of an engine-space search (an engine configuration, or
+torch's own op when nothing beat it), its runner-up and torch's choice with their times, and every measured candidate.
+
+``tune(model, example)`` searches the problems the database lacks; ``apply(model)`` makes the model's convolution
+modules call ``torch.ops.cudnn_algos.conv`` (csrc/pinned.cpp), which runs the stored winner's plan and falls back to
+torch's convolution for anything the database lacks (counted; ``Applied.counts()``).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import sqlite3
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+
+from . import _ext
+from .engines import find_engines, parse_config
+from .errors import CudaError, CudaUnavailableError, CudnnError
+from .problem import DIRECTIONS, Environment, check_choice, device_index, environment, make_problem
+from .report import discover, distinct_problems
+
+SCHEMA = 1
+ENV_VAR = "CUDNN_ALGOS_DB"
+TORCH_WINNER = "torch"  # the stored winner is torch's own op: nothing measured beat it
+
+
+def default_path() -> Path:
+    """$CUDNN_ALGOS_DB, else $XDG_CACHE_HOME/cudnn_algos/tuning.sqlite (~/.cache when XDG_CACHE_HOME is unset)."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cudnn_algos" / "tuning.sqlite"
+
+
+def env_key(env: Environment) -> str:
+    """What must match for a stored winner to be used: the GPU and every version that can change the answer."""
+    return (f"{env.gpu_name}|sm{env.compute_capability}|driver {env.driver_version or env.cuda_driver_api}"
+            f"|cuda {env.cuda_runtime}|cudnn {env.cudnn_runtime}|torch {env.torch_version}")
+
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS winners (
+  env TEXT, key TEXT, settings TEXT, direction TEXT, config TEXT, engine_id INTEGER, knobs TEXT,
+  kernel_ms REAL, host_ms REAL, rel_err REAL, runner_up TEXT, runner_up_ms REAL, torch_on TEXT, torch_on_ms REAL,
+  source TEXT, measured_at TEXT, environment TEXT, PRIMARY KEY (env, key, settings));
+CREATE TABLE IF NOT EXISTS candidates (
+  env TEXT, key TEXT, settings TEXT, direction TEXT, name TEXT, engine_id INTEGER, status TEXT, kernel_ms REAL,
+  throughput_ms REAL, host_ms REAL, rel_err REAL, workspace_bytes INTEGER, torch_filter TEXT, sources TEXT,
+  measured_at TEXT, PRIMARY KEY (env, key, settings, name));
+"""
+_WINNER_COLS = ("env", "key", "settings", "direction", "config", "engine_id", "knobs", "kernel_ms", "host_ms",
+                "rel_err", "runner_up", "runner_up_ms", "torch_on", "torch_on_ms", "source", "measured_at",
+                "environment")
+_CANDIDATE_COLS = ("env", "key", "settings", "direction", "name", "engine_id", "status", "kernel_ms",
+                   "throughput_ms", "host_ms", "rel_err", "workspace_bytes", "torch_filter", "sources", "measured_at")
+
+
+class TuningDB:
+    """The tuning database at `path` (default: :func:`default_path`). Several processes may read and write it at
+    once (SQLite WAL, a busy timeout, one transaction per stored search). A file that is not this database (corrupt,
+    or another schema version) is moved aside with a warning and a fresh one is made."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = self._open()
+        except (sqlite3.DatabaseError, _Foreign) as e:
+            aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.path, aside)
+            for ext in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(str(self.path) + ext)
+            warnings.warn(f"tuning database {self.path} could not be used ({e}); moved aside to {aside.name}, "
+                          f"starting a fresh one", RuntimeWarning, stacklevel=2)
+            self.con = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA busy_timeout=60000")
+            row = None
+            with contextlib.suppress(sqlite3.OperationalError):
+                row = con.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+            if row is not None and row[0] != str(SCHEMA):
+                raise _Foreign(f"schema {row[0]}, this cudnn_algos reads schema {SCHEMA}")
+            if row is None:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if tables - {"meta", "winners", "candidates"}:
+                    raise _Foreign(f"tables {sorted(tables)} are not a cudnn_algos tuning database")
+                con.executescript(_TABLES)  # IF NOT EXISTS / OR IGNORE: two processes creating it at once agree
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (_now(),))
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "TuningDB":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- reading
+    def winners(self, env: str | None = None) -> list[dict[str, Any]]:
+        """Stored winners (of one environment key, or all), newest first per (env, key)."""
+        q = "SELECT * FROM winners" + (" WHERE env = ?" if env is not None else "") + " ORDER BY measured_at DESC"
+        return [dict(zip(_WINNER_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+
+    def winner(self, env: str, key: str) -> dict[str, Any] | None:
+        r = self.con.execute("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
+                             (env, key)).fetchone()
+        return dict(zip(_WINNER_COLS, r)) if r else None
+
+    def candidates(self, env: str | None = None) -> list[dict[str, Any]]:
+        q = "SELECT * FROM candidates" + (" WHERE env = ?" if env is not None else "")
+        return [dict(zip(_CANDIDATE_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+
+    def info(self) -> dict[str, Any]:
+        envs = dict(self.con.execute("SELECT env, COUNT(*) FROM winners GROUP BY env").fetchall())
+        return {"path": str(self.path), "schema": SCHEMA, "winners": sum(envs.values()),
+                "candidates": self.con.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
+                "environments": envs}
+
+    # ---- writing
+    def put(self, winner: dict[str, Any], candidates: Sequence[dict[str, Any]] = ()) -> None:
+        """One search's winner and its candidates, in one transaction (a concurrent writer waits; a crash keeps
+        either all of it or none)."""
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            self.con.execute(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(_WINNER_COLS))})",
+                             [winner.get(c) for c in _WINNER_COLS])
+            self.con.executemany(
+                f"INSERT OR REPLACE INTO candidates VALUES ({','.join('?' * len(_CANDIDATE_COLS))})",
+                [[c.get(k) for k in _CANDIDATE_COLS] for c in candidates])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def clear(self, env: str | None = None) -> int:
+        """Deletes the winners and candidates (of one environment key, or all); returns the winners deleted."""
+        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
+        self.con.execute("BEGIN IMMEDIATE")
+        n = self.con.execute("DELETE FROM winners" + where, args).rowcount
+        self.con.execute("DELETE FROM candidates" + where, args)
+        self.con.execute("COMMIT")
+        return n
+
+    def export(self, path: str | os.PathLike) -> int:
+        """Writes every winner and candidate as JSON lines (to share with machines of the same kind)."""
+        n = 0
+        with open(path, "w") as f:
+            f.write(json.dumps({"cudnn_algos_tuning_export": SCHEMA}) + "\n")
+            for w in self.winners():
+                f.write(json.dumps({"winner": w}) + "\n")
+                n += 1
+            for c in self.candidates():
+                f.write(json.dumps({"candidate": c}) + "\n")
+        return n
+
+    def import_(self, path: str | os.PathLike) -> int:
+        """Reads what :meth:`export` wrote; returns the winners imported (an entry already here is replaced)."""
+        with open(path) as f:
+            head = json.loads(f.readline() or "{}")
+            if head.get("cudnn_algos_tuning_export") != SCHEMA:
+                raise ValueError(f"{path}: not a cudnn_algos tuning export of schema {SCHEMA} (first line {head})")
+            rows = [json.loads(line) for line in f if line.strip()]
+        ws = [r["winner"] for r in rows if "winner" in r]
+        cs = [r["candidate"] for r in rows if "candidate" in r]
+        for w in ws:
+            self.put(w, [c for c in cs if (c["env"], c["key"], c["settings"]) == (w["env"], w["key"], w["settings"])])
+        return len(ws)
+
+
+class _Foreign(Exception):
+    """The file is an SQLite database, but not this schema of ours."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _db(db: TuningDB | str | os.PathLike | None) -> tuple[TuningDB, bool]:
+    return (db, False) if isinstance(db, TuningDB) else (TuningDB(db), True)
+
+
+# ================================================================================================ tune
+@dataclass(frozen=True)
+class TuneResult:
+    """What tune() did: searches run, problems the database already had, failures (problem key -> reason)."""
+
+    searched: int
+    already: int
+    unsupported: int
+    failed: dict[str, str]
+    seconds: float
+    interrupted: bool
+    db: str
+
+    def __str__(self) -> str:
+        s = (f"tune: {self.searched} searches run, {self.already} already in the database, {self.unsupported} "
+             f"problem(s) apply() does not run (transposed), {len(self.failed)} failed; {self.seconds:.1f} s"
+             f"{' (stopped: time budget or Ctrl-C)' if self.interrupted else ''}; database {self.db}")
+        return s + "".join(f"\n  failed: {k}: {v}" for k, v in self.failed.items())
+
+
+def problem_key(problem, direction: str, deterministic: bool | None = None, allow_tf32: bool | None = None) -> str:
+    """The key a winner of `problem` and `direction` is stored under (the operator computes the same from tensors);
+    the torch flags default to what is set now."""
+    det = torch.backends.cudnn.deterministic if deterministic is None else deterministic
+    tf32 = torch.backends.cudnn.allow_tf32 if allow_tf32 is None else allow_tf32
+    return _ext.load().problem_key(problem.cudnn_direction(direction), problem.cudnn(), bool(det), bool(tf32))
+
+
+def winner_entry(result, env: Environment, key: str, settings: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The database rows of one measured engine search: the winner (the fastest configuration torch would accept, or
+    torch's own op when it was faster on the same clock) and every candidate."""
+    best = result.best_eligible
+    on = result.torch_run("benchmark_on")
+    ok = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
+                key=lambda r: r.kernel_ms)
+    runner = ok[1] if len(ok) > 1 else None
+    torch_wins = best is None or (on is not None and on.kernel_ms is not None and on.kernel_ms < best.kernel_ms)
+    now = _now()
+    w = {"env": env_key(env), "key": key, "settings": settings, "direction": result.direction,
+         "config": TORCH_WINNER if torch_wins else best.name, "engine_id": -1 if torch_wins else best.engine_id,
+         "knobs": json.dumps([] if torch_wins else [list(k) for k in parse_config(best.name)[1]]),
+         "kernel_ms": (on.kernel_ms if torch_wins and on else best.kernel_ms if best else None),
+         "host_ms": (on.host_ms if torch_wins and on else best.host_ms if best else None),
+         "rel_err": (on.measured.rel_err if torch_wins and on and on.measured else
+                     best.measured.rel_err if best and best.measured else None),
+         "runner_up": (best.name if torch_wins and best else runner.name if runner else None),
+         "runner_up_ms": (best.kernel_ms if torch_wins and best else runner.kernel_ms if runner else None),
+         "torch_on": ",".join(on.matches) if on and on.matches else (f"({on.match})" if on else None),
+         "torch_on_ms": on.kernel_ms if on else None, "source": ",".join(best.sources) if best else "",
+         "measured_at": now, "environment": json.dumps(asdict(env))}
+    cands = [{"env": w["env"], "key": key, "settings": settings, "direction": result.direction, "name": r.name,
+              "engine_id": r.engine_id, "status": r.status, "kernel_ms": r.kernel_ms,
+              "throughput_ms": r.measured.throughput_ms.median if r.measured and r.measured.throughput_ms else None,
+              "host_ms": r.host_ms, "rel_err": r.measured.rel_err if r.measured else None,
+              "workspace_bytes": r.workspace_bytes, "torch_filter": r.torch_filter, "sources": ",".join(r.sources),
+              "measured_at": now} for r in result.rows]
+    return w, cands
+
+
+def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.PathLike | None = None, *,
+         directions: Iterable[str] = DIRECTIONS, dtype: torch.dtype | str | None = None,
+         memory_format: torch.memory_format | str | None = None, budget_s: float | None = None,
+         repeats: int = 7, screen: int = 3, refine: int = 3, refine_max: int = 32, runtime_compiled: bool = True,
+         progress: bool = True, device: int | str | torch.device | None = None) -> TuneResult:
+    """Fills the tuning database with the winners of `model`'s convolutions (as one forward pass on `example_input`
+    meets them), searching only the problems and directions it lacks: per problem, ``find_engines`` as ``profile``
+    runs it (heuristic lists screened, refine, the fastest confirmed beside torch's op with benchmark on), stored
+    with every candidate as soon as it is measured (Ctrl-C or `budget_s` keeps what was stored; a re-run resumes).
+
+    dtype / memory_format: what the layers will receive when the model runs (e.g. torch.float16 for a model run
+    under autocast; default: what they receive in the example pass). The winners are stored under
+    cudnn.deterministic and allow_tf32 as set now: apply() uses them when the flags are the same."""
+    dirs = tuple(directions)
+    for d in dirs:
+        check_choice("directions", d, DIRECTIONS)
+    store, own = _db(db)
+    dev = device_index(device)
+    env = environment(dev)
+    ekey = env_key(env)
+    settings = json.dumps({"repeats": repeats, "screen": screen, "refine": refine, "refine_max": refine_max,
+                           "runtime_compiled": runtime_compiled}, sort_keys=True)
+    t0 = time.perf_counter()
+    searched = already = unsupported = 0
+    failed: dict[str, str] = {}
+    interrupted = False
+    todo = []
+    for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dtype,
+                                                                memory_format).items():
+        if spec.transposed or spec.padding_mode != "zeros":
+            unsupported += 1
+            continue
+        problem = make_problem(spec, shape, dname, fmt)
+        for d in dirs:
+            key = problem_key(problem, d)
+            if store.winner(ekey, key) is not None:
+                already += 1
+            else:
+                todo.append((spec, shape, dname, fmt, d, key))
+    bar = _bar(len(todo), progress)
+    try:
+        for spec, shape, dname, fmt, d, key in todo:
+            if budget_s is not None and time.perf_counter() - t0 > budget_s:
+                interrupted = True
+                break
+            try:
+                r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
+                                 compare_torch=True, torch_benchmark=True, repeats=repeats, screen=screen,
+                                 refine=refine, refine_max=refine_max, runtime_compiled=runtime_compiled, device=dev)
+                store.put(*winner_entry(r, env, key, settings))
+                searched += 1
+            except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError) as e:
+                failed[key] = f"{type(e).__name__}: {str(e)[:200]}"
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            store.close()
+    return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path))
+
+
+def _bar(total: int, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="tuning", unit="search")
+
+
+# ================================================================================================ apply
+CONV_TYPES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+
+
+def module_args(m: torch.nn.Module) -> tuple[list[int], list[int], list[int], int] | str:
+    """(stride, padding, dilation, groups) the operator takes for a convolution module, or why it cannot run it."""
+    if not isinstance(m, CONV_TYPES):
+        return "not a Conv1d/2d/3d"
+    if type(m).forward not in tuple(c.forward for c in CONV_TYPES):
+        return f"{type(m).__name__} has its own forward"
+    if m.padding_mode != "zeros":
+        return f"padding_mode={m.padding_mode!r} (torch pads explicitly first)"
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            pad = [0] * len(m.kernel_size)
+        else:  # 'same': symmetric only when every dilation*(k-1) is even
+            total = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+            if any(t % 2 for t in total):
+                return "padding='same' with an even kernel (asymmetric padding)"
+            pad = [t // 2 for t in total]
+    else:
+        pad = list(m.padding)
+    return list(m.stride), pad, list(m.dilation), int(m.groups)
+
+
+@dataclass
+class Applied:
+    """Handle returned by :func:`apply`: ``undo()`` (or leaving the ``with`` block) restores every module exactly;
+    ``counts()`` says, per problem the operator met, how many calls ran the stored configuration, torch's op as
+    the stored winner, or torch's op as a fallback (and why)."""
+
+    modules: list[str]
+    skipped: dict[str, str]
+    winners: int
+    db: str
+    _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
+
+    def undo(self) -> None:
+        for m, old in reversed(self._saved):
+            if old is _MISSING:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = old
+        self._saved.clear()
+
+    def __enter__(self) -> "Applied":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo()
+
+    @staticmethod
+    def counts() -> list[dict[str, Any]]:
+        return [{"key": k, "pinned": p, "torch_winner": t, "fallback": f, "reason": r}
+                for k, p, t, f, r in _ext.load().pinned_counts()]
+
+    @staticmethod
+    def reset_counts() -> None:
+        _ext.load().pinned_reset_counts()
+
+    def summary(self) -> str:
+        c = self.counts()
+        tot = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+        lines = [f"apply: {len(self.modules)} modules, {self.winners} stored winners loaded from {self.db}; calls: "
+                 f"{tot['pinned']} ran a stored configuration, {tot['torch_winner']} torch's op (stored winner), "
+                 f"{tot['fallback']} fell back to torch's op"]
+        lines += [f"  fallback x{x['fallback']}: {x['reason']}: {x['key']}" for x in c if x["fallback"]]
+        lines += [f"  not applied: {n}: {why}" for n, why in self.skipped.items()]
+        return "\n".join(lines)
+
+
+_MISSING = object()
+
+
+def _forward(m: torch.nn.Module, stride: list[int], pad: list[int], dil: list[int], groups: int):
+    op = torch.ops.cudnn_algos.conv
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return op(x, m.weight, m.bias, stride, pad, dil, groups)
+
+    return forward
+
+
+def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
+          device: int | str | torch.device | None = None) -> Applied:
+    """Makes `model`'s Conv1d/2d/3d modules run the tuning database's winners for this GPU and versions (loaded into
+    the extension's registry now): each module's forward calls ``torch.ops.cudnn_algos.conv``, a C++ operator with
+    autograd (backward-data and backward-filter each run their own stored winner), autocast, meta (torch.compile)
+    and CPU kernels; a problem the database lacks runs torch's own convolution. Returns an :class:`Applied` handle
+    (also a context manager) whose ``undo()`` restores the modules exactly."""
+    store, own = _db(db)
+    try:
+        try:
+            winners = store.winners(env_key(environment(device_index(device))))
+        except CudaUnavailableError:  # no GPU: the modules still run (the operator's CPU kernel is torch's)
+            winners = []
+    finally:
+        if own:
+            store.close()
+    ext = _ext.load()
+    seen = set()
+    for w in winners:  # newest first: the first entry per key wins
+        if w["key"] in seen:
+            continue
+        seen.add(w["key"])
+        ext.pinned_set(w["key"], int(w["engine_id"]), [tuple(k) for k in json.loads(w["knobs"] or "[]")])
+    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path))
+    for name, m in model.named_modules():
+        if not isinstance(m, CONV_TYPES):
+            continue
+        args = module_args(m)
+        if isinstance(args, str):
+            handle.skipped[name or "<model>"] = args
+            continue
+        handle._saved.append((m, m.__dict__.get("forward", _MISSING)))
+        m.forward = _forward(m, *args)
+        handle.modules.append(name or "<model>")
+    return handle
+
+
+@contextlib.contextmanager
+def applied(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None) -> Iterator[Applied]:
+    """``with applied(model): ...``: apply() for the block, undone after."""
+    h = apply(model, db)
+    try:
+        yield h
+    finally:
+        h.undo()
+
+
+__all__ = ["TuningDB", "TuneResult", "Applied", "tune", "apply", "applied", "default_path", "env_key",
+           "problem_key", "winner_entry", "module_args"]

@@ -1,0 +1,149 @@
+"""GPU (H200): tune() fills a database and apply() runs its winners through torch.ops.cudnn_algos.conv: forward and
+gradients against torch itself for 1-D, 2-D (grouped, dilated, strided, 1x1) and 3-D layers in fp32 NCHW and fp16
+channels_last; under autocast, torch.compile and CUDA-graph capture; fallback (counted) for what the database
+lacks and when cudnn.deterministic changes the key; undo restores the model."""
+import pytest
+import torch
+
+import cudnn_algos
+
+pytestmark = pytest.mark.gpu
+
+FAST = dict(repeats=3, screen=2, refine=1, refine_max=8, progress=False)
+TOL = {torch.float32: 2e-3, torch.float16: 2e-2}
+
+
+def _net2d():
+    return torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2, groups=4, bias=False),
+                               torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1, stride=2))
+
+
+def _net1d():
+    return torch.nn.Sequential(torch.nn.Conv1d(16, 32, 5, stride=2, padding=2), torch.nn.ReLU(),
+                               torch.nn.Conv1d(32, 32, 3, padding=1, groups=32))
+
+
+def _net3d():
+    return torch.nn.Sequential(torch.nn.Conv3d(4, 16, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.Conv3d(16, 8, 1, bias=False))
+
+
+CASES = {
+    "2d-fp32": (_net2d, (4, 8, 16, 16), torch.float32, None),
+    "2d-fp16-nhwc": (_net2d, (4, 8, 16, 16), torch.float16, torch.channels_last),
+    "1d-fp32": (_net1d, (4, 16, 64), torch.float32, None),
+    "3d-fp16": (_net3d, (2, 4, 8, 8, 8), torch.float16, None),
+}
+
+
+def _rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+
+
+def _run(model, x):
+    x = x.detach().requires_grad_(True)
+    model.zero_grad()
+    out = model(x)
+    out.float().pow(2).mean().backward()
+    return out.detach(), [x.grad] + [p.grad for p in model.parameters()]
+
+
+def _build(case):
+    make, shape, dtype, fmt = CASES[case]
+    torch.manual_seed(0)
+    model = make().cuda().to(dtype)
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    if fmt is not None:
+        model, x = model.to(memory_format=fmt), x.contiguous(memory_format=fmt)
+    return model, x, dtype
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_applied_winners_match_torch_forward_and_gradients(case, tmp_path):
+    model, x, dtype = _build(case)
+    db = tmp_path / "t.sqlite"
+    r = cudnn_algos.tune(model, x, db, **FAST)
+    n_convs = sum(isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)) for m in model)
+    assert not r.failed and r.searched == 3 * n_convs, r  # every layer is a distinct problem here
+    again = cudnn_algos.tune(model, x, db, **FAST)
+    assert again.searched == 0 and again.already == r.searched  # only what the database lacks is searched
+    ref_out, ref_grads = _run(model, x)
+    with cudnn_algos.apply(model, db) as h:
+        h.reset_counts()
+        out, grads = _run(model, x)
+        counts = h.counts()
+    assert _rel(out, ref_out) < TOL[dtype]
+    for g, rg in zip(grads, ref_grads):
+        assert _rel(g, rg) < TOL[dtype]
+    assert counts and all(c["fallback"] == 0 for c in counts), h.summary()
+    assert sum(c["pinned"] for c in counts) > 0, h.summary()
+    dirs = {c["key"].split(" ")[0] for c in counts}
+    assert dirs == {"forward", "backward_data", "backward_filter"}, dirs
+
+
+def test_autocast_casts_as_torch_does_and_hits_the_fp16_winners(tmp_path):
+    torch.manual_seed(0)
+    model, x = _net2d().cuda(), torch.randn(4, 8, 16, 16, device="cuda")
+    db = tmp_path / "t.sqlite"
+    cudnn_algos.tune(model, x, db, dtype=torch.float16, directions=("forward",), **FAST)
+    with torch.autocast("cuda", dtype=torch.float16):
+        ref = model(x)
+    with cudnn_algos.apply(model, db) as h:
+        h.reset_counts()
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = model(x)
+        counts = h.counts()
+    assert out.dtype == ref.dtype == torch.float16 and _rel(out, ref) < TOL[torch.float16]
+    assert all(c["fallback"] == 0 for c in counts) and sum(c["pinned"] + c["torch_winner"] for c in counts) == 3
+
+
+def test_torch_compile_and_cuda_graph_capture_run_the_winners(tmp_path):
+    model, x, dtype = _build("2d-fp16-nhwc")
+    db = tmp_path / "t.sqlite"
+    cudnn_algos.tune(model, x, db, directions=("forward",), **FAST)
+    with torch.no_grad():
+        ref = model(x)
+    with cudnn_algos.apply(model, db) as h, torch.no_grad():
+        compiled = torch.compile(model)
+        torch.testing.assert_close(compiled(x), ref, rtol=2e-2, atol=2e-2)
+        static_x = x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            model(static_x)  # warm up: plans are built outside the capture
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        h.reset_counts()
+        with torch.cuda.graph(g):
+            static_out = model(static_x)
+        static_x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_out, model(static_x))  # replayed = eager, on the new input
+        assert all(c["fallback"] == 0 for c in h.counts()), h.summary()
+
+
+def test_what_the_database_lacks_falls_back_to_torch_counted(tmp_path):
+    model, x, dtype = _build("2d-fp32")
+    db = tmp_path / "t.sqlite"
+    ref_out, ref_grads = _run(model, x)
+    with cudnn_algos.apply(model, db) as h:  # empty database
+        h.reset_counts()
+        out, grads = _run(model, x)
+        c = h.counts()
+    torch.testing.assert_close(out, ref_out)
+    assert c and all(x["pinned"] == 0 and x["fallback"] > 0 and x["reason"] == "no stored winner" for x in c)
+    cudnn_algos.tune(model, x, db, directions=("forward",), **FAST)
+    old = torch.backends.cudnn.deterministic
+    torch.backends.cudnn.deterministic = True  # another key: the winners tuned without it are not used
+    try:
+        with cudnn_algos.apply(model, db) as h:
+            h.reset_counts()
+            with torch.no_grad():
+                out = model(x)
+            assert all(x["pinned"] == 0 for x in h.counts())
+            assert all("deterministic=1" in x["key"] for x in h.counts())
+        torch.testing.assert_close(out, ref_out)
+    finally:
+        torch.backends.cudnn.deterministic = old

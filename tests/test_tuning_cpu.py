@@ -1,0 +1,225 @@
+"""CPU: the tuning database (keys, hits, misses, another GPU or version never used, concurrent writers, corrupt and
+foreign files, export/import) and apply()/undo with the operator's CPU and meta kernels (on the CPU the operator runs
+torch's convolution; what it runs on the GPU is in test_gpu_apply.py). No GPU, no cuDNN search here."""
+import json
+import multiprocessing as mp
+import sqlite3
+import warnings
+from dataclasses import replace
+
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos.problem import Environment
+from cudnn_algos.tuning import TORCH_WINNER, TuningDB, env_key, module_args, winner_entry
+
+
+def _env(cudnn=91900, gpu="NVIDIA H200"):
+    return Environment(gpu_name=gpu, compute_capability="9.0", device_index=0, driver_version="580.159.04",
+                       cuda_driver_api=13000, cuda_runtime=13000, cudnn_runtime=cudnn, cudnn_build=cudnn,
+                       cudnn_library=None, torch_version="2.11.0+cu130", torch_cuda="13.0")
+
+
+def _winner(key, env=None, config="eng62{TILE_SIZE=1}", ms=0.02, settings="{}", at="2026-11-30T00:00:00+00:00"):
+    return {"env": env_key(env or _env()), "key": key, "settings": settings, "direction": "forward",
+            "config": config, "engine_id": 62, "knobs": json.dumps([[2, 1]]), "kernel_ms": ms, "measured_at": at}
+
+
+def test_winners_are_keyed_by_environment_and_problem(tmp_path):
+    with TuningDB(tmp_path / "t.sqlite") as db:
+        db.put(_winner("forward k1"), [{"env": env_key(_env()), "key": "forward k1", "settings": "{}",
+                                        "name": "eng62{TILE_SIZE=1}", "kernel_ms": 0.02}])
+        assert db.winner(env_key(_env()), "forward k1")["config"] == "eng62{TILE_SIZE=1}"
+        assert db.winner(env_key(_env()), "forward k2") is None  # a miss
+        assert db.winner(env_key(_env(cudnn=92400)), "forward k1") is None  # another cuDNN: never used
+        assert db.winner(env_key(_env(gpu="NVIDIA A100")), "forward k1") is None  # another GPU
+        db.put(_winner("forward k1", config="eng58{WORKSPACE=0}", at="2026-12-01T00:00:00+00:00", settings="{1}"))
+        assert db.winner(env_key(_env()), "forward k1")["config"] == "eng58{WORKSPACE=0}"  # the newest
+        assert db.info()["winners"] == 2 and db.info()["candidates"] == 1
+
+
+def _writer(path, i):
+    with TuningDB(path) as db:
+        for j in range(20):
+            db.put(_winner(f"forward p{i}-{j}"), [{"env": env_key(_env()), "key": f"forward p{i}-{j}",
+                                                  "settings": "{}", "name": "eng0", "kernel_ms": 0.1}])
+
+
+def test_several_processes_writing_at_once_lose_nothing(tmp_path):
+    path = str(tmp_path / "t.sqlite")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, i)) for i in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with TuningDB(path) as db:
+        assert len(db.winners()) == 120 and len(db.candidates()) == 120
+
+
+@pytest.mark.parametrize("content", [b"this is not a database" * 100, b""])
+def test_a_corrupt_file_is_moved_aside_with_a_warning(tmp_path, content):
+    path = tmp_path / "t.sqlite"
+    path.write_bytes(content)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        db = TuningDB(path)
+    if content:
+        assert any("moved aside" in str(x.message) for x in w)
+        assert [p.name for p in tmp_path.iterdir() if ".bad-" in p.name]
+    db.put(_winner("forward k"))
+    assert db.winner(env_key(_env()), "forward k") is not None
+    db.close()
+
+
+def test_a_database_of_another_schema_or_program_is_moved_aside(tmp_path):
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT)")
+    con.execute("INSERT INTO meta VALUES ('schema', '99')")
+    con.commit()
+    con.close()
+    with pytest.warns(RuntimeWarning, match="schema 99"):
+        TuningDB(path).close()
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE accounts (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.warns(RuntimeWarning, match="not a cudnn_algos tuning database"):
+        TuningDB(other).close()
+
+
+def test_export_import_round_trip(tmp_path):
+    with TuningDB(tmp_path / "a.sqlite") as a:
+        for i in range(3):
+            a.put(_winner(f"forward k{i}"), [{"env": env_key(_env()), "key": f"forward k{i}", "settings": "{}",
+                                              "name": f"eng{i}", "kernel_ms": 0.1 * i}])
+        assert a.export(tmp_path / "x.jsonl") == 3
+        with TuningDB(tmp_path / "b.sqlite") as b:
+            assert b.import_(tmp_path / "x.jsonl") == 3
+            assert b.winners() == a.winners() and sorted(map(str, b.candidates())) == sorted(map(str, a.candidates()))
+    (tmp_path / "bad.jsonl").write_text('{"something": 1}\n')
+    with TuningDB(tmp_path / "c.sqlite") as c, pytest.raises(ValueError, match="not a cudnn_algos tuning export"):
+        c.import_(tmp_path / "bad.jsonl")
+
+
+def test_default_path_follows_the_environment_variable_then_xdg(monkeypatch, tmp_path):
+    from cudnn_algos.tuning import default_path
+
+    monkeypatch.setenv("CUDNN_ALGOS_DB", str(tmp_path / "mine.sqlite"))
+    assert default_path() == tmp_path / "mine.sqlite"
+    monkeypatch.delenv("CUDNN_ALGOS_DB")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_path() == tmp_path / "cache" / "cudnn_algos" / "tuning.sqlite"
+
+
+def test_winner_is_the_fastest_torch_would_accept_or_torch_when_it_was_faster(make):
+    rows = (make.engine_row(1, ms=0.010, name="eng1{TILE_SIZE=0}"), make.engine_row(2, ms=0.012, name="eng2"),
+            make.engine_row(3, ms=0.005, name="eng3", torch_filter="nondeterministic"))
+    rows = tuple(replace(r, measured=replace(r.measured, confirmed=True)) for r in rows)
+    res = make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.011),))
+    w, cands = winner_entry(res, _env(), "forward k", "{}")
+    assert w["config"] == "eng1{TILE_SIZE=0}" and w["engine_id"] == 1 and json.loads(w["knobs"]) == [[2, 0]]
+    assert w["runner_up"] == "eng2" and w["torch_on_ms"] == pytest.approx(0.011)
+    assert [c["name"] for c in cands] == ["eng1{TILE_SIZE=0}", "eng2", "eng3"]  # every candidate is kept
+    res2 = make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.008),))
+    w2, _ = winner_entry(res2, _env(), "forward k", "{}")
+    assert w2["config"] == TORCH_WINNER and w2["engine_id"] == -1 and w2["runner_up"] == "eng1{TILE_SIZE=0}"
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 8, 3, padding="same", groups=4, bias=False)
+        self.c = torch.nn.Conv2d(8, 8, 4, padding="same")  # even kernel: asymmetric padding, left to torch
+        self.d = torch.nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect")
+        self.e = torch.nn.Conv1d(8, 4, 5, stride=2, dilation=2)
+
+    def forward(self, x):
+        y = self.d(self.c(self.b(self.a(x)).relu()))
+        return self.e(y.flatten(2)).sum(-1)
+
+
+def test_apply_runs_the_operator_matches_torch_and_undo_restores_exactly(tmp_path):
+    torch.manual_seed(0)
+    net, x = _Net(), torch.randn(2, 3, 8, 8)
+    ref = net(x)
+    ref.pow(2).sum().backward()
+    ref_grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    before = {n: dict(m.__dict__) for n, m in net.named_modules()}
+    with cudnn_algos.apply(net, tmp_path / "t.sqlite") as h:
+        assert h.modules == ["a", "b", "e"] and set(h.skipped) == {"c", "d"}
+        assert "asymmetric" in h.skipped["c"] and "reflect" in h.skipped["d"]
+        with torch.autograd.profiler.profile() as prof:
+            out = net(x)
+        assert sum(e.name == "cudnn_algos::conv" for e in prof.function_events) == 3
+        torch.testing.assert_close(out, ref)
+        out.pow(2).sum().backward()
+        for p, g in zip(net.parameters(), ref_grads):
+            torch.testing.assert_close(p.grad, g)
+    assert {n: dict(m.__dict__) for n, m in net.named_modules()} == before  # no forward left behind
+    torch.testing.assert_close(net(x), ref)
+
+
+def test_undo_keeps_a_forward_the_user_had_set():
+    m = torch.nn.Conv2d(3, 4, 3)
+    mine = m.forward
+    m.forward = lambda x: mine(x) * 2
+    theirs = m.forward
+    h = cudnn_algos.apply(m, ":memory:")
+    assert m.forward is not theirs
+    h.undo()
+    assert m.forward is theirs
+
+
+def test_custom_conv_subclasses_keep_their_forward():
+    class WS(torch.nn.Conv2d):  # weight-standardised: its forward is not Conv2d's
+        def forward(self, x):
+            return super().forward(x) * 0
+
+    m = WS(3, 4, 3)
+    h = cudnn_algos.apply(m, ":memory:")
+    assert h.modules == [] and "own forward" in h.skipped["<model>"]
+
+
+def test_module_args_match_torch_padding_rules():
+    assert module_args(torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2)) == ([1, 1], [2, 2], [2, 2], 1)
+    assert module_args(torch.nn.Conv3d(3, 4, 3, padding="valid")) == ([1, 1, 1], [0, 0, 0], [1, 1, 1], 1)
+    assert isinstance(module_args(torch.nn.Conv2d(3, 4, (2, 3), padding="same")), str)
+
+
+def test_applied_model_traces_under_torch_compile_with_the_meta_kernel():
+    torch.manual_seed(0)
+    net, x = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(8, 4, 1)), torch.randn(2, 3, 8, 8, requires_grad=True)
+    ref = net(x)
+    with cudnn_algos.apply(net, ":memory:"):
+        compiled = torch.compile(net, backend="aot_eager", fullgraph=True)
+        out = compiled(x)
+        out.sum().backward()
+    torch.testing.assert_close(out, ref)
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    m = torch.ops.cudnn_algos.conv(torch.empty(2, 3, 9, 9, device="meta"), torch.empty(5, 3, 3, 3, device="meta"),
+                                   None, [2, 2], [1, 1], [1, 1], 1)
+    assert m.shape == (2, 5, 5, 5) and m.device.type == "meta"
+
+
+def test_cli_db_info_list_export_import_clear(tmp_path):
+    from cudnn_algos.cli import main
+
+    path = tmp_path / "t.sqlite"
+    with TuningDB(path) as db:
+        db.put(_winner("forward k1"))
+    assert main(["db", "info", "--db", str(path)]) == 0
+    assert main(["db", "list", "--db", str(path)]) == 0
+    assert main(["db", "export", str(tmp_path / "x.jsonl"), "--db", str(path)]) == 0
+    assert main(["db", "import", str(tmp_path / "x.jsonl"), "--db", str(tmp_path / "u.sqlite")]) == 0
+    assert main(["db", "export", "--db", str(path)]) == 2  # no FILE: a usage error, not a traceback
+    assert main(["db", "clear", "--all", "--db", str(path)]) == 0
+    with TuningDB(path) as db:
+        assert db.winners() == []
