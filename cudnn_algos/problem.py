@@ -102,6 +102,21 @@ def layout_of(t: torch.Tensor) -> str:
     return "contiguous"
 
 
+def conv_layout(x: torch.Tensor, w: torch.Tensor) -> str:
+    """The layout torch's cuDNN convolution runs for input `x` and weight `w`: channels-last when either is (its
+    cudnn_conv_suggest_memory_format), else contiguous. (The input alone misleads on the meta device, where a
+    convolution's output comes out contiguous whatever its weight.)"""
+    lx = layout_of(x)
+    if lx != "contiguous" or w.dim() not in (4, 5):
+        return lx
+    fmt = torch.channels_last if w.dim() == 4 else torch.channels_last_3d
+    cl = torch.empty(w.shape, device="meta", memory_format=fmt).stride()
+    # exact strides: a 1x1 filter is contiguous both ways, yet torch (suggest_memory_format) reads its strides
+    if w.stride() == cl and cl != torch.empty(w.shape, device="meta").stride():
+        return "channels_last" if w.dim() == 4 else "channels_last_3d"
+    return lx
+
+
 def default_math(dtype: torch.dtype) -> str:
     """The math type torch's own cuDNN convolution uses: fp16/bf16 -> tensor_op; fp32 -> default (TF32 allowed)
     when ``torch.backends.cudnn.allow_tf32`` else fma; fp64 -> default."""

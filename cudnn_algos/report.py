@@ -23,7 +23,7 @@ import torch
 from .api import find
 from .engines import find_engines, mark_torch_run
 from .errors import CudaError, CudnnError
-from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, device_index, environment, layout_of,
+from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, conv_layout, device_index, environment,
                       make_problem, parse_dtype, parse_memory_format)
 from .results import EndToEnd, MeasureConfig, Measurement, ModelReport, ProblemEntry, TorchRun, decode, encode
 from .spec import ConvSpec
@@ -61,7 +61,7 @@ def _functional_use(scope: str, args: tuple) -> ConvUse:
                     padding=tuple(padding), dilation=tuple(dilation), groups=int(groups), transposed=bool(transposed),
                     output_padding=tuple(output_padding) if transposed else 0)
     op = f"F.conv{'_transpose' if transposed else ''}{nd}d"
-    return ConvUse(f"{scope or '<model>'}/{op}", spec, tuple(x.shape), x.dtype, layout_of(x), functional=True)
+    return ConvUse(f"{scope or '<model>'}/{op}", spec, tuple(x.shape), x.dtype, conv_layout(x, w), functional=True)
 
 
 def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
@@ -84,7 +84,8 @@ def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
         stack.append((_name, module))
         if isinstance(module, torch.nn.modules.conv._ConvNd):
             x = args[0]
-            uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype, layout_of(x)))
+            uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype,
+                                conv_layout(x, module.weight)))
 
     def post(module, args, out):
         stack.pop()

@@ -28,7 +28,8 @@ import torch
 from . import _ext
 from .engines import find_engines, parse_config
 from .errors import CudaError, CudaUnavailableError, CudnnError
-from .problem import DIRECTIONS, Environment, check_choice, device_index, environment, make_problem
+from .problem import (DIRECTIONS, Environment, check_choice, device_index, environment, make_problem,
+                      parse_dtype)
 from .report import discover, distinct_problems
 
 SCHEMA = 1
@@ -290,7 +291,8 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     failed: dict[str, str] = {}
     interrupted = False
     todo = []
-    for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dtype,
+    dt = parse_dtype(dtype) if dtype is not None else None
+    for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dt,
                                                                 memory_format).items():
         if spec.transposed or spec.padding_mode != "zeros":
             unsupported += 1

@@ -69,13 +69,17 @@ def test_applied_winners_match_torch_forward_and_gradients(case, tmp_path):
     again = cudnn_algos.tune(model, x, db, **FAST)
     assert again.searched == 0 and again.already == r.searched  # only what the database lacks is searched
     ref_out, ref_grads = _run(model, x)
+    import copy
+
+    m64 = copy.deepcopy(model).double()
+    out64, grads64 = _run(m64, x.double())
     with cudnn_algos.apply(model, db) as h:
         h.reset_counts()
         out, grads = _run(model, x)
         counts = h.counts()
-    assert _rel(out, ref_out) < TOL[dtype]
-    for g, rg in zip(grads, ref_grads):
-        assert _rel(g, rg) < TOL[dtype]
+    # against float64: no worse than TOL or 3x torch's own error in the same precision (TF32 in fp32)
+    for ours, theirs, exact in zip([out] + grads, [ref_out] + ref_grads, [out64] + grads64):
+        assert _rel(ours, exact) <= max(TOL[dtype], 3 * _rel(theirs, exact)), (_rel(ours, exact), _rel(theirs, exact))
     assert counts and all(c["fallback"] == 0 for c in counts), h.summary()
     assert sum(c["pinned"] for c in counts) > 0, h.summary()
     dirs = {c["key"].split(" ")[0] for c in counts}
@@ -144,6 +148,6 @@ def test_what_the_database_lacks_falls_back_to_torch_counted(tmp_path):
                 out = model(x)
             assert all(x["pinned"] == 0 for x in h.counts())
             assert all("deterministic=1" in x["key"] for x in h.counts())
-        torch.testing.assert_close(out, ref_out)
+        assert _rel(out, ref_out) < 5e-3  # torch's op, deterministic (another algorithm: TF32 rounding differs)
     finally:
         torch.backends.cudnn.deterministic = old

@@ -116,7 +116,7 @@ def test_functional_convolution_is_profiled_under_its_module_with_nvtx_ranges_op
         torch.cuda.nvtx.range_pop()
     assert r.n_conv_calls == 2 and len(r.problems) == 2
     names = sorted(n for p in r.problems for n in p.layers)
-    assert names == ["<model>/conv2d", "stem"], names  # the functional call is named by its caller (the top here)
+    assert names == ["<model>/F.conv2d", "stem"], names  # the functional call is named by its caller (the top here)
     fn = next(p for p in r.problems if "stem" not in p.layers)
     assert fn.input_shape == (4, 16, 32, 32) and fn.spec.stride == (2, 2)
     for p in r.problems:

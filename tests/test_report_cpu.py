@@ -216,3 +216,17 @@ def test_discover_finds_functional_and_module_convolutions():
     # the specs describe the same convolutions torch ran: output shapes agree with a real forward pass
     assert up.spec.shapes(up.input_shape).output_shape == (2, 4, 32, 32)
     assert block.spec.shapes(block.input_shape).output_shape == (2, 8, 16, 16)
+
+
+def test_discover_reads_channels_last_from_the_weight_where_the_meta_pass_loses_it():
+    """On the meta device a convolution's output comes out contiguous: the next layer's layout is read from its
+    weight as torch's cuDNN path reads it (a 1x1 filter by its exact strides)."""
+    from cudnn_algos.report import discover
+
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(32, 32, 3, padding=1, groups=4), torch.nn.Conv2d(32, 16, 1, stride=2))
+    x = torch.randn(2, 8, 16, 16)
+    assert [u.memory_format for u in discover(m, x)] == ["contiguous"] * 3
+    m = m.to(memory_format=torch.channels_last)
+    x = x.contiguous(memory_format=torch.channels_last)
+    assert [u.memory_format for u in discover(m, x)] == ["channels_last"] * 3
