@@ -440,6 +440,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
         if own:
             store.close()
     ext = _ext.load()
+    ext.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
     seen = set()
     for w in winners:  # newest first: the first entry per key wins
         if w["key"] in seen:
