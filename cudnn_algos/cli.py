@@ -40,9 +40,11 @@ def parse_conv(text: str):
     accepted (nothing is evaluated)."""
     import torch
 
+    if len(text) > 1000:
+        raise UsageError(f"--conv is {len(text)} characters long: give a call such as Conv2d(64, 128, 3, padding=1)")
     try:
         node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         raise UsageError(f"--conv {text!r} is not of the form Conv2d(64, 128, 3, padding=1)") from None
     if not isinstance(node, ast.Call):
         raise UsageError(f"--conv {text!r} must be a call such as Conv2d(64, 128, 3)")
@@ -52,12 +54,12 @@ def parse_conv(text: str):
     try:
         args = [ast.literal_eval(a) for a in node.args]
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         raise UsageError(f"--conv {text!r}: arguments must be literals") from None
     kwargs.setdefault("bias", False)
     try:
         return getattr(torch.nn, name)(*args, device="meta", **kwargs)
-    except (TypeError, ValueError, RuntimeError) as e:
+    except (TypeError, ValueError, RuntimeError, OverflowError, ZeroDivisionError, RecursionError) as e:
         raise UsageError(f"--conv {text!r}: {e}") from None
 
 

@@ -152,7 +152,10 @@ def device_index(device: Any) -> int:
     if device is not None and not isinstance(device, (int, str, torch.device)) or isinstance(device, bool):
         raise TypeError(f"device={device!r} must be an int, a 'cuda:N' string, a torch.device or None")
     if device is not None:
-        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        try:
+            dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        except (RuntimeError, ValueError, TypeError) as e:  # 'cuda:abc', -1: torch's own message, our type
+            raise ValueError(f"device={device!r} is not a CUDA device: {str(e).splitlines()[0]}") from None
         if dev.type != "cuda":
             raise ValueError(f"device={device!r} is not a CUDA device")
     require_cuda()

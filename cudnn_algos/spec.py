@@ -4,6 +4,7 @@ Everything here is pure Python: it runs without a GPU and without the extension.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -13,20 +14,41 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 _INT32_MAX = 2**31 - 1
 
 
+def as_int(value: Any) -> int | None:
+    """`value` as a Python int when it is an integer as torch takes one (int, numpy integer, 0-d integer tensor;
+    not bool, not float); else None."""
+    if isinstance(value, bool) or isinstance(value, float):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}")
-    if isinstance(value, int):
-        return (value,) * n
+    if as_int(value) is not None:
+        return (_fits(as_int(value), name),) * n
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}")
     try:
         out = tuple(value)
     except TypeError:
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}") from None
     if len(out) == 1:
         out = out * n
-    if len(out) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in out):
+    ints = [as_int(v) for v in out]
+    if len(out) != n or any(v is None for v in ints):
         raise ValueError(f"{name}={value!r} must be an int or {n} ints for a {n}-d convolution")
-    return out
+    return tuple(_fits(v, name) for v in ints)
+
+
+def _fits(v: int, name: str) -> int:
+    """cuDNN's descriptors hold kernel sizes, strides, paddings, dilations and channel counts in 32-bit ints."""
+    if abs(v) > _INT32_MAX:
+        raise ValueError(f"{name}={v} does not fit cuDNN's 32-bit descriptor fields (|value| <= {_INT32_MAX})")
+    return v
 
 
 @dataclass(frozen=True)
@@ -96,8 +118,13 @@ class ConvSpec:
             set_("padding", _tuple(self.padding, nd, "padding"))
         for name in ("in_channels", "out_channels", "groups"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            if as_int(v) is None or as_int(v) <= 0:
                 raise ValueError(f"{name}={v!r} must be a positive int")
+            set_(name, _fits(as_int(v), name))
+        if not isinstance(self.transposed, bool):
+            raise TypeError(f"transposed={self.transposed!r} must be a bool")
+        if not isinstance(self.padding_mode, str):
+            raise TypeError(f"padding_mode={self.padding_mode!r} must be a str")
         for name in ("kernel_size", "stride", "dilation"):
             if any(v <= 0 for v in getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)} must be positive in every dim")
@@ -138,16 +165,23 @@ class ConvSpec:
             )
         if isinstance(module, torch.nn.modules.lazy.LazyModuleMixin) and module.has_uninitialized_params():
             raise ValueError(f"{type(module).__name__} has uninitialized parameters: run it once first")
+        # what torch's forward uses: the weight's spatial shape is the kernel; attributes set after construction may
+        # be plain ints (torch's functional calls take them), which _tuple broadcasts
+        w = getattr(module, "weight", None)
+        nd = len(module.kernel_size) if not isinstance(module.kernel_size, int) else (
+            w.dim() - 2 if w is not None else 2)
+        kernel = tuple(w.shape[2:]) if isinstance(w, torch.Tensor) and w.dim() == nd + 2 else _tuple(
+            module.kernel_size, nd, "kernel_size")
         return cls(
             in_channels=module.in_channels,
             out_channels=module.out_channels,
-            kernel_size=tuple(module.kernel_size),
-            stride=tuple(module.stride),
-            padding=module.padding if isinstance(module.padding, str) else tuple(module.padding),
-            dilation=tuple(module.dilation),
+            kernel_size=kernel,
+            stride=module.stride,
+            padding=module.padding,
+            dilation=module.dilation,
             groups=module.groups,
             transposed=bool(module.transposed),
-            output_padding=tuple(module.output_padding),
+            output_padding=module.output_padding,
             padding_mode=module.padding_mode,
         )
 
@@ -237,11 +271,13 @@ class ConvSpec:
         """Validates ``input_shape`` (N, C, *spatial) against this layer and returns every derived shape."""
         nd = self.ndim
         try:
-            shape = tuple(int(v) for v in input_shape)
-            if any(isinstance(v, bool) or int(v) != v for v in input_shape):
+            if isinstance(input_shape, (str, bytes)):
                 raise TypeError
-        except (TypeError, ValueError):
-            raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints") from None
+            shape = tuple(as_int(v) for v in input_shape)
+            if any(v is None for v in shape):
+                raise TypeError
+        except TypeError:
+            raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints (torch.Size, tuple, list)") from None
         if len(shape) != nd + 2:
             raise ValueError(
                 f"input_shape={shape} has {len(shape)} dims but a {self.module_name} needs {nd + 2} "
