@@ -152,7 +152,7 @@ def main(argv=None) -> int:
                 print(f"  {m}: {r[m]['error']}")
         if r["apply"].get("fallback_reasons"):
             print(f"  apply fallbacks: {r['apply']['fallback_reasons']}")
-        print(f"  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"
+        print("  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"
                                                  f"{r[m].get('loss_last', float('nan')):.3f}" for m in MODES))
     return 0
 

@@ -1,6 +1,7 @@
 """CPU: the tuning database (keys, hits, misses, another GPU or version never used, concurrent writers, corrupt and
 foreign files, export/import) and apply()/undo with the operator's CPU and meta kernels (on the CPU the operator runs
 torch's convolution; what it runs on the GPU is in test_gpu_apply.py). No GPU, no cuDNN search here."""
+import contextlib
 import json
 import multiprocessing as mp
 import sqlite3
@@ -49,14 +50,14 @@ def _writer(path, i):
 def test_several_processes_writing_at_once_lose_nothing(tmp_path):
     path = str(tmp_path / "t.sqlite")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(path, i)) for i in range(6)]
+    procs = [ctx.Process(target=_writer, args=(path, i)) for i in range(8)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
     with TuningDB(path) as db:
-        assert len(db.winners()) == 120 and len(db.candidates()) == 120
+        assert len(db.winners()) == 160 and len(db.candidates()) == 160
 
 
 @pytest.mark.parametrize("content", [b"this is not a database" * 100, b""])
@@ -223,3 +224,61 @@ def test_cli_db_info_list_export_import_clear(tmp_path):
     assert main(["db", "clear", "--all", "--db", str(path)]) == 0
     with TuningDB(path) as db:
         assert db.winners() == []
+
+
+def _endless_writer(path):
+    with TuningDB(path) as db:
+        i = 0
+        while True:
+            db.put(_winner(f"forward endless{i}"), [{"env": env_key(_env()), "key": f"forward endless{i}",
+                                                     "settings": "{}", "name": f"eng{j}", "kernel_ms": 0.1}
+                                                    for j in range(20)])
+            i += 1
+
+
+def test_a_writer_killed_with_sigkill_loses_nothing_it_committed(tmp_path):
+    """One transaction per stored search: a tune killed mid-write leaves every earlier search intact and the file
+    usable; the next run goes on where it stopped."""
+    import os
+    import signal
+    import time
+
+    path = str(tmp_path / "t.sqlite")
+    ctx = mp.get_context("spawn")
+    p = ctx.Process(target=_endless_writer, args=(path,))
+    p.start()
+    seen, t0 = 0, time.time()
+    while seen < 50 and time.time() - t0 < 60:
+        time.sleep(0.05)
+        with contextlib.suppress(sqlite3.Error):
+            seen = len(TuningDB(path).winners())
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(10)
+    assert seen >= 50
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "moved aside": the file is fine
+        db = TuningDB(path)
+    n = len(db.winners())
+    assert n >= seen and db.con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert all(len([c for c in db.candidates() if c["key"] == w["key"]]) == 20 for w in db.winners())  # whole searches
+    db.put(_winner("forward after"))
+    assert len(db.winners()) == n + 1
+    db.close()
+
+
+def test_a_truncated_file_is_moved_aside_and_kept(tmp_path):
+    path = tmp_path / "t.sqlite"
+    with TuningDB(path) as db:
+        for i in range(500):
+            db.put(_winner(f"forward k{i}"), [{"env": env_key(_env()), "key": f"forward k{i}", "settings": "{}",
+                                               "name": f"eng{j}", "kernel_ms": 0.1} for j in range(5)])
+        db.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size // 2)
+    with pytest.warns(RuntimeWarning, match="moved aside"):
+        db = TuningDB(path)
+    aside = [p for p in tmp_path.iterdir() if ".bad-" in p.name]
+    assert len(aside) == 1 and aside[0].stat().st_size == size // 2  # kept for the user, not deleted
+    assert db.winners() == []
+    db.close()

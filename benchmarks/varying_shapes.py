@@ -1,0 +1,180 @@
+"""Does benchmark mode pay for itself when input sizes vary? ResNet-50 training steps over a cycle of input shapes
+(batch sizes x resolutions, as detection and segmentation training sees), with torch's benchmark mode off, on, and
+apply() on a database tuned beforehand for every shape; each mode in its own fresh process.
+
+Per mode: the time of every step (host wall, synchronised), cumulative; the first pass over the shapes (where
+benchmark mode searches each new shape) and the steady cycle after every shape has been seen; for apply, how its
+calls ran. With --plot, the cumulative time against steps for the three modes. With --why, the benchmark-on process
+also records, per shape in its steady cycle, the caching allocator's reserved bytes and the number of cudaMalloc
+retries (workspace growth shows there), so the report can say where a steady-cycle difference comes from.
+
+    python benchmarks/varying_shapes.py --batches 16,32,48,64 --sizes 192,224 --cycles 4 --db out/t.sqlite \\
+        --json out/varying.json --plot out/varying.png
+(tune first: --tune runs tune() for every shape in a process of its own and reports its cost)
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MODES = ("off", "on", "apply")
+
+
+def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
+    return [(int(b), int(s)) for b, s in itertools.product(batches.split(","), sizes.split(","))]
+
+
+def _model(cl: bool):
+    import torch
+
+    from cudnn_algos.zoo import BUILTIN_MODELS
+
+    torch.manual_seed(0)
+    model = BUILTIN_MODELS["resnet50"][0]().cuda()
+    return model.to(memory_format=torch.channels_last) if cl else model
+
+
+def _input(b: int, s: int, cl: bool):
+    import torch
+
+    x = torch.randn(b, 3, s, s, device="cuda")
+    return x.contiguous(memory_format=torch.channels_last) if cl else x
+
+
+def worker(a) -> dict:
+    import torch
+
+    import cudnn_algos
+
+    cl, amp_on = a.config == "fp16-nhwc", a.config == "fp16-nhwc"
+    torch.backends.cudnn.benchmark = a.mode == "on"
+    torch.zeros(1, device="cuda")
+    model = _model(cl)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
+    cycle = shapes(a.batches, a.sizes)
+    inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
+    times, mem = [], []
+    for step in range(a.cycles * len(cycle)):
+        b, s = cycle[step % len(cycle)]
+        x, t = inputs[(b, s)]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp_on):
+            loss = torch.nn.functional.cross_entropy(model(x).float(), t)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        if a.why:
+            st = torch.cuda.memory_stats()
+            mem.append({"reserved": st.get("reserved_bytes.all.current", 0),
+                        "retries": st.get("num_alloc_retries", 0)})
+    n = len(cycle)
+    out = {"mode": a.mode, "step_s": times, "first_pass_s": sum(times[:n]),
+           "steady_cycle_ms": 1e3 * statistics.median(sum(times[i:i + n]) for i in range(n, len(times) - n + 1, n))
+           if len(times) >= 2 * n else None, "memory": mem}
+    if handle is not None:
+        c = handle.counts()
+        out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+    return out
+
+
+def tune_worker(a) -> dict:
+    import torch
+
+    import cudnn_algos
+
+    cl = a.config == "fp16-nhwc"
+    model = _model(cl)
+    t0 = time.perf_counter()
+    total = {"searched": 0, "already": 0, "failed": 0}
+    for b, s in shapes(a.batches, a.sizes):
+        r = cudnn_algos.tune(model, _input(b, s, cl), a.db, dtype=torch.float16 if cl else None,
+                             memory_format="channels_last" if cl else None, progress=False)
+        total = {"searched": total["searched"] + r.searched, "already": total["already"] + r.already,
+                 "failed": total["failed"] + len(r.failed)}
+    return {"tune_s": time.perf_counter() - t0, **total}
+
+
+def _sub(args: list[str], timeout: float) -> dict:
+    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(lines[-1])
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for mode in MODES:
+        r = results.get(mode, {})
+        if "step_s" in r:
+            ax.plot(list(itertools.accumulate(r["step_s"])), label=f"benchmark {mode}" if mode != "apply"
+                    else "apply() (tuned beforehand)")
+    ax.set_xlabel("training step (shapes cycled)")
+    ax.set_ylabel("cumulative time (s)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="fp16-nhwc", choices=["fp16-nhwc", "fp32"])
+    p.add_argument("--batches", default="16,32,48,64")
+    p.add_argument("--sizes", default="192,224")
+    p.add_argument("--cycles", type=int, default=4)
+    p.add_argument("--db", default="tuning.sqlite")
+    p.add_argument("--tune", action="store_true", help="tune every shape first (a process of its own)")
+    p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
+    p.add_argument("--json")
+    p.add_argument("--plot")
+    p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        a.mode = a.worker
+        print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
+        return 0
+    common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
+              "--db", a.db] + (["--why"] if a.why else [])
+    results = {"tune": _sub(["--worker", "tune", *common], 1800) if a.tune else None}
+    for mode in MODES:
+        results[mode] = _sub(["--worker", mode, *common], 900)
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    if a.plot:
+        plot(results, a.plot)
+    n = len(shapes(a.batches, a.sizes))
+    print(f"ResNet-50 {a.config}, {n} shapes (batch {a.batches} x size {a.sizes}), {a.cycles} cycles, fresh "
+          f"process per mode:")
+    if results["tune"]:
+        print(f"tune: {results['tune']}")
+    for mode in MODES:
+        r = results[mode]
+        if "error" in r:
+            print(f"{mode:>6}: {r['error']}")
+            continue
+        steady = f"{r['steady_cycle_ms']:.1f} ms" if r["steady_cycle_ms"] else "-"
+        print(f"{mode:>6}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "
+              f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""CPU: the benchmark scripts' own logic (job parsing, the shape cycle, the cumulative-time figure) without a GPU;
+what they measure runs on the device (scripts/gpu-check)."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_varying_shapes_cycle_and_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    vs = _load("varying_shapes")
+    assert vs.shapes("16,32,48,64", "192,224") == [(16, 192), (16, 224), (32, 192), (32, 224), (48, 192),
+                                                   (48, 224), (64, 192), (64, 224)]
+    fake = {"off": {"step_s": [0.1] * 16}, "on": {"step_s": [3.0] + [0.2] * 15}, "apply": {"error": "x"}}
+    vs.plot(fake, str(tmp_path / "v.png"))
+    assert (tmp_path / "v.png").stat().st_size > 1000
+
+
+def test_profiles_job_parsing():
+    pr = _load("profiles")
+    j = pr.parse_job("torchvision:mobilenet_v3_small:fp16-nhwc:16:forward+backward_data")
+    assert j["model"] == "torchvision:mobilenet_v3_small" and j["batch"] == 16
+    assert j["directions"] == ("forward", "backward_data") and j["label"] == "mobilenet_v3_small_fp16-nhwc_b16"
+    with pytest.raises(SystemExit, match="config"):
+        pr.parse_job("resnet50:fp8")
