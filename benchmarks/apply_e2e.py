@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fresh import run_worker  # noqa: E402
 
 CONFIGS = {"fp16-nhwc": ("float16", True), "fp32": ("float32", False)}
 MODES = ("off", "on", "apply")
@@ -95,11 +97,7 @@ def tune_worker(a) -> dict:
 
 
 def _sub(args: list[str], timeout: float) -> dict:
-    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    return json.loads(lines[-1])
+    return run_worker(__file__, args, timeout)
 
 
 def main(argv=None) -> int:

@@ -18,12 +18,14 @@ import argparse
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fresh import run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
 
@@ -107,11 +109,7 @@ def tune_worker(a) -> dict:
 
 
 def _sub(args: list[str], timeout: float) -> dict:
-    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    return json.loads(lines[-1])
+    return run_worker(__file__, args, timeout)
 
 
 def plot(results: dict, path: str) -> None:
