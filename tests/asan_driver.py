@@ -1,0 +1,78 @@
+"""Run by tests/test_asan_cpu.py in a process with AddressSanitizer preloaded: builds the extension from csrc/ with
+-fsanitize=address (JIT, its own module name) and drives its bindings and the cudnn_algos::conv operator on the
+CPU — valid and invalid arguments, errors translated at the binding edge, the winners' registry, the operator's CPU,
+meta and autograd paths — many times. Prints ASAN-DRIVER-OK at the end; AddressSanitizer aborts the process on any
+invalid access before that."""
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.cpp_extension import load
+
+root, build_dir = Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, str(root))
+from cudnn_algos import _build  # noqa: E402
+
+cfg = _build.find_build_config()
+C = load(name="cudnn_algos_asan", sources=_build.sources(root),
+         extra_cflags=["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-fvisibility=hidden",
+                       *cfg.defines()],
+         extra_include_paths=cfg.include_dirs(), extra_ldflags=[*cfg.ldflags(), "-fsanitize=address"],
+         build_directory=build_dir, verbose=False)
+
+
+def raises(f):
+    try:
+        f()
+    except Exception:  # noqa: BLE001 (any Python exception is the point: not a crash)
+        return
+    raise AssertionError(f"no exception from {f}")
+
+
+def problem(**kw):
+    a = dict(dtype="float16", layout="nhwc", x=[2, 8, 16, 16], w=[16, 8, 3, 3], y=[2, 16, 16, 16], padding=[1, 1],
+             stride=[1, 1], dilation=[1, 1], groups=1, math="default")
+    a.update(kw)
+    return C.ConvProblem(**a)
+
+
+keys = []
+for i in range(200):
+    p = problem(x=[2, 8, 16 + i % 5, 16], y=[2, 16, 16 + i % 5, 16])
+    assert "x=(2,8," in p.describe() and repr(p)
+    for d in ("forward", "backward_data", "backward_filter"):
+        keys.append(C.problem_key(d, p, i % 2 == 0, i % 3 == 0))
+for bad in (dict(dtype="int8"), dict(layout="nchwc"), dict(math="fast"), dict(x=[2, 8, 16])):
+    raises(lambda bad=bad: problem(**bad))
+raises(lambda: C.problem_key("sideways", problem(), False, False))
+raises(lambda: C.algo_names("sideways"))
+assert len(C.algo_names("forward")) == 8
+for i, k in enumerate(keys):
+    C.pinned_set(k, i % 70, [(2, i % 4), (13, 1)] * (i % 3))
+C.pinned_set(keys[0], -1, [])
+assert C.pinned_counts() == [] and C.pinned_plans_built() == 0
+C.pinned_clear()
+C.pinned_reset_counts()
+raises(lambda: C.engine_search("forward", problem(), device=0))  # no GPU here: an exception, not a crash
+raises(lambda: C.engine_search("forward", problem(w=[16, 8, 3]), device=0))
+
+conv, conv_bwd = torch.ops.cudnn_algos.conv, torch.ops.cudnn_algos.conv_backward
+for i in range(100):
+    x = torch.randn(2, 4, 9 + i % 3, 9, requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, requires_grad=True)
+    b = torch.randn(6, requires_grad=True) if i % 2 else None
+    y = conv(x, w, b, [1, 1 + i % 2], [1, 1], [1, 1], 2)
+    y.pow(2).sum().backward()
+    ref = torch.nn.functional.conv2d(x, w, b, stride=(1, 1 + i % 2), padding=1, groups=2)
+    assert torch.allclose(y, ref, atol=1e-5)
+    x1 = torch.randn(2, 4, 20 + i % 4)
+    assert conv(x1, torch.randn(8, 4, 5), None, [2], [2], [1], 1).shape[-1] == (20 + i % 4 + 4 - 5) // 2 + 1
+    m = conv(x.detach().to("meta"), w.detach().to("meta"), None, [2, 2], [1, 1], [1, 1], 2)
+    assert m.device.type == "meta"
+    gx, gw, gb = conv_bwd(torch.randn_like(ref), x.detach(), w.detach(), [1, 1 + i % 2], [1, 1], [1, 1], 2,
+                          [True, True, True])
+    assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == (6,)
+raises(lambda: conv(torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3), None, [1, 1], [1, 1], [1, 1], 2))
+raises(lambda: conv(torch.randn(2, 4, 9, 9, device="meta"), torch.randn(6, 2, 3, device="meta"), None, [1, 1], [1, 1],
+                    [1, 1], 2))
+print("ASAN-DRIVER-OK", flush=True)
