@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("a")
     cp.add_argument("b")
     cp.add_argument("--top", type=int, default=10, help="how many of the largest changes to list (default 10)")
+    cp.add_argument("--floor", type=float, default=0.03,
+                    help="flag a change only beyond both runs' spread and this fraction (default 0.03)")
     cp.add_argument("--csv", metavar="PATH", help="every shared candidate with both times and the ratio")
     return p
 
@@ -382,7 +384,10 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
     if a.top < 0:
         raise UsageError(f"--top {a.top} must be >= 0")
-    c = compare(_load(a.a), _load(a.b))
+    try:
+        c = compare(_load(a.a), _load(a.b), floor=a.floor)
+    except ValueError as e:
+        raise UsageError(f"--floor: {e}") from None
     print("\n".join(c.summary_lines(top=a.top)))
     if a.csv:
         c.table.to_csv(a.csv, index=False)

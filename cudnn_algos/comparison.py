@@ -1,6 +1,12 @@
 """Two runs side by side (another cuDNN, driver, GPU, torch, or just another day): ``compare(a, b)`` lines up every
 candidate the two results share — per problem, direction and candidate — with the ratio of their kernel medians and
-whether the difference exceeds the runs' own spread. Needs pandas. No GPU: it reads saved results."""
+whether the difference exceeds both the runs' own spread and a noise floor between processes. Needs pandas. No GPU:
+it reads saved results.
+
+Why a floor: a run's spread is that of a few samples in one process, where the GPU is steady; between two processes
+(another day, a fresh machine) the same candidate moves more. Two MobileNetV3-small profiles on the same H200 and
+versions, an hour apart (2026-11-30): 6,225 shared candidates, median B/A 1.000, 91% within 3%, 96% within 5%; yet
+43% differed by more than both runs' spread."""
 from __future__ import annotations
 
 import math
@@ -14,7 +20,8 @@ KEYS = ("spec", "input_shape", "dtype", "memory_format", "direction", "candidate
 
 @dataclass(frozen=True)
 class Comparison:
-    """``table``: one row per shared candidate (keys, kernel medians a and b, ratio b/a, beyond_spread);
+    """``table``: one row per shared candidate (keys, kernel medians a and b, ratio b/a, beyond_spread: the
+    difference exceeds both runs' spread and the floor);
     ``only_a`` / ``only_b``: candidates measured in one run only; ``env_a`` / ``env_b``: where each ran."""
 
     table: Any  # pandas.DataFrame
@@ -22,6 +29,7 @@ class Comparison:
     only_b: int
     env_a: str
     env_b: str
+    floor: float = 0.03
 
     def summary_lines(self, top: int = 10) -> list[str]:
         t = self.table
@@ -32,7 +40,7 @@ class Comparison:
         slower = int(((t.ratio > 1) & t.beyond_spread).sum())
         lines.append(f"{len(t)} candidates in both runs ({self.only_a} only in A, {self.only_b} only in B); B/A kernel "
                      f"time: median {t.ratio.median():.3f}, {faster} faster and {slower} slower beyond both runs' "
-                     f"spread, {len(t) - faster - slower} within it")
+                     f"spread and {100 * self.floor:.0f}%, {len(t) - faster - slower} within")
         for kind in ("torch_on", "torch_off"):
             k = t[t.candidate_kind == kind]
             if len(k):
@@ -59,8 +67,11 @@ def _env(obj: Any) -> str:
             + (f", cudnn_algos {e.package_version}" if e.package_version else ""))
 
 
-def compare(a: Any, b: Any) -> Comparison:
-    """Lines up two saved results of any kind (searches or model reports) by problem, direction and candidate."""
+def compare(a: Any, b: Any, floor: float = 0.03) -> Comparison:
+    """Lines up two saved results of any kind (searches or model reports) by problem, direction and candidate.
+    floor: a relative difference below this is not flagged, whatever the runs' spreads (see the module's note)."""
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
+        raise ValueError(f"floor={floor!r} must be a fraction in [0, 1)")
     da, db = a.to_dataframe(), b.to_dataframe()
     cols = list(KEYS) + ["kernel_median_ms", "kernel_spread"]
     da = da[da.kernel_median_ms.notna()][cols].drop_duplicates(list(KEYS))
@@ -69,9 +80,10 @@ def compare(a: Any, b: Any) -> Comparison:
     both = m[m["_merge"] == "both"].copy()
     both = both.rename(columns={"kernel_median_ms_a": "kernel_a_ms", "kernel_median_ms_b": "kernel_b_ms"})
     both["ratio"] = both.kernel_b_ms / both.kernel_a_ms
-    # beyond spread: the medians differ by more than either run's inter-quartile range
+    # beyond spread: the medians differ by more than either run's inter-quartile range and the floor
     noise = (both.kernel_spread_a * both.kernel_a_ms).combine(both.kernel_spread_b * both.kernel_b_ms, max)
+    noise = noise.combine(floor * both.kernel_a_ms, max)
     both["beyond_spread"] = (both.kernel_b_ms - both.kernel_a_ms).abs() > noise
     both = both.drop(columns=["_merge"]).reset_index(drop=True)
     return Comparison(table=both, only_a=int((m["_merge"] == "left_only").sum()),
-                      only_b=int((m["_merge"] == "right_only").sum()), env_a=_env(a), env_b=_env(b))
+                      only_b=int((m["_merge"] == "right_only").sum()), env_a=_env(a), env_b=_env(b), floor=float(floor))

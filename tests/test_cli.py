@@ -158,7 +158,7 @@ def test_compare_two_real_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("A: NVIDIA H200") and lines[1].startswith("B: NVIDIA H200")
-    assert "candidates in both runs" in lines[2] and "beyond both runs' spread" in lines[2]
+    assert "candidates in both runs" in lines[2] and "beyond both runs' spread and 3%" in lines[2]
     assert any(l.startswith("torch's op (torch on): B/A median") for l in lines)
     import pandas as pd
 

@@ -172,3 +172,25 @@ def test_fidelity_rows_whose_reference_exceeds_the_uninstrumented_events_clock_a
     assert "100.0% within 5%" in text
     assert "apart: 1 rows whose reference read above the events clock" in text and "reference/events 1.50" in text
     assert "432 GPU activities per call" in text and "50.0% of 2 rows agree" in text
+
+
+def test_compare_flags_only_changes_beyond_both_spreads_and_the_floor(make):
+    pytest.importorskip("pandas")
+    from cudnn_algos import compare
+
+    a = make.engine_result()
+
+    def scaled(r, f):
+        rows = tuple(replace(x, measured=replace(x.measured, kernel_ms=replace(
+            x.measured.kernel_ms, median=x.measured.kernel_ms.median * f))) if x.measured and x.measured.kernel_ms
+            else x for x in r.rows)
+        return replace(r, rows=rows)
+
+    assert not compare(a, scaled(a, 1.02)).table.beyond_spread.any()  # 2%: under the 3% floor
+    assert compare(a, scaled(a, 1.02), floor=0.0).table.beyond_spread.any()  # spread alone (1%) would flag it
+    c = compare(a, scaled(a, 1.10))
+    t = c.table
+    assert t[t.candidate_kind == "engine"].beyond_spread.all() and not t[t.candidate_kind != "engine"].beyond_spread.any()
+    assert "beyond both runs' spread and 3%" in str(c)
+    with pytest.raises(ValueError, match="floor"):
+        compare(a, a, floor=1.5)
