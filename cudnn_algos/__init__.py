@@ -20,6 +20,7 @@ from .report import load_report, profile
 from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement, ModelReport,
                       SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
 from .spec import ConvShapes, ConvSpec
+from .trace import chrome_trace, write_chrome_trace
 from .tuning import Applied, TuneResult, TuningDB, applied, apply, tune
 
 __version__ = "0.2.0"
@@ -30,4 +31,5 @@ __all__ = [
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
     "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
     "MODES", "MATH_TYPES", "__version__", "tune", "apply", "applied", "TuningDB", "TuneResult", "Applied",
+    "chrome_trace", "write_chrome_trace",
 ]

@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--html", metavar="PATH")
     sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
     sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
+    sh.add_argument("--trace", metavar="PATH", help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
     cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")
     cp.add_argument("a")
     cp.add_argument("b")
@@ -375,6 +376,12 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if a.plot:
         for path in obj.plot(a.plot):
             print(f"wrote {path}")
+    if a.trace:
+        from .trace import write_chrome_trace
+
+        n = write_chrome_trace(obj, a.trace)
+        print(f"wrote {a.trace} ({n} phase slices" + ("" if n else ": this result was saved before phases were "
+                                                         "recorded") + ")")
     return 0
 
 

@@ -89,6 +89,9 @@ class Measurement:
     confirmed: bool = False  # re-measured on fresh operands after a screen (find_engines(screen=...))
     pruned: bool = False  # one sample per clock: its first call was over MeasureConfig.prune x the fastest
     error: str = ""  # why something could not be measured
+    # where the search's time went for this row: (phase, start as Unix time s, duration s) for "first call",
+    # "throughput" and "kernel clock" (host side; cudnn_algos.chrome_trace lays them out)
+    phases: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def host_bound(self) -> bool:

@@ -373,9 +373,11 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
     search's time. A runnable that fails is a Measurement with its error, never an exception."""
     out: list[Measurement | None] = [None] * len(runnables)
+    phases: dict[int, list[tuple[str, float, float]]] = {i: [] for i in range(len(runnables))}
     first: dict[int, float] = {}
     for i, r in enumerate(runnables):
-        out[i], est = _first_call(r, ref, device)
+        with _phase(phases[i], "first call"):
+            out[i], est = _first_call(r, ref, device)
         if est is not None:
             first[i] = est
     fastest = min(first.values(), default=0.0)
@@ -385,15 +387,25 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
             plan[i] = (1, 1)
         else:
-            with _nvtx(runnables[i], "throughput"):
+            with _nvtx(runnables[i], "throughput"), _phase(phases[i], "throughput"):
                 out[i], k = _throughput(runnables[i], out[i], cfg, device)
             if k:
                 plan[i] = (k, cfg.repeats)
-    _kernel_pass(runnables, out, plan, device)
+    _kernel_pass(runnables, out, plan, device, phases)
     if cfg.check_clock and plan:
         _reference_pass(runnables, out, plan, device)
     _work_and_ranks(runnables, out, problem, device, peak)
-    return out
+    return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
+
+
+@contextlib.contextmanager
+def _phase(into: list[tuple[str, float, float]], name: str):
+    """Appends (name, start as Unix time, duration s) of the block to `into` (for the Chrome trace of a search)."""
+    start, t0 = time.time(), time.perf_counter()
+    try:
+        yield
+    finally:
+        into.append((name, start, time.perf_counter() - t0))
 
 
 @contextlib.contextmanager
@@ -465,7 +477,7 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
 
 
 def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
-                 device: int) -> None:
+                 device: int, phases: dict[int, list] | None = None) -> None:
     """One kernel-clock session: per runnable, its samples as windows of min(K, KERNEL_CALLS) back-to-back calls."""
     if not plan:
         return
@@ -475,7 +487,8 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
         with kernel_clock(device) as s:
             for i, (k, n) in plan.items():
                 try:
-                    with _nvtx(runnables[i], "kernel clock"):
+                    with _nvtx(runnables[i], "kernel clock"), _phase(
+                            phases[i] if phases is not None else [], "kernel clock"):
                         wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
                                    for _ in range(n)]
                 except Exception as e:

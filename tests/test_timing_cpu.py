@@ -156,3 +156,29 @@ def test_each_candidate_is_timed_inside_its_own_nvtx_range(monkeypatch):
     timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
     assert names == ["cudnn_algos throughput | Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"]
     assert len(pops) == len(names)
+
+
+@NO_GPU
+def test_each_row_records_its_measuring_phases_and_a_search_becomes_a_chrome_trace(monkeypatch, make, tmp_path):
+    import json
+    from dataclasses import replace
+
+    from cudnn_algos import chrome_trace, load_json, write_chrome_trace
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    runs = [_fake(0.05)[0], _fake(0.02)[0]]
+    ms = timing.measure_rows(runs, problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
+    for m in ms:
+        names = [p[0] for p in m.phases]
+        assert names[:2] == ["first call", "throughput"], names
+        assert all(d >= 0 and s > 1.7e9 for _, s, d in m.phases)  # Unix times, non-negative durations
+    rows = tuple(replace(r, measured=m) for r, m in zip(make.engine_result().rows[:2], ms))
+    res = make.engine_result(rows=rows)
+    t = chrome_trace(res)
+    slices = [e for e in t["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == sum(len(m.phases) for m in ms)
+    assert {e["name"] for e in t["traceEvents"] if e["ph"] == "M"} == {"process_name", "thread_name"}
+    assert write_chrome_trace(res, tmp_path / "t.json") == len(slices)
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert load_json(res.to_json()).rows[0].measured.phases == ms[0].phases  # phases round-trip
