@@ -65,13 +65,51 @@ class Runnable:
     label: str = ""  # problem, direction and candidate: the NVTX range its timing runs in
 
 
+REDZONE = 4096  # elements of guard before and after an output buffer in the accuracy call (8-16 KB: alignment kept)
+REDZONE_VALUE = 1337.0
+
+
+class OutputCheckFailed(RuntimeError):
+    """A candidate wrote outside its output buffer, or left part of it unwritten: a row saying so, never timed."""
+
+
+def guarded_like(t: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A tensor with t's shape, strides and dtype inside a larger buffer whose REDZONE elements before and after are
+    filled with a known value: (the tensor, [guard before, guard after])."""
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
+    buf = torch.empty(REDZONE + span + REDZONE, dtype=t.dtype, device=t.device)
+    buf[:REDZONE].fill_(REDZONE_VALUE)
+    buf[REDZONE + span:].fill_(REDZONE_VALUE)
+    return buf.as_strided(t.shape, t.stride(), REDZONE), [buf[:REDZONE], buf[REDZONE + span:]]
+
+
+def check_output(out: torch.Tensor, guards: Sequence[torch.Tensor]) -> None:
+    """OutputCheckFailed when a guard changed (a write outside the buffer) or a NaN poison survived (unwritten)."""
+    for where, g in zip(("before", "after"), guards):
+        changed = int((g != torch.full((), REDZONE_VALUE, dtype=g.dtype)).sum())  # as stored (bf16 rounds it)
+        if changed:
+            raise OutputCheckFailed(f"wrote outside its output buffer: {changed} of {REDZONE} guard elements "
+                                    f"{where} it changed")
+    unwritten = int(torch.isnan(out).sum())
+    if unwritten:
+        raise OutputCheckFailed(f"left {unwritten} of {out.numel()} output elements unwritten (still the NaN poison)")
+
+
 def _own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]], call: Callable[[int], Any]):
+    """output(): one call into a NaN-poisoned output placed between two guards (redzones), checked after."""
     role = OUTPUT_OPERAND[cdir]
 
     def output() -> torch.Tensor:
-        sets[0][role].fill_(float("nan"))
-        call(0)
-        return sets[0][role]
+        orig = sets[0][role]
+        out, guards = guarded_like(orig)
+        out.fill_(float("nan"))
+        sets[0][role] = out
+        try:
+            call(0)
+        finally:
+            sets[0][role] = orig
+        check_output(out, guards)
+        return out
 
     return output
 
@@ -448,9 +486,9 @@ def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Mea
         rel = mx = None
         err = ""
         if ref is not None:
-            rel, mx = errors(r.output(), ref)
+            rel, mx = errors(r.output(), ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
             if rel is None:
-                err = "output has non-finite values (unwritten or overflow)"
+                err = "output has non-finite values (overflow)"
         host, gpu = r.loop(1)
         return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
                            kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,

@@ -182,3 +182,52 @@ def test_each_row_records_its_measuring_phases_and_a_search_becomes_a_chrome_tra
     assert write_chrome_trace(res, tmp_path / "t.json") == len(slices)
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert load_json(res.to_json()).rows[0].measured.phases == ms[0].phases  # phases round-trip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_output_redzones_catch_writes_outside_and_unwritten_elements(dtype, fmt):
+    """The accuracy call writes into a NaN-poisoned output between two guards: a candidate that writes past its
+    buffer, or leaves part of it unwritten, is a failed row (never timed, never a winner); an honest one passes."""
+    problem = make_problem(ConvSpec(4, 4, (3, 3), padding=1), (2, 4, 6, 6))
+    y = torch.empty(2, 4, 6, 6, dtype=dtype).contiguous(memory_format=fmt)
+    sets = [{"x": torch.randn(2, 4, 6, 6), "w": torch.randn(4, 4, 3, 3), "y": y}]
+    flat = lambda t: t.as_strided((t.numel() + 2 * timing.REDZONE,), (1,), 0)  # noqa: E731 (the whole buffer)
+
+    def honest(i):
+        sets[0]["y"].copy_(torch.ones(2, 4, 6, 6))
+
+    def past_the_end(i):
+        honest(i)
+        flat(sets[0]["y"])[timing.REDZONE + sets[0]["y"].numel() + 3] = 0.0
+
+    def before_the_start(i):
+        honest(i)
+        flat(sets[0]["y"])[timing.REDZONE - 1] = 0.0
+
+    def half(i):
+        sets[0]["y"].view(-1)[: sets[0]["y"].numel() // 2].fill_(1.0) if fmt == torch.contiguous_format else \
+            sets[0]["y"][:1].fill_(1.0)
+
+    out = timing._own_output(problem, "forward", sets, honest)()
+    assert torch.equal(out.float(), torch.ones(2, 4, 6, 6)) and sets[0]["y"] is y  # the operand set is restored
+    for call, match in ((past_the_end, "guard elements after"), (before_the_start, "guard elements before"),
+                        (half, "unwritten")):
+        with pytest.raises(timing.OutputCheckFailed, match=match):
+            timing._own_output(problem, "forward", sets, call)()
+        assert sets[0]["y"] is y
+
+
+@NO_GPU
+def test_a_row_whose_output_check_fails_is_failed_and_never_timed(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    run, calls = _fake(0.01)
+
+    def bad_output():
+        raise timing.OutputCheckFailed("wrote outside its output buffer: 3 of 4096 guard elements after it changed")
+
+    run.output = bad_output
+    m = timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), torch.zeros(1), 0, peak=False)[0]
+    assert m.kernel_ms is None and m.throughput_ms is None and "wrote outside its output buffer" in m.error
+    assert calls == []  # never timed
