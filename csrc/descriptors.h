@@ -105,9 +105,9 @@ struct ProblemDescriptors {
   }
 };
 
-// A cuDNN handle for `device`, bound to torch's current stream on that device. Handles are created once per
-// device and kept for the life of the process (destroying them during interpreter exit races CUDA's own
-// teardown, so they are deliberately never destroyed).
+// This thread's cuDNN handle for `device`, bound to torch's current stream on that device. One per thread and
+// device (handle.cpp); a thread that ends gives its handles back to a pool, and they are never destroyed
+// (destroying them during interpreter exit races CUDA's own teardown).
 cudnnHandle_t handle_for(int device);
 
 }  // namespace cudnn_algos

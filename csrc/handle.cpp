@@ -1,3 +1,5 @@
+// cuDNN handles: one per thread and device, as torch keeps them (a handle is bound to one stream at a time, so two
+// threads sharing one would race on cudnnSetStream: one thread's work could land on the other's stream).
 #include <c10/cuda/CUDAStream.h>
 
 #include <memory>
@@ -8,17 +10,53 @@
 
 namespace cudnn_algos {
 
-cudnnHandle_t handle_for(int device) {
-  static std::mutex mutex;
-  static auto* handles = new std::vector<HandleBase*>();  // never destroyed: see descriptors.h
-  cudnnHandle_t h;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (device < 0) throw std::invalid_argument("negative CUDA device index");
-    if (static_cast<size_t>(device) >= handles->size()) handles->resize(device + 1, nullptr);
-    if ((*handles)[device] == nullptr) (*handles)[device] = new HandleBase();  // caller holds a device guard
-    h = (*handles)[device]->get();
+namespace {
+
+// Handles no thread holds now, per device. Never destroyed (destroying handles during interpreter exit races
+// CUDA's own teardown): a thread that ends gives its handles back here for the next thread.
+struct Pool {
+  std::mutex mutex;
+  std::vector<std::vector<HandleBase*>> free;
+};
+
+Pool& pool() {
+  static auto* p = new Pool();
+  return *p;
+}
+
+struct ThreadHandles {
+  std::vector<HandleBase*> held;  // per device
+  ~ThreadHandles() {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    for (size_t d = 0; d < held.size(); ++d) {
+      if (held[d] == nullptr) continue;
+      if (p.free.size() <= d) p.free.resize(d + 1);
+      p.free[d].push_back(held[d]);
+    }
   }
+};
+
+}  // namespace
+
+cudnnHandle_t handle_for(int device) {
+  if (device < 0) throw std::invalid_argument("negative CUDA device index");
+  thread_local ThreadHandles mine;
+  const size_t d = static_cast<size_t>(device);
+  if (mine.held.size() <= d) mine.held.resize(d + 1, nullptr);
+  if (mine.held[d] == nullptr) {
+    HandleBase* h = nullptr;
+    {
+      Pool& p = pool();
+      std::lock_guard<std::mutex> lock(p.mutex);
+      if (p.free.size() > d && !p.free[d].empty()) {
+        h = p.free[d].back();
+        p.free[d].pop_back();
+      }
+    }
+    mine.held[d] = h != nullptr ? h : new HandleBase();  // caller holds a device guard
+  }
+  cudnnHandle_t h = mine.held[d]->get();
   CUDNN_CHECK(cudnnSetStream(h, c10::cuda::getCurrentCUDAStream(device).stream()));
   return h;
 }
