@@ -1,0 +1,192 @@
+"""The GPU parts of the reliability table: long runs, memory pressure, threads and streams. Each part prints one row:
+what ran, errors, GPU memory and host RSS before/after, and the verdict; the summary table comes last.
+
+    python benchmarks/reliability_gpu.py --parts long,pressure,threads --calls 10000 --json out/reliability.json
+
+long      --calls calls each of run() (a legacy algorithm and an engine plan) and of a pinned convolution (apply()),
+          and --search-calls each of find and find_engines(measure=True): GPU memory flat, host RSS growth < 10 MB,
+          no growth of plans held (the pinned registry builds each plan once).
+pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, measured) and pinned execution still
+          complete, candidates that cannot get a workspace are rows saying so, the process lives, allocated memory
+          returns to its baseline; a problem too large to allocate at all is torch's OutOfMemoryError.
+threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once:
+          no errors, outputs identical to a serial run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+import cudnn_algos  # noqa: E402
+from cudnn_algos import _ext  # noqa: E402
+from cudnn_algos.engines import parse_config  # noqa: E402
+from cudnn_algos.problem import make_problem  # noqa: E402
+from cudnn_algos.tuning import problem_key  # noqa: E402
+
+LAYER = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
+SHAPE = (8, 64, 28, 28)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def operands(dtype=torch.float16):
+    x = torch.randn(SHAPE, device="cuda", dtype=dtype)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=dtype)
+    return x, w
+
+
+def pinned_layer(dtype=torch.float16):
+    """LAYER on the GPU with apply(), its three directions pinned to the first engine configuration torch accepts."""
+    layer = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).cuda().to(dtype)
+    h = cudnn_algos.apply(layer, ":memory:")
+    p = make_problem(LAYER, SHAPE, dtype=dtype)
+    for d in cudnn_algos.DIRECTIONS:
+        r = cudnn_algos.find_engines(LAYER, SHAPE, direction=d, dtype=dtype, runtime_compiled=False)
+        ok = [row for row in r.rows if row.ok and not row.torch_filter]
+        eid, knobs = parse_config(ok[0].name)
+        _ext.load().pinned_set(problem_key(p, d), eid, knobs)
+    return layer, h
+
+
+def part_long(a) -> dict:
+    x, w = operands()
+    legacy = cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16).best
+    eng = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)
+    engine_row = next(r for r in eng.rows if r.ok)
+    layer, h = pinned_layer()
+    for _ in range(50):  # warm: allocator pools, plans, lazily loaded kernels
+        cudnn_algos.run(LAYER, legacy, input=x, weight=w)
+        layer(x)
+    torch.cuda.synchronize()
+    mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for i in range(a.calls):
+            cudnn_algos.run(LAYER, legacy, input=x, weight=w)
+            cudnn_algos.run(LAYER, engine_row, input=x, weight=w)
+            layer(x)
+    for i in range(a.search_calls):
+        cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16)
+        cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True,
+                                 repeats=1, warmup=0, screen=1, confirm=1)
+    torch.cuda.synchronize()
+    h.undo()
+    mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
+    ok = mem1 <= mem0 and rss1 - rss0 < 10 and plans1 == plans0
+    return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.search_calls} x (find, "
+            f"find_engines measured)", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
+            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok}
+
+
+def part_pressure(a) -> dict:
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(max(0, free - 64 * 2**20), dtype=torch.uint8, device="cuda")
+    errors, notes = [], []
+    try:
+        r = cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16, measure=True, repeats=2)
+        notes.append(f"legacy: {len(r.succeeded)} ok, statuses {sorted({row.status for row in r.rows})}")
+        e = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, measure=True, repeats=2,
+                                     runtime_compiled=False)
+        bad = sorted({(row.measured.error if row.measured else row.status)[:60] for row in e.rows
+                      if not row.ok or (row.measured and row.measured.error)})
+        notes.append(f"engines: {len(e.succeeded)} built, not ok: {bad[:3]}")
+    except torch.OutOfMemoryError as ex:
+        notes.append(f"OutOfMemoryError (typed): {str(ex).splitlines()[0][:80]}")
+    except Exception as ex:  # noqa: BLE001
+        errors.append(f"{type(ex).__name__}: {ex}"[:200])
+    del hog
+    torch.cuda.empty_cache()
+    try:
+        cudnn_algos.find(torch.nn.Conv2d(512, 512, 3, padding=1), (64, 512, 512, 512), dtype=torch.float16)
+        errors.append("a problem too large to allocate did not raise")
+    except (torch.OutOfMemoryError, ValueError) as ex:
+        notes.append(f"too large: {type(ex).__name__}")
+    torch.cuda.empty_cache()
+    after = torch.cuda.memory_allocated()
+    return {"part": "pressure", "what": "searches with all but 64 MB taken; a problem too large to allocate",
+            "errors": len(errors), "error_list": errors, "notes": notes,
+            "gpu_mem_mb": [base / 2**20, after / 2**20], "ok": not errors and after <= base}
+
+
+def part_threads(a) -> dict:
+    x, w = operands()
+    eng = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)
+    rows = [r for r in eng.rows if r.ok and r.deterministic][:4]
+    layer, h = pinned_layer()
+    with torch.no_grad():
+        serial = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
+    torch.cuda.synchronize()
+    errors: list[str] = []
+    mismatches = [0]
+
+    def work(k: int) -> None:
+        s = torch.cuda.Stream()
+        try:
+            with torch.cuda.stream(s), torch.no_grad():
+                for _ in range(a.thread_iters):
+                    cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16, mode="heuristic")
+                    outs = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
+                    s.synchronize()
+                    for o, ref in zip(outs, serial):
+                        if not torch.equal(o, ref):
+                            mismatches[0] += 1
+        except Exception as ex:  # noqa: BLE001 (each one is a finding)
+            errors.append(f"thread {k}: {type(ex).__name__}: {ex}"[:200])
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    h.undo()
+    return {"part": "threads", "what": f"8 threads x {a.thread_iters} x (find, run of {len(rows)} deterministic "
+            "configurations, pinned conv), each on its own stream", "errors": len(errors), "error_list": errors[:5],
+            "mismatches": mismatches[0], "seconds": time.perf_counter() - t0,
+            "ok": not errors and mismatches[0] == 0}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default="long,pressure,threads")
+    p.add_argument("--calls", type=int, default=10000)
+    p.add_argument("--search-calls", type=int, default=200)
+    p.add_argument("--thread-iters", type=int, default=20)
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    parts = {"long": part_long, "pressure": part_pressure, "threads": part_threads}
+    out = []
+    for name in a.parts.split(","):
+        try:
+            out.append(parts[name](a))
+        except Exception as ex:  # noqa: BLE001 (a part that crashes is a row saying so)
+            out.append({"part": name, "ok": False, "errors": 1, "error_list": [f"{type(ex).__name__}: {ex}"[:300]]})
+        print(json.dumps(out[-1], default=str)[:600], flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1, default=str))
+    print("reliability (GPU):")
+    for r in out:
+        print(f"  {r['part']:<9} {'ok' if r.get('ok') else 'FAILED':<7} errors {r.get('errors')}  "
+              + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "notes")
+                          if k in r)[:400])
+    return 0 if all(r.get("ok") for r in out) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
