@@ -282,3 +282,92 @@ def test_a_truncated_file_is_moved_aside_and_kept(tmp_path):
     assert len(aside) == 1 and aside[0].stat().st_size == size // 2  # kept for the user, not deleted
     assert db.winners() == []
     db.close()
+
+
+class _FakeSearch:
+    """find_engines as tune() calls it, without a GPU: a recorded-shape result per call; optionally a cuDNN failure
+    for one direction, or Ctrl-C after some calls."""
+
+    def __init__(self, make, fail_direction=None, interrupt_after=None):
+        self.make, self.calls, self.fail, self.stop = make, [], fail_direction, interrupt_after
+
+    def __call__(self, spec, shape, *, direction, **kw):
+        from cudnn_algos.errors import CudnnError
+
+        if self.stop is not None and len(self.calls) == self.stop:
+            raise KeyboardInterrupt
+        self.calls.append((str(spec), tuple(shape), direction))
+        if direction == self.fail:
+            raise CudnnError("cudnnBackendFinalize failed", "CUDNN_STATUS_NOT_SUPPORTED", 9)
+        return self.make.engine_result(direction=direction)
+
+
+@pytest.fixture
+def fake_tune(monkeypatch, make):
+    import cudnn_algos.tuning as tuning
+
+    monkeypatch.setattr(tuning, "device_index", lambda device: 0)
+    monkeypatch.setattr(tuning, "environment", lambda dev: _env())
+
+    def install(**kw):
+        search = _FakeSearch(make, **kw)
+        monkeypatch.setattr(tuning, "find_engines", search)
+        return search
+
+    return install
+
+
+def _small_model():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
+                               torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ConvTranspose2d(8, 4, 2, stride=2))
+
+
+def test_tune_searches_only_what_the_database_lacks_and_stores_every_candidate(fake_tune, tmp_path):
+    db = tmp_path / "t.sqlite"
+    search = fake_tune()
+    model, x = _small_model(), torch.randn(2, 3, 8, 8)
+    r = cudnn_algos.tune(model, x, db, progress=False)
+    # two distinct plain problems (the last two 8->8 layers share one) x 3 directions; the transposed layer is not
+    # something apply() runs, so it is not tuned
+    assert (r.searched, r.already, r.unsupported, r.failed, r.interrupted) == (6, 0, 1, {}, False)
+    assert len(search.calls) == 6
+    with TuningDB(db) as t:
+        ws = t.winners(env_key(_env()))
+        assert len(ws) == 6 and all(w["config"] for w in ws)
+        assert len(t.candidates()) == 6 * 4  # every row of every search
+        keys = {w["key"].split(" ")[0] for w in ws}
+        assert keys == {"forward", "backward_data", "backward_filter"}
+    again = cudnn_algos.tune(model, x, db, progress=False)
+    assert (again.searched, again.already) == (0, 6) and len(search.calls) == 6
+
+
+def test_tune_records_a_failed_search_and_goes_on(fake_tune, tmp_path):
+    fake_tune(fail_direction="backward_filter")
+    r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", progress=False)
+    assert r.searched == 4 and len(r.failed) == 2
+    assert all("CudnnError" in v and k.startswith("backward_filter") for k, v in r.failed.items())
+    assert "2 failed" in str(r)
+
+
+def test_tune_interrupted_keeps_what_it_stored_and_a_rerun_resumes(fake_tune, tmp_path):
+    db = tmp_path / "t.sqlite"
+    fake_tune(interrupt_after=2)
+    model, x = _small_model(), torch.randn(2, 3, 8, 8)
+    r = cudnn_algos.tune(model, x, db, progress=False)
+    assert r.interrupted and r.searched == 2
+    search = fake_tune()
+    r2 = cudnn_algos.tune(model, x, db, progress=False)
+    assert (r2.searched, r2.already) == (4, 2) and len(search.calls) == 4
+
+
+def test_tune_budget_stops_before_the_next_search(fake_tune, tmp_path):
+    search = fake_tune()
+    r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", budget_s=1e-9,
+                         progress=False)
+    assert r.interrupted and r.searched <= 1 and len(search.calls) == r.searched
+
+
+def test_tune_checks_its_arguments(fake_tune, tmp_path):
+    fake_tune()
+    with pytest.raises(ValueError, match="directions"):
+        cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", directions=("sideways",))
