@@ -91,7 +91,7 @@ def tune_worker(a) -> dict:
     model, x = _model(a.model, a.batch, cl)
     t = time.perf_counter()
     r = cudnn_algos.tune(model, x, a.db, dtype=dtype, memory_format="channels_last" if cl else None,
-                         budget_s=a.tune_budget_s, progress=False)
+                         budget_s=a.tune_budget_s, search=a.tune_search, progress=False)
     return {"tune_s": time.perf_counter() - t, "searched": r.searched, "already": r.already,
             "failed": len(r.failed), "interrupted": r.interrupted, "torch": torch.__version__}
 
@@ -108,6 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--tune-budget-s", type=float, default=None)
+    p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
     p.add_argument("--json")
     p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     for job in a.configs.split(","):
         config, _, batch = job.partition(":")
         common = ["--model", a.model, "--config", config, "--batch", batch or "32", "--db", a.db,
-                  "--steps", str(a.steps), "--warmup", str(a.warmup)]
+                  "--steps", str(a.steps), "--warmup", str(a.warmup), "--tune-search", a.tune_search]
         tuned = _sub(["--worker", "tune", *common] + (["--tune-budget-s", str(a.tune_budget_s)]
                                                       if a.tune_budget_s else []), 600)
         row = {"config": config, "batch": int(batch or 32), "tune": tuned}

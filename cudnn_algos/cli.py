@@ -206,6 +206,8 @@ def _add_tuning_parsers(sub) -> None:
     t.add_argument("--directions", default="forward,backward_data,backward_filter")
     t.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
     t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
+    t.add_argument("--quick", action="store_true",
+                   help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument("--device", type=int, default=None)
     d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear")
@@ -234,7 +236,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     device_index(a.device)
     try:
         r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
-                 progress=not a.no_progress, device=a.device)
+                 search="quick" if a.quick else "full", progress=not a.no_progress, device=a.device)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     print(r)

@@ -264,11 +264,23 @@ def winner_entry(result, env: Environment, key: str, settings: str) -> tuple[dic
     return w, cands
 
 
+# the find_engines options of each kind of tuning search, from tune()'s (repeats, screen, refine, refine_max,
+# runtime_compiled)
+SEARCHES = {
+    "full": lambda repeats, screen, refine, refine_max, rtc: dict(
+        compare_torch=True, torch_benchmark=True, repeats=repeats, screen=screen, refine=refine,
+        refine_max=refine_max, runtime_compiled=rtc),
+    "quick": lambda repeats, screen, refine, refine_max, rtc: dict(
+        heuristics=("instant", "fallback"), compare_torch=False, repeats=min(repeats, 3), screen=1, confirm=1,
+        refine=0, runtime_compiled=rtc),
+}
+
+
 def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.PathLike | None = None, *,
          directions: Iterable[str] = DIRECTIONS, dtype: torch.dtype | str | None = None,
          memory_format: torch.memory_format | str | None = None, budget_s: float | None = None,
          repeats: int = 7, screen: int = 3, refine: int = 3, refine_max: int = 32, runtime_compiled: bool = True,
-         progress: bool = True, device: int | str | torch.device | None = None) -> TuneResult:
+         search: str = "full", progress: bool = True, device: int | str | torch.device | None = None) -> TuneResult:
     """Fills the tuning database with the winners of `model`'s convolutions (as one forward pass on `example_input`
     meets them), searching only the problems and directions it lacks: per problem, ``find_engines`` as ``profile``
     runs it (heuristic lists screened, refine, the fastest confirmed beside torch's op with benchmark on), stored
@@ -276,16 +288,22 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
 
     dtype / memory_format: what the layers will receive when the model runs (e.g. torch.float16 for a model run
     under autocast; default: what they receive in the example pass). The winners are stored under
-    cudnn.deterministic and allow_tf32 as set now: apply() uses them when the flags are the same."""
+    cudnn.deterministic and allow_tf32 as set now: apply() uses them when the flags are the same.
+
+    search: "full" (as above) or "quick": only the lists torch's benchmark mode times (heuristics instant and
+    fallback), one screening sample, the fastest re-measured with `repeats` (at most 3) samples, no refine and no
+    torch comparison (its winner is still at least torch's benchmark pick on our clock, as that is among the
+    candidates) — for a cost nearer torch's own warm-up (not yet measured on the GPU)."""
     dirs = tuple(directions)
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
-    store, own = _db(db)
+    check_choice("search", search, SEARCHES)
     dev = device_index(device)
     env = environment(dev)
     ekey = env_key(env)
-    settings = json.dumps({"repeats": repeats, "screen": screen, "refine": refine, "refine_max": refine_max,
-                           "runtime_compiled": runtime_compiled}, sort_keys=True)
+    options = SEARCHES[search](repeats, screen, refine, refine_max, runtime_compiled)
+    settings = json.dumps({"search": search, **options}, sort_keys=True)
+    store, own = _db(db)
     t0 = time.perf_counter()
     searched = already = unsupported = 0
     failed: dict[str, str] = {}
@@ -312,8 +330,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
                 break
             try:
                 r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
-                                 compare_torch=True, torch_benchmark=True, repeats=repeats, screen=screen,
-                                 refine=refine, refine_max=refine_max, runtime_compiled=runtime_compiled, device=dev)
+                                 device=dev, **options)
                 store.put(*winner_entry(r, env, key, settings))
                 searched += 1
             except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError) as e:

@@ -297,6 +297,7 @@ class _FakeSearch:
         if self.stop is not None and len(self.calls) == self.stop:
             raise KeyboardInterrupt
         self.calls.append((str(spec), tuple(shape), direction))
+        self.kw = kw
         if direction == self.fail:
             raise CudnnError("cudnnBackendFinalize failed", "CUDNN_STATUS_NOT_SUPPORTED", 9)
         return self.make.engine_result(direction=direction)
@@ -371,3 +372,23 @@ def test_tune_checks_its_arguments(fake_tune, tmp_path):
     fake_tune()
     with pytest.raises(ValueError, match="directions"):
         cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", directions=("sideways",))
+
+
+def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accepts(fake_tune, tmp_path):
+    from cudnn_algos.errors import CudaUnavailableError
+    from cudnn_algos.tuning import SEARCHES
+
+    search = fake_tune()
+    r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", search="quick",
+                         progress=False)
+    assert r.searched == 6
+    assert search.kw["heuristics"] == ("instant", "fallback") and search.kw["refine"] == 0
+    assert search.kw["compare_torch"] is False and search.kw["repeats"] <= 3
+    with TuningDB(tmp_path / "t.sqlite") as t:
+        assert all(json.loads(w["settings"])["search"] == "quick" for w in t.winners())
+    for name, make_options in SEARCHES.items():  # find_engines validates them before it needs a GPU
+        with pytest.raises(CudaUnavailableError):
+            cudnn_algos.find_engines(torch.nn.Conv2d(3, 8, 3), (2, 3, 8, 8), measure=True,
+                                     **make_options(7, 3, 3, 32, True))
+    with pytest.raises(ValueError, match="search"):
+        cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", search="slow")
