@@ -106,9 +106,10 @@ std::vector<int64_t> output_dims(at::IntArrayRef x, at::IntArrayRef w, const std
 
 // nullopt (with `why`) where cuDNN's path does not apply and torch's op must run
 std::optional<Operands> operands(const at::Tensor& x_in, const at::Tensor& w_in, at::IntArrayRef stride,
-                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::string* why) {
+                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::string* why,
+                                 bool need_cuda = true) {
   Operands o;
-  if (!x_in.is_cuda() || !w_in.is_cuda()) return *why = "not a CUDA tensor", std::nullopt;
+  if (need_cuda && (!x_in.is_cuda() || !w_in.is_cuda())) return *why = "not a CUDA tensor", std::nullopt;
   if (x_in.scalar_type() != w_in.scalar_type() || !cudnn_dtype(x_in.scalar_type(), &o.problem.dtype))
     return *why = "dtype not handled", std::nullopt;
   const int64_t nd = x_in.dim();
@@ -400,6 +401,15 @@ at::Tensor conv_autocast(const at::Tensor& x, const at::Tensor& w, const std::op
 }
 
 }  // namespace
+
+std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool deterministic,
+                         bool allow_tf32) {
+  std::string why;
+  auto o = operands(x, w, stride, padding, dilation, groups, &why, /*need_cuda=*/false);
+  if (!o) throw std::invalid_argument("the operator would run torch's op here: " + why);
+  return problem_key(dir, o->problem, deterministic, allow_tf32);
+}
 
 void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs) {
   Registry& r = registry();

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "conv_params.h"
 #include "directions.h"
 
@@ -22,6 +24,12 @@ namespace cudnn_algos {
 // float32 only). Python computes it from its Problem through the binding, the operator from the tensors it gets:
 // one function, so the two cannot drift apart.
 std::string problem_key(Direction dir, const ConvProblem& p, bool deterministic, bool allow_tf32);
+
+// The key the operator computes for tensors x and w (any device, meta included: only their sizes, dtype and layout
+// are read) and these arguments, exactly as it does on the GPU: for checking that tune() and the operator agree.
+std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool deterministic,
+                         bool allow_tf32);
 
 using Knobs = std::vector<std::pair<int64_t, int64_t>>;
 

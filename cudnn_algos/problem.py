@@ -94,7 +94,21 @@ def parse_memory_format(memory_format: Any, ndim: int) -> str:
 
 
 def layout_of(t: torch.Tensor) -> str:
-    """The memory format a tensor is in ('contiguous' when both fit, as for size-1 dims)."""
+    """The memory format torch's convolution reads a tensor as: its suggest_memory_format (strides like channels-last
+    -> 'channels_last'/'channels_last_3d', else 'contiguous'), the rule the extension's operator applies too. A tensor
+    whose size-1 dims make it fit both layouts goes by its strides, as torch does (an (N, C, 1, 1) tensor a
+    channels-last convolution wrote is channels-last)."""
+    try:
+        from torch._prims_common import suggest_memory_format  # torch's own rule, in Python
+    except ImportError:  # an older or newer torch without it: the plain test, which differs only on size-1 dims
+        suggest_memory_format = None
+    if suggest_memory_format is not None and t.dim() in (4, 5):
+        fmt = suggest_memory_format(t)
+        if fmt == torch.channels_last:
+            return "channels_last"
+        if fmt == torch.channels_last_3d:
+            return "channels_last_3d"
+        return "contiguous"
     if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
         return "channels_last"
     if t.dim() == 5 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last_3d):
@@ -104,17 +118,11 @@ def layout_of(t: torch.Tensor) -> str:
 
 def conv_layout(x: torch.Tensor, w: torch.Tensor) -> str:
     """The layout torch's cuDNN convolution runs for input `x` and weight `w`: channels-last when either is (its
-    cudnn_conv_suggest_memory_format), else contiguous. (The input alone misleads on the meta device, where a
-    convolution's output comes out contiguous whatever its weight.)"""
+    cudnn_conv_suggest_memory_format), else contiguous; the extension's operator decides the same way."""
     lx = layout_of(x)
     if lx != "contiguous" or w.dim() not in (4, 5):
         return lx
-    fmt = torch.channels_last if w.dim() == 4 else torch.channels_last_3d
-    cl = torch.empty(w.shape, device="meta", memory_format=fmt).stride()
-    # exact strides: a 1x1 filter is contiguous both ways, yet torch (suggest_memory_format) reads its strides
-    if w.stride() == cl and cl != torch.empty(w.shape, device="meta").stride():
-        return "channels_last" if w.dim() == 4 else "channels_last_3d"
-    return lx
+    return layout_of(w)
 
 
 def default_math(dtype: torch.dtype) -> str:

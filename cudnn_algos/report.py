@@ -23,8 +23,8 @@ import torch
 from .api import find
 from .engines import find_engines, mark_torch_run
 from .errors import CudaError, CudnnError
-from .problem import (DIRECTIONS, DTYPES, check_choice, check_int, conv_layout, device_index, environment,
-                      make_problem, parse_dtype, parse_memory_format)
+from .problem import (DIRECTIONS, DTYPES, MEMORY_FORMATS, check_choice, check_int, conv_layout, device_index,
+                      environment, layout_of, make_problem, parse_dtype, parse_memory_format)
 from .results import EndToEnd, MeasureConfig, Measurement, ModelReport, ProblemEntry, TorchRun, decode, encode
 from .spec import ConvSpec
 from .store import ResultStore
@@ -64,6 +64,15 @@ def _functional_use(scope: str, args: tuple) -> ConvUse:
     return ConvUse(f"{scope or '<model>'}/{op}", spec, tuple(x.shape), x.dtype, conv_layout(x, w), functional=True)
 
 
+def _as_on_gpu(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A convolution's output laid out as torch's cuDNN path lays it out on the GPU (channels-last when the input or
+    the weight is): on the meta device it comes out contiguous, and the next layer's layout would be misread."""
+    fmt = conv_layout(x, w)
+    if out.device.type != "meta" or fmt == "contiguous" or layout_of(out) == fmt or out.dim() not in (4, 5):
+        return out
+    return torch.empty(out.shape, dtype=out.dtype, device=out.device, memory_format=MEMORY_FORMATS[fmt])
+
+
 def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
     """One forward pass of `m` under a dispatch mode that sees every aten.convolution, with hooks that keep the
     stack of modules being called (so a call is named by its module)."""
@@ -78,6 +87,7 @@ def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
                 top = stack[-1][1] if stack else None
                 if not isinstance(top, torch.nn.modules.conv._ConvNd):  # a module's own call is recorded by its hook
                     uses.append(_functional_use(stack[-1][0] if stack else "", args))
+                return _as_on_gpu(func(*args, **(kwargs or {})), args[0], args[1])
             return func(*args, **(kwargs or {}))
 
     def pre(module, args, _name=""):

@@ -392,3 +392,50 @@ def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accept
                                      **make_options(7, 3, 3, 32, True))
     with pytest.raises(ValueError, match="search"):
         cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", search="slow")
+
+
+def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
+    """The key tune() stores a winner under (from its problem) and the key the operator looks up (from the tensors
+    it gets, here meta tensors: only sizes, dtype and layout are read) must agree for every layer apply() runs, or a
+    tuned problem silently falls back. Over seeded valid layers: 1/2/3-d, groups, dilation, strides, 'same'/'valid',
+    1x1 filters, fp32/fp16/bf16, contiguous and channels-last (the layout as discover() reads it)."""
+    import random
+
+    from problem_gen import case, torch_verdict, valid_extra
+
+    from cudnn_algos import _ext
+    from cudnn_algos.problem import make_problem, parse_dtype
+    from cudnn_algos.report import discover
+    from cudnn_algos.tuning import module_args, problem_key
+
+    ext = _ext.load()
+    rng = random.Random(5)
+    checked = 0
+    while checked < 300:
+        c = case(rng)
+        m, shape, _ = torch_verdict(c)
+        if shape is None or not valid_extra(c) or c["cls"].__name__.startswith("ConvT") or isinstance(
+                module_args(m), str):
+            continue
+        dtype = parse_dtype(c["dtype"])
+        fmt = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}.get(c["fmt"])
+        m = m.to(dtype)
+        if fmt is not None:
+            m = m.to(memory_format=fmt)
+        x = torch.empty(tuple(int(v) for v in c["shape"]), dtype=dtype, device="meta")
+        if fmt is not None:
+            x = x.contiguous(memory_format=fmt)
+        # behind another convolution, as most layers are: on the meta device its output comes out contiguous
+        pre = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}[c["nd"]](c["cin"], c["cin"], 1).to(dtype)
+        if fmt is not None:
+            pre = pre.to(memory_format=fmt)
+        use = discover(torch.nn.Sequential(pre, m), x)[1]  # the layout tune() would record for this layer
+        p = make_problem(m, use.input_shape, dtype, use.memory_format)
+        stride, pad, dil, groups = module_args(m)
+        w = m.weight.detach().to("meta")
+        for d in ("forward", "backward_data", "backward_filter"):
+            for det, tf32 in ((False, True), (True, False)):
+                ours = problem_key(p, d, det, tf32)
+                op = ext.operator_key(d, x, w, stride, pad, dil, groups, det, tf32)
+                assert ours == op, (c, ours, op)
+        checked += 1
