@@ -21,7 +21,7 @@ from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSea
                       SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
 from .spec import ConvShapes, ConvSpec
 from .trace import chrome_trace, write_chrome_trace
-from .tuning import Applied, TuneResult, TuningDB, applied, apply, tune
+from .tuning import Applied, TuneResult, TuningDB, apply, tune
 
 __version__ = "0.2.0"
 
@@ -30,6 +30,6 @@ __all__ = [
     "fidelity_table", "compare", "Comparison", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
     "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
-    "MODES", "MATH_TYPES", "__version__", "tune", "apply", "applied", "TuningDB", "TuneResult", "Applied",
+    "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB", "TuneResult", "Applied",
     "chrome_trace", "write_chrome_trace",
 ]

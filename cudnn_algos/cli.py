@@ -157,16 +157,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_model_args(p, dtype_help: str) -> None:
+    """The model and example-input arguments `profile` and `tune` share (read back by _model_from_args)."""
+    p.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
+    p.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
+    p.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
+    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"], help=dtype_help)
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--directions", default="forward,backward_data,backward_filter")
+
+
+def _model_from_args(a: argparse.Namespace) -> tuple:
+    """(model, example input, name, directions, memory format) from _add_model_args' arguments; UsageError naming
+    the flag when one is wrong."""
+    from .models import ModelSourceError, load_model
+    from .problem import DIRECTIONS
+
+    if a.batch <= 0:
+        raise UsageError(f"--batch {a.batch} must be positive")
+    directions = tuple(d for d in a.directions.split(",") if d)
+    for d in directions:
+        if d not in DIRECTIONS:
+            raise UsageError(f"--directions: {d!r} is not one of {', '.join(DIRECTIONS)}")
+    try:
+        model, example, name = load_model(a.model, batch=a.batch,
+                                          input_shape=parse_shape(a.input) if a.input else None)
+    except ModelSourceError as e:
+        raise UsageError(str(e)) from None
+    fmt = ("channels_last_3d" if example.dim() == 5 else "channels_last") if a.channels_last else None
+    return model, example, name, directions, fmt
+
+
 def _add_profile_parser(sub) -> None:
     pr = sub.add_parser("profile", help="every distinct convolution of a model in cuDNN's engine space, beside torch",
                         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    pr.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
-    pr.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
-    pr.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
-    pr.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"],
-                    help="dtype of the searches and of the end-to-end check (default: the model's)")
-    pr.add_argument("--channels-last", action="store_true")
-    pr.add_argument("--directions", default="forward,backward_data,backward_filter")
+    _add_model_args(pr, "dtype of the searches and of the end-to-end check (default: the model's)")
     pr.add_argument("--repeats", type=int, default=7, help="samples per clock for the confirmed rows (default 7)")
     pr.add_argument("--screen", type=int, default=3, help="samples per clock when screening (default 3)")
     pr.add_argument("--refine", type=int, default=3, metavar="K", help="one-knob neighbours of the K fastest (3)")
@@ -197,13 +222,7 @@ def _add_tuning_parsers(sub) -> None:
                        epilog="  cudnn-algos tune resnet50 --batch 32 --dtype float16 --channels-last\n"
                               "  then, in your script: cudnn_algos.apply(model)",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
-    t.add_argument("--batch", type=int, default=32)
-    t.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
-    t.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"],
-                   help="what the layers receive when the model runs (float16 for autocast; default: the model's)")
-    t.add_argument("--channels-last", action="store_true")
-    t.add_argument("--directions", default="forward,backward_data,backward_filter")
+    _add_model_args(t, "what the layers receive when the model runs (float16 for autocast; default: the model's)")
     t.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
     t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
     t.add_argument("--quick", action="store_true",
@@ -218,21 +237,10 @@ def _add_tuning_parsers(sub) -> None:
 
 
 def _cmd_tune(a: argparse.Namespace) -> int:
-    from .models import ModelSourceError, load_model
-    from .problem import DIRECTIONS, device_index
+    from .problem import device_index
     from .tuning import tune
 
-    directions = tuple(x for x in a.directions.split(",") if x)
-    for x in directions:
-        if x not in DIRECTIONS:
-            raise UsageError(f"--directions: {x!r} is not one of {', '.join(DIRECTIONS)}")
-    if a.batch <= 0:
-        raise UsageError(f"--batch {a.batch} must be positive")
-    try:
-        model, example, _ = load_model(a.model, batch=a.batch, input_shape=parse_shape(a.input) if a.input else None)
-    except ModelSourceError as e:
-        raise UsageError(str(e)) from None
-    fmt = ("channels_last_3d" if example.dim() == 5 else "channels_last") if a.channels_last else None
+    model, example, _, directions, fmt = _model_from_args(a)
     device_index(a.device)
     try:
         r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
@@ -288,28 +296,14 @@ def _needs(flag: str, module: str) -> None:
 
 
 def _cmd_profile(a: argparse.Namespace) -> int:
-    from .models import ModelSourceError, load_model
-    from .problem import DIRECTIONS, device_index
+    from .problem import device_index
     from .report import profile
 
-    if a.batch <= 0:
-        raise UsageError(f"--batch {a.batch} must be positive")
-    directions = tuple(d for d in a.directions.split(",") if d)
-    for d in directions:
-        if d not in DIRECTIONS:
-            raise UsageError(f"--directions: {d!r} is not one of {', '.join(DIRECTIONS)}")
     for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
                                 ("--plot", a.plot, "matplotlib")):
         if given:
             _needs(flag, module)
-    shape = parse_shape(a.input) if a.input else None
-    try:
-        model, example, name = load_model(a.model, batch=a.batch, input_shape=shape)
-    except ModelSourceError as e:
-        raise UsageError(str(e)) from None
-    fmt = None
-    if a.channels_last:
-        fmt = "channels_last_3d" if example.dim() == 5 else "channels_last"
+    model, example, name, directions, fmt = _model_from_args(a)
     device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
     try:
         report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, repeats=a.repeats,

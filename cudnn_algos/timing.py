@@ -515,7 +515,7 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
 
 
 def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
-                 device: int, phases: dict[int, list] | None = None) -> None:
+                 device: int, phases: dict[int, list]) -> None:
     """One kernel-clock session: per runnable, its samples as windows of min(K, KERNEL_CALLS) back-to-back calls."""
     if not plan:
         return
@@ -525,8 +525,7 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
         with kernel_clock(device) as s:
             for i, (k, n) in plan.items():
                 try:
-                    with _nvtx(runnables[i], "kernel clock"), _phase(
-                            phases[i] if phases is not None else [], "kernel clock"):
+                    with _nvtx(runnables[i], "kernel clock"), _phase(phases[i], "kernel clock"):
                         wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
                                    for _ in range(n)]
                 except Exception as e:

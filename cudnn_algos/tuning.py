@@ -21,7 +21,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import torch
 
@@ -478,15 +478,5 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     return handle
 
 
-@contextlib.contextmanager
-def applied(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None) -> Iterator[Applied]:
-    """``with applied(model): ...``: apply() for the block, undone after."""
-    h = apply(model, db)
-    try:
-        yield h
-    finally:
-        h.undo()
-
-
-__all__ = ["TuningDB", "TuneResult", "Applied", "tune", "apply", "applied", "default_path", "env_key",
+__all__ = ["TuningDB", "TuneResult", "Applied", "tune", "apply", "default_path", "env_key",
            "problem_key", "winner_entry", "module_args"]
