@@ -10,6 +10,7 @@
 #include <string>
 
 #include "check.h"
+#include "dtypes.h"
 #include "engine_search.h"
 #include "legacy_search.h"
 #include "pinned.h"
@@ -60,29 +61,12 @@ cudnnMathType_t parse_math(const std::string& s) {
   return parse(s, "math", t);
 }
 
-cudnnDataType_t parse_dtype(const std::string& s) {
-  static const std::array<std::pair<const char*, cudnnDataType_t>, 4> t{{{"float32", CUDNN_DATA_FLOAT},
-                                                                        {"float16", CUDNN_DATA_HALF},
-                                                                        {"bfloat16", CUDNN_DATA_BFLOAT16},
-                                                                        {"float64", CUDNN_DATA_DOUBLE}}};
-  return parse(s, "dtype", t);
-}
-
-at::ScalarType scalar_type_of(cudnnDataType_t d) {
-  switch (d) {
-    case CUDNN_DATA_DOUBLE: return at::kDouble;
-    case CUDNN_DATA_HALF: return at::kHalf;
-    case CUDNN_DATA_BFLOAT16: return at::kBFloat16;
-    default: return at::kFloat;
-  }
-}
-
 ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
                          std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
                          std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math) {
   static const std::array<std::pair<const char*, Layout>, 2> layouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
   ConvProblem p;
-  p.dtype = parse_dtype(dtype);
+  p.dtype = dtype_info(dtype).cudnn;
   p.layout = parse(layout, "layout", layouts);
   p.x_dims = std::move(x);
   p.w_dims = std::move(w);
@@ -105,9 +89,10 @@ void check_operand(const ConvProblem& p, const at::Tensor& t, const std::vector<
   if (t.get_device() != device)
     throw std::invalid_argument(std::string(name) + " is on cuda:" + std::to_string(t.get_device()) +
                                 ", the other operands on cuda:" + std::to_string(device));
-  if (t.scalar_type() != scalar_type_of(p.dtype))
+  const c10::ScalarType dtype = dtype_info(p.dtype)->scalar;  // p.dtype came from dtype_info(name)
+  if (t.scalar_type() != dtype)
     throw std::invalid_argument(std::string(name) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
-                                ", the problem needs " + std::string(c10::toString(scalar_type_of(p.dtype))));
+                                ", the problem needs " + std::string(c10::toString(dtype)));
   if (t.sizes().vec() != dims)
     throw std::invalid_argument(std::string(name) + " has shape " + join(t.sizes().vec()) + ", the problem needs " +
                                 join(dims));

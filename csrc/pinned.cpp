@@ -25,20 +25,15 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "dtypes.h"
 #include "engine_search.h"
 
 namespace cudnn_algos {
 
 std::string problem_key(Direction dir, const ConvProblem& p, bool deterministic, bool allow_tf32) {
   static const char* dirs[] = {"forward", "backward_data", "backward_filter"};
-  std::string dt;
-  switch (p.dtype) {
-    case CUDNN_DATA_FLOAT: dt = "float32"; break;
-    case CUDNN_DATA_HALF: dt = "float16"; break;
-    case CUDNN_DATA_BFLOAT16: dt = "bfloat16"; break;
-    case CUDNN_DATA_DOUBLE: dt = "float64"; break;
-    default: dt = "dtype" + std::to_string(static_cast<int>(p.dtype));
-  }
+  const auto info = dtype_info(p.dtype);
+  const std::string dt = info ? info->name : "dtype" + std::to_string(static_cast<int>(p.dtype));
   std::string k = std::string(dirs[static_cast<int>(dir)]) + " " + dt + " " + p.describe();
   k += deterministic ? " deterministic=1" : " deterministic=0";
   if (p.dtype == CUDNN_DATA_FLOAT) k += allow_tf32 ? " tf32=1" : " tf32=0";
@@ -75,16 +70,6 @@ void count(const std::string& key, int64_t PinnedCount::*field, const std::strin
   if (!reason.empty()) c.reason = reason;
 }
 
-bool cudnn_dtype(at::ScalarType t, cudnnDataType_t* out) {
-  switch (t) {
-    case at::kFloat: *out = CUDNN_DATA_FLOAT; return true;
-    case at::kHalf: *out = CUDNN_DATA_HALF; return true;
-    case at::kBFloat16: *out = CUDNN_DATA_BFLOAT16; return true;
-    case at::kDouble: *out = CUDNN_DATA_DOUBLE; return true;
-    default: return false;
-  }
-}
-
 // A convolution's operands as cuDNN takes them: a 1-d problem lifted to 2-d (H = 1), the layout torch would pick
 // (channels-last when the input or the weight suggests it), x and w made dense in it.
 struct Operands {
@@ -104,14 +89,23 @@ std::vector<int64_t> output_dims(at::IntArrayRef x, at::IntArrayRef w, const std
   return y;
 }
 
+// The layout torch's cuDNN convolution runs (and returns) for input x and weight w: channels-last when either
+// suggests it (cudnn_conv_suggest_memory_format); a 1-d convolution is contiguous.
+at::MemoryFormat conv_format(const at::Tensor& x, const at::Tensor& w) {
+  if (x.dim() != 4 && x.dim() != 5) return at::MemoryFormat::Contiguous;
+  const at::MemoryFormat cl = x.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+  return x.suggest_memory_format() == cl || w.suggest_memory_format() == cl ? cl : at::MemoryFormat::Contiguous;
+}
+
 // nullopt (with `why`) where cuDNN's path does not apply and torch's op must run
 std::optional<Operands> operands(const at::Tensor& x_in, const at::Tensor& w_in, at::IntArrayRef stride,
                                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::string* why,
                                  bool need_cuda = true) {
   Operands o;
   if (need_cuda && (!x_in.is_cuda() || !w_in.is_cuda())) return *why = "not a CUDA tensor", std::nullopt;
-  if (x_in.scalar_type() != w_in.scalar_type() || !cudnn_dtype(x_in.scalar_type(), &o.problem.dtype))
-    return *why = "dtype not handled", std::nullopt;
+  const auto info = dtype_info(x_in.scalar_type());
+  if (x_in.scalar_type() != w_in.scalar_type() || !info) return *why = "dtype not handled", std::nullopt;
+  o.problem.dtype = info->cudnn;
   const int64_t nd = x_in.dim();
   if (nd < 3 || nd > 5 || w_in.dim() != nd) return *why = "rank not handled", std::nullopt;
   const size_t ns = static_cast<size_t>(nd - 2);
@@ -128,13 +122,11 @@ std::optional<Operands> operands(const at::Tensor& x_in, const at::Tensor& w_in,
     dil.insert(dil.begin(), 1);
     o.lifted = true;
   }
-  const at::MemoryFormat cl = o.x.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
-  const bool channels_last = x_in.dim() > 3 && (x_in.suggest_memory_format() == cl || w_in.suggest_memory_format() == cl);
-  o.format = channels_last ? cl : at::MemoryFormat::Contiguous;
+  o.format = conv_format(x_in, w_in);
   o.x = o.x.contiguous(o.format);
   o.w = o.w.contiguous(o.format);
   ConvProblem& p = o.problem;
-  p.layout = channels_last ? Layout::NHWC : Layout::NCHW;
+  p.layout = o.format == at::MemoryFormat::Contiguous ? Layout::NCHW : Layout::NHWC;
   p.x_dims = o.x.sizes().vec();
   p.w_dims = o.w.sizes().vec();
   p.padding = pad;
@@ -209,6 +201,19 @@ bool run_pinned(Direction dir, const Operands& o, const Buffers& b, const std::s
   return true;
 }
 
+// Runs `dir`'s stored winner into a fresh tensor shaped as that direction's output operand (y for forward, x for
+// backward-data, w for backward-filter), the other operands from `o` and `y` (grad_output; unused for forward);
+// undefined where torch's op must run instead.
+at::Tensor run_into_new(Direction dir, const Operands& o, void* y, const std::string& key) {
+  const bool data = dir == Direction::BackwardData, filter = dir == Direction::BackwardFilter;
+  const auto& dims = data ? o.problem.x_dims : filter ? o.problem.w_dims : o.problem.y_dims;
+  at::Tensor out = at::empty(dims, o.x.options().memory_format(o.format));
+  Buffers b{o.x.data_ptr(), o.w.data_ptr(), y};
+  (data ? b.x : filter ? b.w : b.y) = out.data_ptr();
+  if (!run_pinned(dir, o, b, key)) return at::Tensor();
+  return o.lifted ? out.squeeze(2) : out;
+}
+
 std::vector<int64_t> zeros_like_dims(size_t n) { return std::vector<int64_t>(n, 0); }
 
 at::Tensor add_bias(at::Tensor y, const std::optional<at::Tensor>& bias) {
@@ -231,11 +236,8 @@ at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::option
   if (!o) return conv_torch(x, w, bias, stride, padding, dilation, groups);
   const std::string key = problem_key(Direction::Forward, o->problem, flags_deterministic(), flags_tf32());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(o->problem.y_dims, o->x.options().memory_format(o->format));
-  if (!run_pinned(Direction::Forward, *o, Buffers{o->x.data_ptr(), o->w.data_ptr(), y.data_ptr()}, key))
-    return conv_torch(x, w, bias, stride, padding, dilation, groups);
-  if (o->lifted) y = y.squeeze(2);
-  return add_bias(y, bias);
+  at::Tensor y = run_into_new(Direction::Forward, *o, nullptr, key);
+  return y.defined() ? add_bias(y, bias) : conv_torch(x, w, bias, stride, padding, dilation, groups);
 }
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
@@ -256,23 +258,13 @@ Grads conv_backward_cuda(const at::Tensor& gy_in, const at::Tensor& x, const at:
   at::Tensor gy = (o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format);
   const bool det = flags_deterministic(), tf32 = flags_tf32();
   at::Tensor gx, gw, gb;
-  std::array<bool, 3> rest{false, false, false};
-  if (mask[0]) {
-    at::Tensor g = at::empty(o->problem.x_dims, o->x.options().memory_format(o->format));
-    const std::string key = problem_key(Direction::BackwardData, o->problem, det, tf32);
-    if (run_pinned(Direction::BackwardData, *o, Buffers{g.data_ptr(), o->w.data_ptr(), gy.data_ptr()}, key))
-      gx = o->lifted ? g.squeeze(2) : g;
-    else
-      rest[0] = true;
-  }
-  if (mask[1]) {
-    at::Tensor g = at::empty(o->problem.w_dims, o->w.options().memory_format(o->format));
-    const std::string key = problem_key(Direction::BackwardFilter, o->problem, det, tf32);
-    if (run_pinned(Direction::BackwardFilter, *o, Buffers{o->x.data_ptr(), g.data_ptr(), gy.data_ptr()}, key))
-      gw = o->lifted ? g.squeeze(2) : g;
-    else
-      rest[1] = true;
-  }
+  if (mask[0])
+    gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(),
+                      problem_key(Direction::BackwardData, o->problem, det, tf32));
+  if (mask[1])
+    gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(),
+                      problem_key(Direction::BackwardFilter, o->problem, det, tf32));
+  const std::array<bool, 3> rest{mask[0] && !gx.defined(), mask[1] && !gw.defined(), false};
   if (rest[0] || rest[1]) {
     Grads t = conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, {rest[0], rest[1], false});
     if (rest[0]) gx = std::get<0>(t);
@@ -286,11 +278,6 @@ Grads conv_backward_cuda(const at::Tensor& gy_in, const at::Tensor& x, const at:
   return {gx, gw, gb};
 }
 
-Grads conv_backward_cpu(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return conv_backward_torch(gy, x, w, stride, padding, dilation, groups, mask);
-}
-
 // Meta (torch.compile's fake tensors): shapes, dtypes and the layout the CUDA kernel returns
 at::Tensor conv_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -299,8 +286,7 @@ at::Tensor conv_meta(const at::Tensor& x, const at::Tensor& w, const std::option
   TORCH_CHECK(x.dim() >= 3 && x.dim() <= 5 && w.dim() == x.dim() && stride.size() + 2 == size_t(x.dim()),
               "cudnn_algos::conv: x and w need 3 to 5 dims and one stride, padding and dilation per spatial dim");
   std::vector<int64_t> y = output_dims(x.sizes(), w.sizes(), pad, str, dil);
-  const auto fmt = x.dim() == 3 ? at::MemoryFormat::Contiguous : x.suggest_memory_format();
-  return at::empty(y, x.options().memory_format(fmt));
+  return at::empty(y, x.options().memory_format(conv_format(x, w)));
 }
 
 Grads conv_backward_meta(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
@@ -461,7 +447,7 @@ TORCH_LIBRARY_IMPL(cudnn_algos, CUDA, m) {
 
 TORCH_LIBRARY_IMPL(cudnn_algos, CPU, m) {
   m.impl("conv", &cudnn_algos::conv_torch);
-  m.impl("conv_backward", &cudnn_algos::conv_backward_cpu);
+  m.impl("conv_backward", &cudnn_algos::conv_backward_torch);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, Meta, m) {
