@@ -31,14 +31,11 @@ from cudnn_algos.engines import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem, parse_dtype  # noqa: E402
 from cudnn_algos.tuning import module_args, problem_key  # noqa: E402
 from problem_gen import case, torch_verdict, valid_extra  # noqa: E402
+from reference import rel_err  # noqa: E402
 
 # error against float64; fp32 allows TF32 (torch's default for cuDNN convolutions)
 TOL = {torch.float32: 2e-2, torch.float16: 2e-2, torch.bfloat16: 6e-2, torch.float64: 1e-9}
 ENGINE_ROWS = 6  # engine configurations run per problem and direction (the first ones built)
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
 def references(m: torch.nn.Module, x: torch.Tensor, w: torch.Tensor, gy: torch.Tensor):
@@ -73,7 +70,7 @@ def check_rows(tally, violations, label, layer, rows, direction, x, w, gy, ref, 
         except (cudnn_algos.CudnnError, cudnn_algos.CudaError) as e:
             tally[f"{label} run failed: {getattr(e, 'status', type(e).__name__)}"] += 1
             continue
-        err = rel(out, ref)
+        err = rel_err(out, ref)
         tally[f"{label} ok"] += 1
         if not err <= tol:  # NaN too
             violations.append(f"{label} {row.name if hasattr(row, 'name') else row} {direction}: rel err {err:.3g}")
@@ -109,7 +106,7 @@ def check_apply(tally, violations, m, x, w, problem, engine_rows, ref_model_tol)
     tally["apply calls fallback"] += sum(c["fallback"] for c in counts)
     for name, ours, exact in (("output", y, y64), ("input grad", xx.grad, x64.grad),
                               ("weight grad", layer.weight.grad, ref.weight.grad)):
-        err = rel(ours, exact)
+        err = rel_err(ours, exact)
         if not err <= tol:
             violations.append(f"apply {name}: rel err {err:.3g} ({problem.describe('forward')})")
     bad = [c for c in counts if c["fallback"] and c["reason"] != "no stored winner"]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import cudnn_algos
+from reference import rel_err
 
 pytestmark = pytest.mark.gpu
 
@@ -38,10 +39,6 @@ CASES = {
     "3d-fp16": (_net3d, (2, 4, 8, 8, 8), torch.float16, None),
     "2d-fp32-no-tf32": (_net2d, (4, 8, 16, 16), torch.float32, None),
 }
-
-
-def _rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
 def _run(model, x):
@@ -91,7 +88,8 @@ def test_applied_winners_match_torch_forward_and_gradients(case, tmp_path, tf32_
         counts = h.counts()
     # against float64: no worse than TOL or 3x torch's own error in the same precision (TF32 in fp32)
     for ours, theirs, exact in zip([out] + grads, [ref_out] + ref_grads, [out64] + grads64):
-        assert _rel(ours, exact) <= max(tol, 3 * _rel(theirs, exact)), (_rel(ours, exact), _rel(theirs, exact))
+        ours_err, theirs_err = rel_err(ours, exact), rel_err(theirs, exact)
+        assert ours_err <= max(tol, 3 * theirs_err), (ours_err, theirs_err)
     assert counts and all(c["fallback"] == 0 for c in counts), h.summary()
     assert sum(c["pinned"] for c in counts) > 0, h.summary()
     dirs = {c["key"].split(" ")[0] for c in counts}
@@ -110,7 +108,7 @@ def test_autocast_casts_as_torch_does_and_hits_the_fp16_winners(tmp_path):
         with torch.autocast("cuda", dtype=torch.float16):
             out = model(x)
         counts = h.counts()
-    assert out.dtype == ref.dtype == torch.float16 and _rel(out, ref) < TOL[torch.float16]
+    assert out.dtype == ref.dtype == torch.float16 and rel_err(out, ref) < TOL[torch.float16]
     assert all(c["fallback"] == 0 for c in counts) and sum(c["pinned"] + c["torch_winner"] for c in counts) == 3
 
 
@@ -160,6 +158,6 @@ def test_what_the_database_lacks_falls_back_to_torch_counted(tmp_path):
                 out = model(x)
             assert all(x["pinned"] == 0 for x in h.counts())
             assert all("deterministic=1" in x["key"] for x in h.counts())
-        assert _rel(out, ref_out) < 5e-3  # torch's op, deterministic (another algorithm: TF32 rounding differs)
+        assert rel_err(out, ref_out) < 5e-3  # torch's op, deterministic (another algorithm: TF32 rounding differs)
     finally:
         torch.backends.cudnn.deterministic = old
