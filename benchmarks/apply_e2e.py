@@ -4,8 +4,9 @@ the steady step, each mode in its own fresh process (torch keeps the first plan 
 Per CONFIG (fp16-nhwc: autocast float16 + channels_last; fp32: float32 NCHW) and batch: tune() in a process of its
 own (its cost in seconds; a warm database skips it), then one fresh process per mode runs --steps SGD training steps
 (forward, backward, optimizer), each timed on the host with a synchronize (what a training loop sees): the first
-step (benchmark on: its search) and the median of the steps after --warmup. apply's process prints how its calls ran
-(stored configuration / torch's op as the stored winner / fallback).
+step (benchmark on: its search) and the median of the steps after --warmup, the host's share of a step (until step()
+returned) and the GPU's (busy time on CUPTI, 5 more steps). apply's process prints how its calls ran (stored
+configuration / torch's op as the stored winner / fallback) and where its operator's host time goes, by stage.
 
     python benchmarks/apply_e2e.py --configs fp16-nhwc:32,fp32:32 --db out/tuning.sqlite --json out/apply.json
 """
@@ -65,20 +66,43 @@ def worker(a) -> dict:
         opt.step()
         return loss
 
-    times, losses = [], []
+    times, host, losses = [], [], []
     for _ in range(a.steps):
         torch.cuda.synchronize()
         t = time.perf_counter()
         losses.append(step())
+        host.append(time.perf_counter() - t)  # the host's share: step() returned, the GPU may still be working
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
     out = {"mode": a.mode, "first_step_s": times[0], "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
-           "steady_min_ms": 1e3 * min(times[a.warmup:]), "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
+           "steady_min_ms": 1e3 * min(times[a.warmup:]), "host_ms": 1e3 * statistics.median(host[a.warmup:]),
+           "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
         out["fallback_reasons"] = sorted({x["reason"] for x in c if x["fallback"]})[:5]
         out["winners"] = handle.winners
+        # where the operator's own host time goes (Note [host stages] in csrc/pinned.cpp), per step
+        n = 10
+        handle.time_host(True)
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+        st = handle.host_stages()
+        handle.time_host(False)
+        out["op_host_ms_per_step"] = {k: v / 1e3 / n for k, v in st["us"].items()}
+        out["op_calls_per_step"] = (st["forward_calls"] + st["backward_calls"]) / n
+    # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), after everything else
+    try:
+        from cudnn_algos.timing import kernel_clock
+
+        with kernel_clock(0) as s:
+            for _ in range(5):
+                s.window(lambda: (step(), torch.cuda.synchronize()))
+        out["gpu_busy_ms"] = statistics.median(r[0] for r in s.results)
+        out["kernels_per_step"] = statistics.median(r[1] for r in s.results)
+    except Exception as e:  # the report says it is missing rather than losing the run
+        out["gpu_busy_error"] = f"{type(e).__name__}: {e}"
     return out
 
 
@@ -153,6 +177,20 @@ def main(argv=None) -> int:
             print(f"  apply fallbacks: {r['apply']['fallback_reasons']}")
         print("  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"
                                                  f"{r[m].get('loss_last', float('nan')):.3f}" for m in MODES))
+    print("where a steady step's time goes (ms per step): wall = synchronized step; host = until step() returned; "
+          "GPU = busy on CUPTI; apply's operator: its CUDA kernels' host time by stage")
+    for r in results:
+        cells = []
+        for m in MODES:
+            x = r[m]
+            if "steady_ms" in x:
+                cells.append(f"{m} wall {x['steady_ms']:.2f} host {x.get('host_ms', float('nan')):.2f} "
+                             f"GPU {x.get('gpu_busy_ms', float('nan')):.2f}")
+        print(f"{r['config'] + ':' + str(r['batch']):<16} " + " | ".join(cells))
+        st = r["apply"].get("op_host_ms_per_step")
+        if st:
+            print(f"{'':<16} apply's operator, {r['apply']['op_calls_per_step']:.0f} kernel calls per step: "
+                  f"{sum(st.values()):.2f} ms = " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()))
     return 0
 
 

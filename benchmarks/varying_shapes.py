@@ -64,7 +64,7 @@ def worker(a) -> dict:
     handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
     cycle = shapes(a.batches, a.sizes)
     inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
-    times, mem = [], []
+    times, host, mem = [], [], []
     for step in range(a.cycles * len(cycle)):
         b, s = cycle[step % len(cycle)]
         x, t = inputs[(b, s)]
@@ -75,14 +75,16 @@ def worker(a) -> dict:
             loss = torch.nn.functional.cross_entropy(model(x).float(), t)
         loss.backward()
         opt.step()
+        host.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         if a.why:
             st = torch.cuda.memory_stats()
             mem.append({"reserved": st.get("reserved_bytes.all.current", 0),
-                        "retries": st.get("num_alloc_retries", 0)})
+                        "retries": st.get("num_alloc_retries", 0),
+                        "cuda_mallocs": st.get("num_device_alloc", 0), "cuda_frees": st.get("num_device_free", 0)})
     n = len(cycle)
-    out = {"mode": a.mode, "step_s": times, "first_pass_s": sum(times[:n]),
+    out = {"mode": a.mode, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
            "steady_cycle_ms": 1e3 * statistics.median(sum(times[i:i + n]) for i in range(n, len(times) - n + 1, n))
            if len(times) >= 2 * n else None, "memory": mem}
     if handle is not None:
@@ -102,7 +104,7 @@ def tune_worker(a) -> dict:
     total = {"searched": 0, "already": 0, "failed": 0}
     for b, s in shapes(a.batches, a.sizes):
         r = cudnn_algos.tune(model, _input(b, s, cl), a.db, dtype=torch.float16 if cl else None,
-                             memory_format="channels_last" if cl else None, progress=False)
+                             memory_format="channels_last" if cl else None, progress=False, search=a.tune_search)
         total = {"searched": total["searched"] + r.searched, "already": total["already"] + r.already,
                  "failed": total["failed"] + len(r.failed)}
     return {"tune_s": time.perf_counter() - t0, **total}
@@ -140,6 +142,7 @@ def main(argv=None) -> int:
     p.add_argument("--cycles", type=int, default=4)
     p.add_argument("--db", default="tuning.sqlite")
     p.add_argument("--tune", action="store_true", help="tune every shape first (a process of its own)")
+    p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
     p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
     p.add_argument("--json")
     p.add_argument("--plot")
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
         print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
         return 0
     common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
-              "--db", a.db] + (["--why"] if a.why else [])
+              "--db", a.db, "--tune-search", a.tune_search] + (["--why"] if a.why else [])
     results = {"tune": _sub(["--worker", "tune", *common], 1800) if a.tune else None}
     for mode in MODES:
         results[mode] = _sub(["--worker", mode, *common], 900)
@@ -171,7 +174,30 @@ def main(argv=None) -> int:
         steady = f"{r['steady_cycle_ms']:.1f} ms" if r["steady_cycle_ms"] else "-"
         print(f"{mode:>6}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "
               f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else ""))
+    print(why_lines(results, n))
     return 0
+
+
+def why_lines(results: dict, n: int) -> str:
+    """Per mode, over the steady cycles (after the first pass): the median step's wall and host share, and with --why
+    what the caching allocator did there (cudaMalloc/cudaFree calls and retries after the first pass, reserved
+    GiB at the end): the evidence for where a steady-cycle difference comes from."""
+    out = []
+    for mode in MODES:
+        r = results.get(mode, {})
+        if "step_s" not in r or len(r["step_s"]) <= n:
+            continue
+        wall = statistics.median(r["step_s"][n:])
+        host = statistics.median(r["host_s"][n:]) if r.get("host_s") else float("nan")
+        line = f"{mode:>6} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned {1e3 * host:.2f} ms"
+        mem = r.get("memory") or []
+        if len(mem) > n:
+            a, b = mem[n - 1], mem[-1]
+            line += (f"; after the first pass: {b['cuda_mallocs'] - a['cuda_mallocs']} cudaMalloc, "
+                     f"{b['cuda_frees'] - a['cuda_frees']} cudaFree, {b['retries'] - a['retries']} allocator retries; "
+                     f"reserved {b['reserved'] / 2**30:.2f} GiB")
+        out.append(line)
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -346,6 +346,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("pinned_reset_counts", &pinned_reset_counts);
   m.def("pinned_plans_built", &pinned_plans_built);
+  m.def("pinned_stage_timing", &pinned_stage_timing, py::arg("on"));
+  m.def("pinned_stage_times", []() {
+    const StageTimes t = pinned_stage_times();
+    py::dict d;
+    d["forward_calls"] = t.forward_calls;
+    d["backward_calls"] = t.backward_calls;
+    py::dict ns;
+    for (const auto& [name, v] : t.ns) ns[py::str(name)] = v;
+    d["ns"] = ns;
+    return d;
+  });
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);

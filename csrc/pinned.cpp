@@ -1,9 +1,9 @@
 // Pinned execution (pinned.h): the operator `cudnn_algos::conv` and its backward, running stored winners.
 //
-// Note [the per-call path]: everything a call does after the module's forward is here, in C++: the problem key from
-// the tensors, one lookup in the winners, one in the plans built so far, cudnnBackendExecute on the current stream
-// with workspace from torch's caching allocator (graph-capture aware), and the bias added as torch's cuDNN path adds
-// it. A plan is built the first time its problem is met (host work, like torch's own first call); a problem first
+// Note [the per-call path]: everything a call does after the module's forward is here, in C++: the call's
+// signature from the tensors, one hash lookup of what was resolved for it (Note [signatures]), cudnnBackendExecute on
+// the current stream with workspace from torch's caching allocator (graph-capture aware), and the bias added as
+// torch's cuDNN path adds it. A plan is built the first time its problem is met (host work, like torch's own first call); a problem first
 // met while a CUDA graph is being captured runs torch's op instead (building could synchronise), so warm up before
 // capturing, as torch's own benchmark mode also needs.
 //
@@ -20,9 +20,14 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "dtypes.h"
@@ -47,12 +52,64 @@ struct Winner {
   Knobs knobs;
 };
 
+// One problem key's call counts (atomics: the per-call path increments them without the registry's lock).
+struct CountCell {
+  std::atomic<int64_t> pinned{0}, torch{0}, fallback{0};
+  std::mutex reason_mutex;
+  std::string reason;  // the last fallback's reason
+};
+
+// What the operator does for one signature (below): resolved once, then read without building anything.
+struct Entry {
+  std::string key;
+  std::shared_ptr<EnginePlan> plan;  // null: torch's op runs (torch_winner, or `why`)
+  bool torch_winner = false;
+  std::string why;
+  std::shared_ptr<CountCell> cell;
+};
+
+// Note [signatures]: the per-call lookup does not build the key string. A call's problem, flags and device pack into
+// a fixed-size signature (hashed bytes); the first call of a signature builds the key, finds the winner and builds
+// its plan, and later calls of that signature find the resolved entry in one hash lookup.
+struct Signature {
+  int64_t x[5] = {}, w[5] = {};
+  int32_t dir = 0, dtype = 0, layout = 0, nd = 0, groups = 0, flags = 0, device = 0;
+  int32_t pad[3] = {}, stride[3] = {}, dil[3] = {};
+  bool operator==(const Signature& o) const { return std::memcmp(this, &o, sizeof(Signature)) == 0; }
+};
+static_assert(std::has_unique_object_representations_v<Signature>, "Signature is compared and hashed as bytes");
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const noexcept {
+    const auto* b = reinterpret_cast<const unsigned char*>(&s);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (size_t i = 0; i < sizeof(Signature); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+Signature signature(Direction dir, const ConvProblem& p, bool det, bool tf32, int device) {
+  Signature s;
+  s.dir = static_cast<int32_t>(dir);
+  s.dtype = static_cast<int32_t>(p.dtype);
+  s.layout = static_cast<int32_t>(p.layout);
+  s.nd = static_cast<int32_t>(p.x_dims.size());
+  s.groups = p.groups;
+  s.flags = (det ? 1 : 0) | (tf32 ? 2 : 0);
+  s.device = device;
+  for (size_t i = 0; i < p.x_dims.size() && i < 5; ++i) s.x[i] = p.x_dims[i], s.w[i] = p.w_dims[i];
+  for (size_t i = 0; i < p.padding.size() && i < 3; ++i)
+    s.pad[i] = p.padding[i], s.stride[i] = p.stride[i], s.dil[i] = p.dilation[i];
+  return s;
+}
+
 struct Registry {
   std::mutex mutex;
   std::unordered_map<std::string, Winner> winners;
   // built plans by (device, key); a null plan: building failed (the reason is in counts), not tried again
   std::map<std::pair<int, std::string>, std::shared_ptr<EnginePlan>> plans;
-  std::map<std::string, PinnedCount> counts;
+  std::map<std::string, std::shared_ptr<CountCell>> counts;
+  std::unordered_map<Signature, std::shared_ptr<const Entry>, SignatureHash> resolved;  // Note [signatures]
   int64_t built = 0;
 };
 
@@ -61,14 +118,50 @@ Registry& registry() {
   return *r;
 }
 
-void count(const std::string& key, int64_t PinnedCount::*field, const std::string& reason = "") {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  PinnedCount& c = r.counts[key];
-  c.key = key;
-  ++(c.*field);
-  if (!reason.empty()) c.reason = reason;
+std::shared_ptr<CountCell> cell_for(Registry& r, const std::string& key) {  // r.mutex held
+  auto& c = r.counts[key];
+  if (!c) c = std::make_shared<CountCell>();
+  return c;
 }
+
+void count_fallback(CountCell& c, const std::string& reason) {
+  ++c.fallback;
+  std::lock_guard<std::mutex> lock(c.reason_mutex);
+  c.reason = reason;
+}
+
+// Note [host stages]: pinned_stage_timing(true) makes every call of the CUDA kernels add the host time of each of its
+// steps to these counters (steady_clock laps), so that a user can see where the operator's own host time goes; off
+// (the default), a call reads one relaxed atomic.
+enum Stage : int { kOperands, kResolve, kAlloc, kExecute, kCount, kTorchOp, kBias, kStageCount };
+constexpr const char* kStageNames[kStageCount] = {"operands", "resolve", "alloc", "execute", "count", "torch_op",
+                                                  "bias"};
+std::atomic<bool> g_stage_timing{false};
+std::array<std::atomic<int64_t>, kStageCount> g_stage_ns{};
+std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, backward kernel calls
+
+class Laps {
+ public:
+  explicit Laps(int kernel) : on_(g_stage_timing.load(std::memory_order_relaxed)) {
+    if (!on_) return;
+    g_stage_calls[kernel].fetch_add(1, std::memory_order_relaxed);
+    last_ = now();
+  }
+  void lap(Stage s) {
+    if (!on_) return;
+    const int64_t t = now();
+    g_stage_ns[s].fetch_add(t - last_, std::memory_order_relaxed);
+    last_ = t;
+  }
+
+ private:
+  static int64_t now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  bool on_;
+  int64_t last_ = 0;
+};
 
 // A convolution's operands as cuDNN takes them: a 1-d problem lifted to 2-d (H = 1), the layout torch would pick
 // (channels-last when the input or the weight suggests it), x and w made dense in it.
@@ -142,75 +235,94 @@ std::optional<Operands> operands(const at::Tensor& x_in, const at::Tensor& w_in,
 bool flags_deterministic() { return at::globalContext().deterministicCuDNN(); }
 bool flags_tf32() { return at::globalContext().allowTF32CuDNN(); }
 
-// The built plan of the stored winner for `key` on `device`; null where torch's op must run (`*torch_winner` says
-// whether that is the stored choice, else `why` the reason).
-std::shared_ptr<EnginePlan> plan_for(Direction dir, const ConvProblem& p, const std::string& key, int device,
-                                     bool* torch_winner, std::string* why) {
+// The resolved entry for a call (Note [signatures]): its key, and the built plan of the stored winner, or null where
+// torch's op must run (`torch_winner`: the stored choice; else `why`).
+std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool det, bool tf32, int device) {
   Registry& r = registry();
-  Winner win;
+  const Signature sig = signature(dir, p, det, tf32, device);
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    auto it = r.winners.find(key);
-    if (it == r.winners.end()) return *why = "no stored winner", nullptr;
-    win = it->second;
-    auto pl = r.plans.find({device, key});
-    if (pl != r.plans.end()) {
-      if (!pl->second) *why = "the stored configuration did not build";
-      return pl->second;
+    auto it = r.resolved.find(sig);
+    if (it != r.resolved.end()) return it->second;
+  }
+  auto e = std::make_shared<Entry>();
+  e->key = problem_key(dir, p, det, tf32);
+  Winner win;
+  bool have = false, cached = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    e->cell = cell_for(r, e->key);
+    auto w = r.winners.find(e->key);
+    if (w == r.winners.end()) {
+      e->why = "no stored winner";
+    } else if (w->second.engine_id < 0) {
+      e->torch_winner = true;
+    } else {
+      win = w->second;
+      have = true;
+      auto pl = r.plans.find({device, e->key});
+      if (pl != r.plans.end()) {
+        cached = true;
+        e->plan = pl->second;
+        if (!e->plan) e->why = "the stored configuration did not build";
+      }
     }
   }
-  if (win.engine_id < 0) return *torch_winner = true, nullptr;
-  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
-    return *why = "first met during CUDA-graph capture (not built)", nullptr;
-  EngineSearchOptions opt;
-  opt.heuristics = {};
-  opt.exact = {{win.engine_id, win.knobs}};
-  std::shared_ptr<EnginePlan> built;
-  try {
-    EngineSearchOutput out = engine_search(dir, p, opt, device);
-    for (auto& pl : out.plans)
-      if (pl->ok()) built = pl;
-    if (!built) *why = "the stored configuration did not build: " + (out.plans.empty() ? "no plan" : out.plans[0]->status);
-  } catch (const std::exception& e) {
-    *why = std::string("building the stored configuration failed: ") + e.what();
+  if (have && !cached) {
+    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
+      e->why = "first met during CUDA-graph capture (not built)";
+      return e;  // not remembered: built at the first call outside a capture
+    }
+    EngineSearchOptions opt;
+    opt.heuristics = {};
+    opt.exact = {{win.engine_id, win.knobs}};
+    try {
+      EngineSearchOutput out = engine_search(dir, p, opt, device);
+      for (auto& pl : out.plans)
+        if (pl->ok()) e->plan = pl;
+      if (!e->plan)
+        e->why = "the stored configuration did not build: " + (out.plans.empty() ? "no plan" : out.plans[0]->status);
+    } catch (const std::exception& ex) {
+      e->why = std::string("building the stored configuration failed: ") + ex.what();
+    }
   }
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.plans[{device, key}] = built;
-  if (built) ++r.built;
-  return built;
-}
-
-// Runs direction `dir` with the stored winner into `out` (allocated by the caller); false: run torch's op instead.
-bool run_pinned(Direction dir, const Operands& o, const Buffers& b, const std::string& key) {
-  const int device = o.x.get_device();
-  bool torch_winner = false;
-  std::string why;
-  std::shared_ptr<EnginePlan> plan = plan_for(dir, o.problem, key, device, &torch_winner, &why);
-  if (!plan) {
-    if (torch_winner) count(key, &PinnedCount::torch);
-    else count(key, &PinnedCount::fallback, why);
-    return false;
+  if (have && !cached) {
+    auto [pl, inserted] = r.plans.emplace(std::make_pair(device, e->key), e->plan);
+    if (inserted && e->plan) ++r.built;
+    if (!inserted) e->plan = pl->second;  // another thread built it first: one plan per (device, key)
   }
-  try {
-    plan->execute(b);
-  } catch (const std::exception& e) {
-    count(key, &PinnedCount::fallback, std::string("the stored configuration failed to run: ") + e.what());
-    return false;
-  }
-  count(key, &PinnedCount::pinned);
-  return true;
+  return r.resolved.emplace(sig, e).first->second;
 }
 
 // Runs `dir`'s stored winner into a fresh tensor shaped as that direction's output operand (y for forward, x for
 // backward-data, w for backward-filter), the other operands from `o` and `y` (grad_output; unused for forward);
-// undefined where torch's op must run instead.
-at::Tensor run_into_new(Direction dir, const Operands& o, void* y, const std::string& key) {
+// undefined where torch's op must run instead (counted).
+at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, bool tf32, Laps& laps) {
+  const std::shared_ptr<const Entry> e = resolve(dir, o.problem, det, tf32, o.x.get_device());
+  laps.lap(kResolve);
+  if (!e->plan) {
+    if (e->torch_winner) ++e->cell->torch;
+    else count_fallback(*e->cell, e->why);
+    laps.lap(kCount);
+    return at::Tensor();
+  }
   const bool data = dir == Direction::BackwardData, filter = dir == Direction::BackwardFilter;
   const auto& dims = data ? o.problem.x_dims : filter ? o.problem.w_dims : o.problem.y_dims;
   at::Tensor out = at::empty(dims, o.x.options().memory_format(o.format));
   Buffers b{o.x.data_ptr(), o.w.data_ptr(), y};
   (data ? b.x : filter ? b.w : b.y) = out.data_ptr();
-  if (!run_pinned(dir, o, b, key)) return at::Tensor();
+  laps.lap(kAlloc);
+  try {
+    e->plan->execute(b);
+  } catch (const std::exception& ex) {
+    laps.lap(kExecute);
+    count_fallback(*e->cell, std::string("the stored configuration failed to run: ") + ex.what());
+    return at::Tensor();
+  }
+  laps.lap(kExecute);
+  ++e->cell->pinned;
+  laps.lap(kCount);
   return o.lifted ? out.squeeze(2) : out;
 }
 
@@ -231,13 +343,21 @@ at::Tensor conv_torch(const at::Tensor& x, const at::Tensor& w, const std::optio
 
 at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  Laps laps(0);
   std::string why;
   auto o = operands(x, w, stride, padding, dilation, groups, &why);
-  if (!o) return conv_torch(x, w, bias, stride, padding, dilation, groups);
-  const std::string key = problem_key(Direction::Forward, o->problem, flags_deterministic(), flags_tf32());
+  laps.lap(kOperands);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = run_into_new(Direction::Forward, *o, nullptr, key);
-  return y.defined() ? add_bias(y, bias) : conv_torch(x, w, bias, stride, padding, dilation, groups);
+  at::Tensor y = o ? run_into_new(Direction::Forward, *o, nullptr, flags_deterministic(), flags_tf32(), laps)
+                   : at::Tensor();
+  if (!y.defined()) {
+    y = conv_torch(x, w, bias, stride, padding, dilation, groups);
+    laps.lap(kTorchOp);
+    return y;
+  }
+  y = add_bias(y, bias);
+  laps.lap(kBias);
+  return y;
 }
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
@@ -250,30 +370,33 @@ Grads conv_backward_torch(const at::Tensor& gy, const at::Tensor& x, const at::T
 
 Grads conv_backward_cuda(const at::Tensor& gy_in, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  Laps laps(1);
   std::string why;
   auto o = operands(x, w, stride, padding, dilation, groups, &why);
-  if (!o || gy_in.scalar_type() != x.scalar_type())
-    return conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, mask);
+  if (!o || gy_in.scalar_type() != x.scalar_type()) {
+    Grads t = conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, mask);
+    laps.lap(kTorchOp);
+    return t;
+  }
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gy = (o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format);
+  laps.lap(kOperands);
   const bool det = flags_deterministic(), tf32 = flags_tf32();
   at::Tensor gx, gw, gb;
-  if (mask[0])
-    gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(),
-                      problem_key(Direction::BackwardData, o->problem, det, tf32));
-  if (mask[1])
-    gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(),
-                      problem_key(Direction::BackwardFilter, o->problem, det, tf32));
+  if (mask[0]) gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(), det, tf32, laps);
+  if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(), det, tf32, laps);
   const std::array<bool, 3> rest{mask[0] && !gx.defined(), mask[1] && !gw.defined(), false};
   if (rest[0] || rest[1]) {
     Grads t = conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, {rest[0], rest[1], false});
     if (rest[0]) gx = std::get<0>(t);
     if (rest[1]) gw = std::get<1>(t);
+    laps.lap(kTorchOp);
   }
   if (mask[2]) {
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < gy_in.dim(); ++d) dims.push_back(d);
     gb = gy_in.sum(dims, false, at::kFloat).to(gy_in.scalar_type());
+    laps.lap(kBias);
   }
   return {gx, gw, gb};
 }
@@ -403,6 +526,7 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs) {
   r.winners[key] = Winner{engine_id, knobs};
   for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
     it = it->first.second == key ? r.plans.erase(it) : std::next(it);
+  r.resolved.clear();
 }
 
 void pinned_clear() {
@@ -410,13 +534,23 @@ void pinned_clear() {
   std::lock_guard<std::mutex> lock(r.mutex);
   r.winners.clear();
   r.plans.clear();
+  r.resolved.clear();
 }
 
 std::vector<PinnedCount> pinned_counts() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::vector<PinnedCount> out;
-  for (const auto& [k, c] : r.counts) out.push_back(c);
+  for (const auto& [k, c] : r.counts) {
+    PinnedCount pc;
+    pc.key = k;
+    pc.pinned = c->pinned.load();
+    pc.torch = c->torch.load();
+    pc.fallback = c->fallback.load();
+    std::lock_guard<std::mutex> rl(c->reason_mutex);
+    pc.reason = c->reason;
+    if (pc.pinned || pc.torch || pc.fallback) out.push_back(std::move(pc));
+  }
   return out;
 }
 
@@ -424,12 +558,27 @@ void pinned_reset_counts() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.counts.clear();
+  r.resolved.clear();  // entries hold their count cells: resolved again, they take fresh ones
 }
 
 int64_t pinned_plans_built() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   return r.built;
+}
+
+void pinned_stage_timing(bool on) {
+  for (auto& a : g_stage_ns) a.store(0);
+  for (auto& a : g_stage_calls) a.store(0);
+  g_stage_timing.store(on);
+}
+
+StageTimes pinned_stage_times() {
+  StageTimes t;
+  t.forward_calls = g_stage_calls[0].load();
+  t.backward_calls = g_stage_calls[1].load();
+  for (int i = 0; i < kStageCount; ++i) t.ns.emplace_back(kStageNames[i], g_stage_ns[i].load());
+  return t;
 }
 
 }  // namespace cudnn_algos

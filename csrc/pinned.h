@@ -48,4 +48,13 @@ std::vector<PinnedCount> pinned_counts();
 void pinned_reset_counts();
 int64_t pinned_plans_built();
 
+// Note [host stages] (pinned.cpp): host time of each step of the operator's CUDA kernels, summed over calls made
+// while timing is on. pinned_stage_timing(on) zeroes the sums and switches timing on or off.
+struct StageTimes {
+  int64_t forward_calls = 0, backward_calls = 0;
+  std::vector<std::pair<std::string, int64_t>> ns;  // (stage, total nanoseconds)
+};
+void pinned_stage_timing(bool on);
+StageTimes pinned_stage_times();
+
 }  // namespace cudnn_algos

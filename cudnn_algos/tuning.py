@@ -417,6 +417,22 @@ class Applied:
     def reset_counts() -> None:
         _ext.load().pinned_reset_counts()
 
+    @staticmethod
+    def time_host(on: bool = True) -> None:
+        """Starts (zeroing the sums) or stops timing the host steps of the operator's CUDA kernels
+        (:meth:`host_stages`). Off by default; on, each call reads the host clock a few times."""
+        _ext.load().pinned_stage_timing(bool(on))
+
+    @staticmethod
+    def host_stages() -> dict[str, Any]:
+        """Host time the operator's CUDA kernels spent per step since :meth:`time_host`: ``forward_calls``,
+        ``backward_calls`` and ``us`` (stage -> total microseconds): operands (checks, layout), resolve (the
+        per-call lookup; the first call of a problem also builds its plan), alloc (the output), execute (workspace,
+        variant pack, cudnnBackendExecute), count, torch_op (torch's convolution where it runs instead), bias."""
+        t = _ext.load().pinned_stage_times()
+        return {"forward_calls": t["forward_calls"], "backward_calls": t["backward_calls"],
+                "us": {k: v / 1e3 for k, v in t["ns"].items()}}
+
     def summary(self) -> str:
         c = self.counts()
         tot = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
@@ -432,7 +448,7 @@ _MISSING = object()
 
 
 def _forward(m: torch.nn.Module, stride: list[int], pad: list[int], dil: list[int], groups: int):
-    op = torch.ops.cudnn_algos.conv
+    op = torch.ops.cudnn_algos.conv.default  # the overload itself: no overload resolution per call
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         return op(x, m.weight, m.bias, stride, pad, dil, groups)
