@@ -101,12 +101,14 @@ def tune_worker(a) -> dict:
     cl = a.config == "fp16-nhwc"
     model = _model(cl)
     t0 = time.perf_counter()
-    total = {"searched": 0, "already": 0, "failed": 0}
+    total = {"searched": 0, "already": 0, "failed": 0, "interrupted": False}
     for b, s in shapes(a.batches, a.sizes):
+        left = None if a.tune_budget_s is None else max(0.0, a.tune_budget_s - (time.perf_counter() - t0))
         r = cudnn_algos.tune(model, _input(b, s, cl), a.db, dtype=torch.float16 if cl else None,
-                             memory_format="channels_last" if cl else None, progress=False, search=a.tune_search)
+                             memory_format="channels_last" if cl else None, progress=False, search=a.tune_search,
+                             budget_s=left)
         total = {"searched": total["searched"] + r.searched, "already": total["already"] + r.already,
-                 "failed": total["failed"] + len(r.failed)}
+                 "failed": total["failed"] + len(r.failed), "interrupted": total["interrupted"] or r.interrupted}
     return {"tune_s": time.perf_counter() - t0, **total}
 
 
@@ -143,6 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--db", default="tuning.sqlite")
     p.add_argument("--tune", action="store_true", help="tune every shape first (a process of its own)")
     p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
+    p.add_argument("--tune-budget-s", type=float, default=None, help="tune: start no search after this many seconds "
+                   "(problems left untuned run torch's op under apply(), counted as fallbacks)")
     p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
     p.add_argument("--json")
     p.add_argument("--plot")
@@ -154,7 +158,8 @@ def main(argv=None) -> int:
         return 0
     common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
               "--db", a.db, "--tune-search", a.tune_search] + (["--why"] if a.why else [])
-    results = {"tune": _sub(["--worker", "tune", *common], 1800) if a.tune else None}
+    tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
+    results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune else None}
     for mode in MODES:
         results[mode] = _sub(["--worker", mode, *common], 900)
     if a.json:
