@@ -43,7 +43,7 @@ def references(m: torch.nn.Module, x: torch.Tensor, w: torch.Tensor, gy: torch.T
     m64 = copy.deepcopy(m).double().cuda()
     m64.bias = None
     m64.weight = torch.nn.Parameter(w.double())
-    x64 = x.double().requires_grad_(True)
+    x64 = x.detach().double().requires_grad_(True)  # detach: for a float64 x, .double() is x itself
     y = m64(x64)
     gx, gw = torch.autograd.grad(y, (x64, m64.weight), gy.double())
     return {"forward": y.detach(), "backward_data": gx, "backward_filter": gw}
@@ -84,7 +84,7 @@ def check_apply(tally, violations, m, x, w, problem, engine_rows, ref_model_tol)
     if isinstance(module_args(layer), str):
         return
     ref = copy.deepcopy(layer).double()
-    x64 = x.double().requires_grad_(True)
+    x64 = x.detach().double().requires_grad_(True)  # detach: for a float64 x, .double() is x itself
     y64 = ref(x64)
     y64.float().pow(2).mean().backward()
     h = cudnn_algos.apply(layer, ":memory:")
@@ -96,7 +96,7 @@ def check_apply(tally, violations, m, x, w, problem, engine_rows, ref_model_tol)
                 eid, knobs = parse_config(ok[0].name)
                 ext.pinned_set(problem_key(problem, d), eid, knobs)
         h.reset_counts()
-        xx = x.clone().requires_grad_(True)
+        xx = x.detach().clone().requires_grad_(True)
         y = layer(xx)
         y.float().pow(2).mean().backward()
         counts = h.counts()

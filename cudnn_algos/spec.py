@@ -151,6 +151,13 @@ class ConvSpec:
                     raise ValueError(
                         f"output_padding={self.output_padding} must be smaller than stride or dilation in every dim"
                     )
+                if op >= s:  # torch takes it (op < dilation); the mirrored convolution cannot express it
+                    raise ValueError(
+                        f"output_padding={self.output_padding} is not smaller than stride={self.stride} in every "
+                        f"dim: torch accepts it (it is below dilation={self.dilation}), but cuDNN computes a "
+                        f"transposed convolution as the mirrored convolution's backward-data, whose output dims "
+                        f"cover at most stride - 1 rows of output_padding, so cudnn_algos cannot search it"
+                    )
         elif any(self.output_padding):
             raise ValueError("output_padding applies only to transposed convolutions")
 

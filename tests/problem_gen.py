@@ -103,7 +103,7 @@ def ours_problem(c: dict, m):
 
 def valid_extra(c: dict) -> bool:
     """What torch's meta forward does not check but the problem must: a dtype cuDNN convolves, a layout that
-    exists for this rank, and one value per spatial dim (torch's modules do not check tuple lengths: a Conv1d with
+    exists for this rank, output_padding below stride, and one value per spatial dim (torch's modules do not check tuple lengths: a Conv1d with
     kernel_size=(1, 5) builds a 4-d weight and runs; such a spec is refused here, naming the argument)."""
     lengths_ok = all(not isinstance(v, tuple) or len(v) == c["nd"] for v in c["kw"].values())
     # input_shape includes the batch dim (torch also takes unbatched inputs); a dilation of 0 (torch's transposed
@@ -114,4 +114,12 @@ def valid_extra(c: dict) -> bool:
     dtype_ok = c["dtype"] in ("float32", "float16", "bfloat16", "float64", torch.float16, None)
     fmt_ok = c["fmt"] in (None, "contiguous") or (c["fmt"] == "channels_last" and c["nd"] in (1, 2)) or (
         c["fmt"] == "channels_last_3d" and c["nd"] == 3)
-    return dtype_ok and fmt_ok and lengths_ok and batched and dilation_ok
+    # output_padding >= stride (torch takes it when below dilation): cuDNN's mirrored convolution cannot express it
+    # (found by the GPU fuzz: cuDNN's output dims disagree); refused here, naming output_padding
+    op, st = c["kw"].get("output_padding", 0), c["kw"]["stride"]
+    n = c["nd"]
+    ops = (op,) * n if isinstance(op, int) else op
+    sts = (st,) * n if isinstance(st, int) else st
+    op_ok = not c["cls"].__name__.startswith("ConvTranspose") or len(ops) != len(sts) or all(
+        o < s for o, s in zip(ops, sts))
+    return dtype_ok and fmt_ok and lengths_ok and batched and dilation_ok and op_ok

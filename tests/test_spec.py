@@ -130,3 +130,13 @@ def test_from_module_rejects_non_convs():
 def test_lazy_module_needs_a_first_run():
     with pytest.raises(ValueError, match="uninitialized"):
         ConvSpec.from_module(torch.nn.LazyConv2d(8, 3))
+
+
+def test_output_padding_below_dilation_but_not_stride_is_refused_naming_it():
+    # torch takes output_padding=1 with stride 1 and dilation 2; cuDNN's mirrored convolution cannot express it
+    # (the GPU fuzz met it as disagreeing output dims deep in the C++ layer)
+    m = torch.nn.ConvTranspose1d(4, 4, 3, stride=1, dilation=2, output_padding=1)
+    assert m(torch.randn(2, 4, 6)).shape == (2, 4, 11)  # torch's own verdict
+    with pytest.raises(ValueError, match=r"output_padding=\(1,\) is not smaller than stride=\(1,\)"):
+        ConvSpec.from_module(m)
+    ConvSpec.from_module(torch.nn.ConvTranspose1d(4, 4, 3, stride=2, dilation=2, output_padding=1))  # below stride
