@@ -92,6 +92,21 @@ def worker(a) -> dict:
         handle.time_host(False)
         out["op_host_ms_per_step"] = {k: v / 1e3 / n for k, v in st["us"].items()}
         out["op_calls_per_step"] = (st["forward_calls"] + st["backward_calls"]) / n
+    # host time inside the convolution ops and their autograd nodes, per step (torch.profiler, CPU only: the same
+    # instrumentation in every mode, so the modes compare; absolute values include the profiler's own cost)
+    from torch.profiler import ProfilerActivity, profile
+
+    n = 5
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+    ops = {}
+    for e in prof.key_averages():
+        k = e.key.lower()
+        if "conv" in k and ("backward" in k or "::" in k or "node" in k):
+            ops[e.key[:80]] = (e.cpu_time_total / 1e3 / n, e.count / n)
+    out["conv_ops_cpu_ms_per_step"] = ops
     # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), after everything else
     try:
         from cudnn_algos.timing import kernel_clock
@@ -187,6 +202,12 @@ def main(argv=None) -> int:
                 cells.append(f"{m} wall {x['steady_ms']:.2f} host {x.get('host_ms', float('nan')):.2f} "
                              f"GPU {x.get('gpu_busy_ms', float('nan')):.2f}")
         print(f"{r['config'] + ':' + str(r['batch']):<16} " + " | ".join(cells))
+        for m in MODES:
+            ops = r[m].get("conv_ops_cpu_ms_per_step") or {}
+            top = sorted(ops.items(), key=lambda kv: -kv[1][0])[:4]
+            if top:
+                print(f"{'':<16} {m} (torch.profiler, CPU total per step): "
+                      + ", ".join(f"{k} {v[0]:.2f} ms x{v[1]:.0f}" for k, v in top))
         st = r["apply"].get("op_host_ms_per_step")
         if st:
             print(f"{'':<16} apply's operator, {r['apply']['op_calls_per_step']:.0f} kernel calls per step: "

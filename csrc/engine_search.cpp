@@ -477,11 +477,21 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
 
 const ConvProblem& EnginePlan::problem() const { return graph->problem; }
 
-void EnginePlan::execute(const Buffers& b) {
+void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   if (!ok()) throw std::invalid_argument("this engine configuration has no plan: " + status + " at " + stage);
+  using clock = std::chrono::steady_clock;
+  clock::time_point t = split_ns ? clock::now() : clock::time_point();
+  auto lap = [&](int i) {  // host time of step i (Note [host stages] in pinned.cpp), only when asked for
+    if (!split_ns) return;
+    const clock::time_point now = clock::now();
+    split_ns[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - t).count();
+    t = now;
+  };
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   cudnnHandle_t h = handle_for(device);
+  lap(0);
   c10::DataPtr ws = workspace(static_cast<size_t>(workspace_bytes));
+  lap(1);
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   void* ptrs[3] = {b.x, b.w, b.y};
   const int64_t uids[3] = {kUidX, kUidW, kUidY};
@@ -490,7 +500,9 @@ void EnginePlan::execute(const Buffers& b) {
   set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
   set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &wsp);
   CUDNN_CHECK(cudnnBackendFinalize(pack.get()));
+  lap(2);
   CUDNN_CHECK(cudnnBackendExecute(h, plan.get(), pack.get()));
+  lap(3);
 }
 
 CallTiming EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {

@@ -51,7 +51,9 @@ class EnginePlan {
   std::string plan_json;                           // cuDNN's own description of the plan, when it gives one
 
   bool ok() const { return status == "SUCCESS"; }
-  void execute(const Buffers& b);
+  // split_ns (optional, 4 entries): adds the host time of its steps: device guard and handle, workspace, variant
+  // pack, cudnnBackendExecute (the operator's Note [host stages])
+  void execute(const Buffers& b, int64_t* split_ns = nullptr);
   // `iters` back-to-back executions rotating through the buffer sets (see time_loop in timing.h)
   CallTiming time_calls(const std::vector<Buffers>& sets, int iters);
 

@@ -133,9 +133,12 @@ void count_fallback(CountCell& c, const std::string& reason) {
 // Note [host stages]: pinned_stage_timing(true) makes every call of the CUDA kernels add the host time of each of its
 // steps to these counters (steady_clock laps), so that a user can see where the operator's own host time goes; off
 // (the default), a call reads one relaxed atomic.
-enum Stage : int { kOperands, kResolve, kAlloc, kExecute, kCount, kTorchOp, kBias, kStageCount };
-constexpr const char* kStageNames[kStageCount] = {"operands", "resolve", "alloc", "execute", "count", "torch_op",
-                                                  "bias"};
+enum Stage : int {
+  kOperands, kResolve, kAlloc, kHandle, kWorkspace, kVariantPack, kExecute, kCount, kTorchOp, kBias, kStageCount
+};
+constexpr const char* kStageNames[kStageCount] = {"operands", "resolve",       "alloc",         "handle",
+                                                  "workspace", "variant_pack", "cudnn_execute", "count",
+                                                  "torch_op",  "bias"};
 std::atomic<bool> g_stage_timing{false};
 std::array<std::atomic<int64_t>, kStageCount> g_stage_ns{};
 std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, backward kernel calls
@@ -153,6 +156,13 @@ class Laps {
     g_stage_ns[s].fetch_add(t - last_, std::memory_order_relaxed);
     last_ = t;
   }
+  // EnginePlan::execute's own split (handle, workspace, variant pack, cudnnBackendExecute): null when timing is off
+  int64_t* split() { return on_ ? (std::fill(split_, split_ + 4, 0), split_) : nullptr; }
+  void add_split() {
+    if (!on_) return;
+    for (int i = 0; i < 4; ++i) g_stage_ns[kHandle + i].fetch_add(split_[i], std::memory_order_relaxed);
+    last_ = now();
+  }
 
  private:
   static int64_t now() {
@@ -161,6 +171,7 @@ class Laps {
   }
   bool on_;
   int64_t last_ = 0;
+  int64_t split_[4] = {};
 };
 
 // A convolution's operands as cuDNN takes them: a 1-d problem lifted to 2-d (H = 1), the layout torch would pick
@@ -314,13 +325,13 @@ at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, boo
   (data ? b.x : filter ? b.w : b.y) = out.data_ptr();
   laps.lap(kAlloc);
   try {
-    e->plan->execute(b);
+    e->plan->execute(b, laps.split());
   } catch (const std::exception& ex) {
-    laps.lap(kExecute);
+    laps.add_split();
     count_fallback(*e->cell, std::string("the stored configuration failed to run: ") + ex.what());
     return at::Tensor();
   }
-  laps.lap(kExecute);
+  laps.add_split();
   ++e->cell->pinned;
   laps.lap(kCount);
   return o.lifted ? out.squeeze(2) : out;

@@ -427,8 +427,10 @@ class Applied:
     def host_stages() -> dict[str, Any]:
         """Host time the operator's CUDA kernels spent per step since :meth:`time_host`: ``forward_calls``,
         ``backward_calls`` and ``us`` (stage -> total microseconds): operands (checks, layout), resolve (the
-        per-call lookup; the first call of a problem also builds its plan), alloc (the output), execute (workspace,
-        variant pack, cudnnBackendExecute), count, torch_op (torch's convolution where it runs instead), bias."""
+        per-call lookup; the first call of a problem also builds its plan), alloc (the output), handle (device guard,
+        the thread's cuDNN handle set to the current stream), workspace (from torch's caching allocator),
+        variant_pack (created and finalized per call), cudnn_execute (cudnnBackendExecute: the launch), count,
+        torch_op (torch's convolution where it runs instead), bias."""
         t = _ext.load().pinned_stage_times()
         return {"forward_calls": t["forward_calls"], "backward_calls": t["backward_calls"],
                 "us": {k: v / 1e3 for k, v in t["ns"].items()}}
