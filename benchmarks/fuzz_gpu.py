@@ -1,7 +1,8 @@
 """GPU fuzzing: N valid problems from the seeded generator (tests/problem_gen.py: every layer kind, groups/depthwise,
 dilation, strides, 'same'/'valid', padding modes, output_padding, dtypes, layouts) through find (legacy), find_engines
 and run in all three directions, and through apply() (the first engine configuration torch would accept pinned per
-direction) for plain convolutions; every successful row's output against the layer computed by torch in float64.
+direction) for every layer apply() runs (padding_mode zeros); every successful row's output against the layer
+computed by torch in float64.
 
 A row that fails to build or run is a row with its status (counted by status); a violation is an exception that
 escapes (anything but a row status), a successful row whose error exceeds the dtype's tolerance, or an applied call
@@ -134,7 +135,7 @@ def one_problem(tally, violations, c, m):
             check_rows(tally, violations, "engine", m, rows, d, x, w, gy, refs[d], tol)
         except (cudnn_algos.CudnnError, torch.OutOfMemoryError) as e:
             tally[f"engine search failed: {getattr(e, 'status', type(e).__name__)}"] += 1
-    if not p.spec.transposed and p.spec.padding_mode == "zeros" and engine_rows:
+    if p.spec.padding_mode == "zeros" and engine_rows:
         check_apply(tally, violations, m, x, w, p, engine_rows, tol)
 
 

@@ -331,12 +331,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("operator_key",
         [](const std::string& direction, const at::Tensor& x, const at::Tensor& w, std::vector<int64_t> stride,
            std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, bool deterministic,
-           bool allow_tf32) {
+           bool allow_tf32, bool transposed, std::vector<int64_t> output_padding) {
           return operator_key(parse_direction(direction), x, w, stride, padding, dilation, groups, deterministic,
-                              allow_tf32);
+                              allow_tf32, transposed, output_padding);
         },
         py::arg("direction"), py::arg("x"), py::arg("w"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
-        py::arg("groups"), py::arg("deterministic"), py::arg("allow_tf32"));
+        py::arg("groups"), py::arg("deterministic"), py::arg("allow_tf32"), py::arg("transposed") = false,
+        py::arg("output_padding") = std::vector<int64_t>{});
   m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"));
   m.def("pinned_clear", &pinned_clear);
   m.def("pinned_counts", []() {

@@ -174,10 +174,19 @@ class Laps {
   int64_t split_[4] = {};
 };
 
-// A convolution's operands as cuDNN takes them: a 1-d problem lifted to 2-d (H = 1), the layout torch would pick
-// (channels-last when the input or the weight suggests it), x and w made dense in it.
+// A call's arguments beyond the tensors (views of the operator's own): a transposed layer also has output_padding.
+struct ConvArgs {
+  at::IntArrayRef stride, padding, output_padding, dilation;  // output_padding: transposed only
+  int64_t groups = 1;
+  bool transposed = false;
+};
+
+// A convolution's operands in cuDNN's roles (y = conv(x, w)): a 1-d problem lifted to 2-d (H = 1), the layout torch
+// would pick (channels-last when the layer's input or the weight suggests it), each operand made dense in it. For a
+// layer, x is its input; for a transposed layer (the mirrored convolution's backward-data), y is its input and x its
+// output or that output's gradient (x undefined where it is what the call computes).
 struct Operands {
-  at::Tensor x, w;
+  at::Tensor x, w, y;
   ConvProblem problem;
   at::MemoryFormat format = at::MemoryFormat::Contiguous;
   bool lifted = false;
@@ -193,6 +202,18 @@ std::vector<int64_t> output_dims(at::IntArrayRef x, at::IntArrayRef w, const std
   return y;
 }
 
+// A transposed layer's output dims for input dims `in` (torch's rule): channels w[1] * groups, and per spatial dim
+// (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
+std::vector<int64_t> transposed_output_dims(at::IntArrayRef in, at::IntArrayRef w, const ConvArgs& a) {
+  std::vector<int64_t> out{in[0], w[1] * a.groups};
+  for (size_t i = 2; i < in.size(); ++i) {
+    const size_t s = i - 2;
+    out.push_back((in[i] - 1) * a.stride[s] - 2 * a.padding[s] + a.dilation[s] * (w[i] - 1) + a.output_padding[s] +
+                  1);
+  }
+  return out;
+}
+
 // The layout torch's cuDNN convolution runs (and returns) for input x and weight w: channels-last when either
 // suggests it (cudnn_conv_suggest_memory_format); a 1-d convolution is contiguous.
 at::MemoryFormat conv_format(const at::Tensor& x, const at::Tensor& w) {
@@ -201,44 +222,63 @@ at::MemoryFormat conv_format(const at::Tensor& x, const at::Tensor& w) {
   return x.suggest_memory_format() == cl || w.suggest_memory_format() == cl ? cl : at::MemoryFormat::Contiguous;
 }
 
-// nullopt (with `why`) where cuDNN's path does not apply and torch's op must run
-std::optional<Operands> operands(const at::Tensor& x_in, const at::Tensor& w_in, at::IntArrayRef stride,
-                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::string* why,
-                                 bool need_cuda = true) {
+// The operands of a call with layer input `in`, weight `w_in` and, for a transposed layer's backward, `grad_out`
+// (the layer output's gradient: cuDNN's x); nullopt (with `why`) where cuDNN's path does not apply and torch's op
+// must run.
+std::optional<Operands> operands(const at::Tensor& in, const at::Tensor& w_in, const ConvArgs& a,
+                                 const at::Tensor& grad_out, std::string* why, bool need_cuda = true) {
   Operands o;
-  if (need_cuda && (!x_in.is_cuda() || !w_in.is_cuda())) return *why = "not a CUDA tensor", std::nullopt;
-  const auto info = dtype_info(x_in.scalar_type());
-  if (x_in.scalar_type() != w_in.scalar_type() || !info) return *why = "dtype not handled", std::nullopt;
+  if (need_cuda && (!in.is_cuda() || !w_in.is_cuda())) return *why = "not a CUDA tensor", std::nullopt;
+  const auto info = dtype_info(in.scalar_type());
+  if (in.scalar_type() != w_in.scalar_type() || !info) return *why = "dtype not handled", std::nullopt;
   o.problem.dtype = info->cudnn;
-  const int64_t nd = x_in.dim();
+  const int64_t nd = in.dim();
   if (nd < 3 || nd > 5 || w_in.dim() != nd) return *why = "rank not handled", std::nullopt;
   const size_t ns = static_cast<size_t>(nd - 2);
-  if (stride.size() != ns || padding.size() != ns || dilation.size() != ns) return *why = "arguments", std::nullopt;
-  std::vector<int> pad(padding.begin(), padding.end()), str(stride.begin(), stride.end()),
-      dil(dilation.begin(), dilation.end());
-  o.x = x_in;
-  o.w = w_in;
+  if (a.stride.size() != ns || a.padding.size() != ns || a.dilation.size() != ns ||
+      (a.transposed && a.output_padding.size() != ns))
+    return *why = "arguments", std::nullopt;
+  std::vector<int> pad(a.padding.begin(), a.padding.end()), str(a.stride.begin(), a.stride.end()),
+      dil(a.dilation.begin(), a.dilation.end());
+  std::vector<int64_t> out_dims;  // a transposed layer's output
+  if (a.transposed) out_dims = transposed_output_dims(in.sizes(), w_in.sizes(), a);
+  auto lift = [&](const at::Tensor& t) { return nd == 3 ? t.unsqueeze(2) : t; };
   if (nd == 3) {  // Conv1d: lift to 2-d with H = 1, as the searches do
-    o.x = x_in.unsqueeze(2);
-    o.w = w_in.unsqueeze(2);
     pad.insert(pad.begin(), 0);
     str.insert(str.begin(), 1);
     dil.insert(dil.begin(), 1);
+    if (a.transposed) out_dims.insert(out_dims.begin() + 2, 1);
     o.lifted = true;
   }
-  o.format = conv_format(x_in, w_in);
-  o.x = o.x.contiguous(o.format);
-  o.w = o.w.contiguous(o.format);
+  o.format = conv_format(in, w_in);
+  o.w = lift(w_in).contiguous(o.format);
   ConvProblem& p = o.problem;
   p.layout = o.format == at::MemoryFormat::Contiguous ? Layout::NCHW : Layout::NHWC;
-  p.x_dims = o.x.sizes().vec();
   p.w_dims = o.w.sizes().vec();
   p.padding = pad;
   p.stride = str;
   p.dilation = dil;
-  p.groups = static_cast<int>(groups);
-  p.y_dims = output_dims(o.x.sizes(), o.w.sizes(), pad, str, dil);
+  p.groups = static_cast<int>(a.groups);
+  if (!a.transposed) {
+    o.x = lift(in).contiguous(o.format);
+    p.x_dims = o.x.sizes().vec();
+    p.y_dims = output_dims(o.x.sizes(), o.w.sizes(), pad, str, dil);
+  } else {
+    o.y = lift(in).contiguous(o.format);
+    p.y_dims = o.y.sizes().vec();
+    p.x_dims = out_dims;
+    if (grad_out.defined()) {
+      if (grad_out.scalar_type() != in.scalar_type()) return *why = "dtype not handled", std::nullopt;
+      o.x = lift(grad_out).contiguous(o.format);
+      if (o.x.sizes().vec() != p.x_dims) return *why = "arguments", std::nullopt;
+    }
+    // the mirrored convolution must give back the layer's input dims (not so where output_padding >= stride)
+    if (output_dims(p.x_dims, p.w_dims, pad, str, dil) != p.y_dims)
+      return *why = "output_padding not smaller than stride (cuDNN cannot express it)", std::nullopt;
+  }
   for (int64_t d : p.y_dims)
+    if (d <= 0) return *why = "empty output", std::nullopt;
+  for (int64_t d : p.x_dims)
     if (d <= 0) return *why = "empty output", std::nullopt;
   return o;
 }
@@ -307,10 +347,11 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
 }
 
 // Runs `dir`'s stored winner into a fresh tensor shaped as that direction's output operand (y for forward, x for
-// backward-data, w for backward-filter), the other operands from `o` and `y` (grad_output; unused for forward);
-// undefined where torch's op must run instead (counted).
+// backward-data, w for backward-filter), the other operands from `o` and `y` (cuDNN's y where it is an input:
+// grad_output, or a transposed layer's input; unused for forward); undefined where torch's op must run instead
+// (counted).
 at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, bool tf32, Laps& laps) {
-  const std::shared_ptr<const Entry> e = resolve(dir, o.problem, det, tf32, o.x.get_device());
+  const std::shared_ptr<const Entry> e = resolve(dir, o.problem, det, tf32, o.w.get_device());
   laps.lap(kResolve);
   if (!e->plan) {
     if (e->torch_winner) ++e->cell->torch;
@@ -320,8 +361,8 @@ at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, boo
   }
   const bool data = dir == Direction::BackwardData, filter = dir == Direction::BackwardFilter;
   const auto& dims = data ? o.problem.x_dims : filter ? o.problem.w_dims : o.problem.y_dims;
-  at::Tensor out = at::empty(dims, o.x.options().memory_format(o.format));
-  Buffers b{o.x.data_ptr(), o.w.data_ptr(), y};
+  at::Tensor out = at::empty(dims, o.w.options().memory_format(o.format));
+  Buffers b{o.x.defined() ? o.x.data_ptr() : nullptr, o.w.data_ptr(), y};
   (data ? b.x : filter ? b.w : b.y) = out.data_ptr();
   laps.lap(kAlloc);
   try {
@@ -337,8 +378,6 @@ at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, boo
   return o.lifted ? out.squeeze(2) : out;
 }
 
-std::vector<int64_t> zeros_like_dims(size_t n) { return std::vector<int64_t>(n, 0); }
-
 at::Tensor add_bias(at::Tensor y, const std::optional<at::Tensor>& bias) {
   if (!bias || !bias->defined()) return y;
   std::vector<int64_t> shape(y.dim(), 1);
@@ -347,22 +386,41 @@ at::Tensor add_bias(at::Tensor y, const std::optional<at::Tensor>& bias) {
 }
 
 // ---------------------------------------------------------------------------------------------- kernels
-at::Tensor conv_torch(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return at::convolution(x, w, bias, stride, padding, dilation, false, zeros_like_dims(stride.size()), groups);
+using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+std::vector<int64_t> output_padding_of(const ConvArgs& a) {
+  return a.transposed ? a.output_padding.vec() : std::vector<int64_t>(a.stride.size(), 0);
 }
 
-at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+// torch's own convolution: the CPU kernels, and every call the stored winners do not cover
+at::Tensor torch_conv(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                      const ConvArgs& a) {
+  return at::convolution(x, w, bias, a.stride, a.padding, a.dilation, a.transposed, output_padding_of(a), a.groups);
+}
+
+Grads torch_conv_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, const ConvArgs& a,
+                          std::array<bool, 3> mask) {
+  const int64_t channels = a.transposed ? w.size(1) * a.groups : w.size(0);
+  return at::convolution_backward(gy, x, w, at::OptionalIntArrayRef({channels}), a.stride, a.padding, a.dilation,
+                                  a.transposed, output_padding_of(a), a.groups, mask);
+}
+
+// A layer's forward: cuDNN's forward, or for a transposed layer cuDNN's backward-data of the mirrored convolution
+at::Tensor conv_cuda_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                         const ConvArgs& a) {
   Laps laps(0);
   std::string why;
-  auto o = operands(x, w, stride, padding, dilation, groups, &why);
+  auto o = operands(x, w, a, at::Tensor(), &why);
   laps.lap(kOperands);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = o ? run_into_new(Direction::Forward, *o, nullptr, flags_deterministic(), flags_tf32(), laps)
-                   : at::Tensor();
+  at::Tensor y;
+  if (o) {
+    const bool det = flags_deterministic(), tf32 = flags_tf32();
+    y = a.transposed ? run_into_new(Direction::BackwardData, *o, o->y.data_ptr(), det, tf32, laps)
+                     : run_into_new(Direction::Forward, *o, nullptr, det, tf32, laps);
+  }
   if (!y.defined()) {
-    y = conv_torch(x, w, bias, stride, padding, dilation, groups);
+    y = torch_conv(x, w, bias, a);
     laps.lap(kTorchOp);
     return y;
   }
@@ -371,34 +429,37 @@ at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::option
   return y;
 }
 
-using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
-
-Grads conv_backward_torch(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return at::convolution_backward(gy, x, w, at::OptionalIntArrayRef({w.size(0)}), stride, padding, dilation, false,
-                                  zeros_like_dims(stride.size()), groups, mask);
-}
-
-Grads conv_backward_cuda(const at::Tensor& gy_in, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+// A layer's backward: for a convolution cuDNN's backward-data and backward-filter; for a transposed layer the input's
+// gradient is cuDNN's forward of the output's gradient, the weight's cuDNN's backward-filter (x: the output's
+// gradient, y: the layer's input). Each runs its own stored winner; what has none runs torch's.
+Grads conv_backward_cuda_any(const at::Tensor& gy_in, const at::Tensor& x, const at::Tensor& w, const ConvArgs& a,
+                             std::array<bool, 3> mask) {
   Laps laps(1);
   std::string why;
-  auto o = operands(x, w, stride, padding, dilation, groups, &why);
-  if (!o || gy_in.scalar_type() != x.scalar_type()) {
-    Grads t = conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, mask);
+  auto o = gy_in.scalar_type() == x.scalar_type()
+               ? operands(x, w, a, a.transposed ? gy_in : at::Tensor(), &why)
+               : std::nullopt;
+  if (!o) {
+    Grads t = torch_conv_backward(gy_in, x, w, a, mask);
     laps.lap(kTorchOp);
     return t;
   }
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gy = (o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format);
-  laps.lap(kOperands);
   const bool det = flags_deterministic(), tf32 = flags_tf32();
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(), det, tf32, laps);
-  if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(), det, tf32, laps);
+  if (a.transposed) {
+    laps.lap(kOperands);
+    if (mask[0]) gx = run_into_new(Direction::Forward, *o, nullptr, det, tf32, laps);
+    if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, o->y.data_ptr(), det, tf32, laps);
+  } else {
+    at::Tensor gy = (o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format);
+    laps.lap(kOperands);
+    if (mask[0]) gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(), det, tf32, laps);
+    if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(), det, tf32, laps);
+  }
   const std::array<bool, 3> rest{mask[0] && !gx.defined(), mask[1] && !gw.defined(), false};
   if (rest[0] || rest[1]) {
-    Grads t = conv_backward_torch(gy_in, x, w, stride, padding, dilation, groups, {rest[0], rest[1], false});
+    Grads t = torch_conv_backward(gy_in, x, w, a, rest);
     if (rest[0]) gx = std::get<0>(t);
     if (rest[1]) gw = std::get<1>(t);
     laps.lap(kTorchOp);
@@ -413,120 +474,229 @@ Grads conv_backward_cuda(const at::Tensor& gy_in, const at::Tensor& x, const at:
 }
 
 // Meta (torch.compile's fake tensors): shapes, dtypes and the layout the CUDA kernel returns
-at::Tensor conv_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  std::vector<int> pad(padding.begin(), padding.end()), str(stride.begin(), stride.end()),
-      dil(dilation.begin(), dilation.end());
-  TORCH_CHECK(x.dim() >= 3 && x.dim() <= 5 && w.dim() == x.dim() && stride.size() + 2 == size_t(x.dim()),
-              "cudnn_algos::conv: x and w need 3 to 5 dims and one stride, padding and dilation per spatial dim");
-  std::vector<int64_t> y = output_dims(x.sizes(), w.sizes(), pad, str, dil);
+at::Tensor conv_meta_any(const at::Tensor& x, const at::Tensor& w, const ConvArgs& a) {
+  TORCH_CHECK(x.dim() >= 3 && x.dim() <= 5 && w.dim() == x.dim() && a.stride.size() + 2 == size_t(x.dim()) &&
+                  a.padding.size() == a.stride.size() && a.dilation.size() == a.stride.size() &&
+                  (!a.transposed || a.output_padding.size() == a.stride.size()),
+              "cudnn_algos::conv: x and w need 3 to 5 dims and one stride, padding, dilation (and output_padding) "
+              "per spatial dim");
+  std::vector<int> pad(a.padding.begin(), a.padding.end()), str(a.stride.begin(), a.stride.end()),
+      dil(a.dilation.begin(), a.dilation.end());
+  const std::vector<int64_t> y = a.transposed ? transposed_output_dims(x.sizes(), w.sizes(), a)
+                                              : output_dims(x.sizes(), w.sizes(), pad, str, dil);
   return at::empty(y, x.options().memory_format(conv_format(x, w)));
 }
 
-Grads conv_backward_meta(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+Grads conv_backward_meta_any(const at::Tensor& x, const at::Tensor& w, const ConvArgs& a, std::array<bool, 3> mask) {
+  const int64_t channels = a.transposed ? w.size(1) * a.groups : w.size(0);
   return {mask[0] ? at::empty_like(x) : at::Tensor(), mask[1] ? at::empty_like(w) : at::Tensor(),
-          mask[2] ? at::empty({w.size(0)}, w.options()) : at::Tensor()};
+          mask[2] ? at::empty({channels}, w.options()) : at::Tensor()};
+}
+
+// The registered kernels: `conv` and `conv_backward`, `conv_transpose` and `conv_transpose_backward`, each a thin
+// shim over the kernels above.
+ConvArgs plain(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return ConvArgs{stride, padding, {}, dilation, groups, false};
+}
+ConvArgs transposed(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                    at::IntArrayRef dilation, int64_t groups) {
+  return ConvArgs{stride, padding, output_padding, dilation, groups, true};
+}
+
+at::Tensor conv_cpu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return torch_conv(x, w, bias, plain(stride, padding, dilation, groups));
+}
+at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return conv_cuda_any(x, w, bias, plain(stride, padding, dilation, groups));
+}
+at::Tensor conv_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& /*bias*/,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return conv_meta_any(x, w, plain(stride, padding, dilation, groups));
+}
+Grads conv_backward_cpu(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return torch_conv_backward(gy, x, w, plain(stride, padding, dilation, groups), mask);
+}
+Grads conv_backward_cuda(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return conv_backward_cuda_any(gy, x, w, plain(stride, padding, dilation, groups), mask);
+}
+Grads conv_backward_meta(const at::Tensor& /*gy*/, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return conv_backward_meta_any(x, w, plain(stride, padding, dilation, groups), mask);
+}
+
+at::Tensor conv_transpose_cpu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                              at::IntArrayRef dilation, int64_t groups) {
+  return torch_conv(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
+}
+at::Tensor conv_transpose_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+  return conv_cuda_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
+}
+at::Tensor conv_transpose_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& /*bias*/,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+  return conv_meta_any(x, w, transposed(stride, padding, output_padding, dilation, groups));
+}
+Grads conv_transpose_backward_cpu(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
+                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                  at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return torch_conv_backward(gy, x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
+}
+Grads conv_transpose_backward_cuda(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return conv_backward_cuda_any(gy, x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
+}
+Grads conv_transpose_backward_meta(const at::Tensor& /*gy*/, const at::Tensor& x, const at::Tensor& w,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return conv_backward_meta_any(x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
 }
 
 // ---------------------------------------------------------------------------------------------- autograd
-at::Tensor call_conv(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("cudnn_algos::conv", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                                         at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t)>();
-  return op.call(x, w, bias, stride, padding, dilation, groups);
+// The operators called through the dispatcher (below autograd: the CUDA, CPU or Meta kernel of the tensors' device)
+at::Tensor call_forward(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                        const ConvArgs& a) {
+  using Fwd = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, at::IntArrayRef,
+                         at::IntArrayRef, at::IntArrayRef, int64_t);
+  using FwdT = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, at::IntArrayRef,
+                          at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t);
+  static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("cudnn_algos::conv", "").typed<Fwd>();
+  static auto conv_t =
+      c10::Dispatcher::singleton().findSchemaOrThrow("cudnn_algos::conv_transpose", "").typed<FwdT>();
+  return a.transposed ? conv_t.call(x, w, bias, a.stride, a.padding, a.output_padding, a.dilation, a.groups)
+                      : conv.call(x, w, bias, a.stride, a.padding, a.dilation, a.groups);
 }
 
-Grads call_conv_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("cudnn_algos::conv_backward", "")
-                       .typed<Grads(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::IntArrayRef,
-                                    at::IntArrayRef, at::IntArrayRef, int64_t, std::array<bool, 3>)>();
-  return op.call(gy, x, w, stride, padding, dilation, groups, mask);
+Grads call_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, const ConvArgs& a,
+                    std::array<bool, 3> mask) {
+  using Bwd = Grads(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                    at::IntArrayRef, int64_t, std::array<bool, 3>);
+  using BwdT = Grads(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                     at::IntArrayRef, at::IntArrayRef, int64_t, std::array<bool, 3>);
+  static auto bwd = c10::Dispatcher::singleton().findSchemaOrThrow("cudnn_algos::conv_backward", "").typed<Bwd>();
+  static auto bwd_t =
+      c10::Dispatcher::singleton().findSchemaOrThrow("cudnn_algos::conv_transpose_backward", "").typed<BwdT>();
+  return a.transposed ? bwd_t.call(gy, x, w, a.stride, a.padding, a.output_padding, a.dilation, a.groups, mask)
+                      : bwd.call(gy, x, w, a.stride, a.padding, a.dilation, a.groups, mask);
 }
 
-// Autograd: backward-data and backward-filter each run their own stored winner (conv_backward); the bias's gradient
-// is the sum of grad_y over all but the channel dim, as torch computes it. Two Functions: autograd's apply() takes
-// only defined tensors, so a convolution without bias has its own.
+// Autograd: the backward operator runs backward-data and backward-filter, each its own stored winner; the bias's
+// gradient is the sum of grad_y over all but the channel dim, as torch computes it. Two Functions: autograd's
+// apply() takes only defined tensors, so a convolution without bias has its own. The arguments travel as one
+// SavedArgs (vectors owned by the node).
 struct SavedArgs {
-  static void save(torch::autograd::AutogradContext* ctx, const std::vector<int64_t>& stride,
-                   const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups) {
+  std::vector<int64_t> stride, padding, output_padding, dilation;
+  int64_t groups = 1;
+  bool transposed = false;
+
+  static SavedArgs of(const ConvArgs& a) {
+    return {a.stride.vec(), a.padding.vec(), a.output_padding.vec(), a.dilation.vec(), a.groups, a.transposed};
+  }
+  ConvArgs view() const { return ConvArgs{stride, padding, output_padding, dilation, groups, transposed}; }
+
+  void save(torch::autograd::AutogradContext* ctx) const {
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
+    ctx->saved_data["output_padding"] = output_padding;
     ctx->saved_data["dilation"] = dilation;
     ctx->saved_data["groups"] = groups;
+    ctx->saved_data["transposed"] = transposed;
   }
   static Grads grads(torch::autograd::AutogradContext* ctx, const at::Tensor& gy, bool bias) {
     const auto saved = ctx->get_saved_variables();
     const std::array<bool, 3> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1), bias && ctx->needs_input_grad(2)};
     if (!gy.defined() || !(mask[0] || mask[1] || mask[2])) return {};
-    return call_conv_backward(gy, saved[0], saved[1], ctx->saved_data["stride"].toIntVector(),
-                              ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
-                              ctx->saved_data["groups"].toInt(), mask);
+    const SavedArgs a{ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
+                      ctx->saved_data["output_padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
+                      ctx->saved_data["groups"].toInt(), ctx->saved_data["transposed"].toBool()};
+    return call_backward(gy, saved[0], saved[1], a.view(), mask);
   }
 };
 
 class PinnedConvBias : public torch::autograd::Function<PinnedConvBias> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& bias, std::vector<int64_t> stride, std::vector<int64_t> padding,
-                            std::vector<int64_t> dilation, int64_t groups) {
+                            const at::Tensor& bias, const SavedArgs& a) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({x, w});
-    SavedArgs::save(ctx, stride, padding, dilation, groups);
-    return call_conv(x, w, bias, stride, padding, dilation, groups);
+    a.save(ctx);
+    return call_forward(x, w, bias, a.view());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto [gx, gw, gb] = SavedArgs::grads(ctx, grads[0], true);
-    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx, gw, gb, at::Tensor()};
   }
 };
 
 class PinnedConvNoBias : public torch::autograd::Function<PinnedConvNoBias> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                            int64_t groups) {
+                            const SavedArgs& a) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({x, w});
-    SavedArgs::save(ctx, stride, padding, dilation, groups);
-    return call_conv(x, w, std::nullopt, stride, padding, dilation, groups);
+    a.save(ctx);
+    return call_forward(x, w, std::nullopt, a.view());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto [gx, gw, gb] = SavedArgs::grads(ctx, grads[0], false);
-    return {gx, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx, gw, at::Tensor()};
   }
 };
 
-at::Tensor conv_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  if (bias && bias->defined())
-    return PinnedConvBias::apply(x, w, *bias, stride.vec(), padding.vec(), dilation.vec(), groups);
-  return PinnedConvNoBias::apply(x, w, stride.vec(), padding.vec(), dilation.vec(), groups);
+at::Tensor autograd_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                        const ConvArgs& a) {
+  if (bias && bias->defined()) return PinnedConvBias::apply(x, w, *bias, SavedArgs::of(a));
+  return PinnedConvNoBias::apply(x, w, SavedArgs::of(a));
 }
 
-// torch.autocast: cast as torch's convolution is cast (it is on autocast's lower-precision list)
-at::Tensor conv_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+at::Tensor conv_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return autograd_any(x, w, bias, plain(stride, padding, dilation, groups));
+}
+at::Tensor conv_transpose_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   at::IntArrayRef dilation, int64_t groups) {
+  return autograd_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
+}
+
+// torch.autocast: cast as torch's convolutions are cast (they are on autocast's lower-precision list)
+at::Tensor autocast_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                        const ConvArgs& a) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   const at::ScalarType t = at::autocast::get_autocast_dtype(at::kCUDA);
-  return call_conv(at::autocast::cached_cast(t, x, c10::DeviceType::CUDA),
-                   at::autocast::cached_cast(t, w, c10::DeviceType::CUDA),
-                   at::autocast::cached_cast(t, bias, c10::DeviceType::CUDA), stride, padding, dilation, groups);
+  return call_forward(at::autocast::cached_cast(t, x, c10::DeviceType::CUDA),
+                      at::autocast::cached_cast(t, w, c10::DeviceType::CUDA),
+                      at::autocast::cached_cast(t, bias, c10::DeviceType::CUDA), a);
+}
+
+at::Tensor conv_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return autocast_any(x, w, bias, plain(stride, padding, dilation, groups));
+}
+at::Tensor conv_transpose_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   at::IntArrayRef dilation, int64_t groups) {
+  return autocast_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
 }
 
 }  // namespace
 
 std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool deterministic,
-                         bool allow_tf32) {
+                         bool allow_tf32, bool is_transposed, at::IntArrayRef output_padding) {
   std::string why;
-  auto o = operands(x, w, stride, padding, dilation, groups, &why, /*need_cuda=*/false);
+  const ConvArgs a = is_transposed ? transposed(stride, padding, output_padding, dilation, groups)
+                                   : plain(stride, padding, dilation, groups);
+  auto o = operands(x, w, a, at::Tensor(), &why, /*need_cuda=*/false);
   if (!o) throw std::invalid_argument("the operator would run torch's op here: " + why);
   return problem_key(dir, o->problem, deterministic, allow_tf32);
 }
@@ -598,23 +768,39 @@ TORCH_LIBRARY(cudnn_algos, m) {
   m.def("conv(Tensor x, Tensor w, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
   m.def("conv_backward(Tensor grad_y, Tensor x, Tensor w, int[] stride, int[] padding, int[] dilation, int groups, "
         "bool[3] mask) -> (Tensor, Tensor, Tensor)");
+  m.def("conv_transpose(Tensor x, Tensor w, Tensor? bias, int[] stride, int[] padding, int[] output_padding, "
+        "int[] dilation, int groups) -> Tensor");
+  m.def("conv_transpose_backward(Tensor grad_y, Tensor x, Tensor w, int[] stride, int[] padding, "
+        "int[] output_padding, int[] dilation, int groups, bool[3] mask) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, CUDA, m) {
   m.impl("conv", &cudnn_algos::conv_cuda);
   m.impl("conv_backward", &cudnn_algos::conv_backward_cuda);
+  m.impl("conv_transpose", &cudnn_algos::conv_transpose_cuda);
+  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_cuda);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, CPU, m) {
-  m.impl("conv", &cudnn_algos::conv_torch);
-  m.impl("conv_backward", &cudnn_algos::conv_backward_torch);
+  m.impl("conv", &cudnn_algos::conv_cpu);
+  m.impl("conv_backward", &cudnn_algos::conv_backward_cpu);
+  m.impl("conv_transpose", &cudnn_algos::conv_transpose_cpu);
+  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, Meta, m) {
   m.impl("conv", &cudnn_algos::conv_meta);
   m.impl("conv_backward", &cudnn_algos::conv_backward_meta);
+  m.impl("conv_transpose", &cudnn_algos::conv_transpose_meta);
+  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_meta);
 }
 
-TORCH_LIBRARY_IMPL(cudnn_algos, Autograd, m) { m.impl("conv", &cudnn_algos::conv_autograd); }
+TORCH_LIBRARY_IMPL(cudnn_algos, Autograd, m) {
+  m.impl("conv", &cudnn_algos::conv_autograd);
+  m.impl("conv_transpose", &cudnn_algos::conv_transpose_autograd);
+}
 
-TORCH_LIBRARY_IMPL(cudnn_algos, AutocastCUDA, m) { m.impl("conv", &cudnn_algos::conv_autocast); }
+TORCH_LIBRARY_IMPL(cudnn_algos, AutocastCUDA, m) {
+  m.impl("conv", &cudnn_algos::conv_autocast);
+  m.impl("conv_transpose", &cudnn_algos::conv_transpose_autocast);
+}

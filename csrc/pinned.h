@@ -1,4 +1,5 @@
-// Pinned execution: a tuning run's winners, by problem key, and the operator `cudnn_algos::conv` that runs them.
+// Pinned execution: a tuning run's winners, by problem key, and the operators `cudnn_algos::conv` and
+// `cudnn_algos::conv_transpose` (each with its backward operator) that run them.
 //
 // The Python side (cudnn_algos/tuning.py) loads the winners of the current GPU and versions from the tuning
 // database into this registry; `torch.ops.cudnn_algos.conv` (registered in pinned.cpp with CUDA, CPU, Meta,
@@ -27,9 +28,10 @@ std::string problem_key(Direction dir, const ConvProblem& p, bool deterministic,
 
 // The key the operator computes for tensors x and w (any device, meta included: only their sizes, dtype and layout
 // are read) and these arguments, exactly as it does on the GPU: for checking that tune() and the operator agree.
+// dir is cuDNN's direction (a transposed layer's forward is cuDNN's backward-data); x is the layer's input.
 std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool deterministic,
-                         bool allow_tf32);
+                         bool allow_tf32, bool is_transposed = false, at::IntArrayRef output_padding = {});
 
 using Knobs = std::vector<std::pair<int64_t, int64_t>>;
 

@@ -7,7 +7,7 @@ the operator looks up exactly what was stored), the winner of an engine-space se
 torch's own op when nothing beat it), its runner-up and torch's choice with their times, and every measured candidate.
 
 ``tune(model, example)`` searches the problems the database lacks; ``apply(model)`` makes the model's convolution
-modules call ``torch.ops.cudnn_algos.conv`` (csrc/pinned.cpp), which runs the stored winner's plan and falls back to
+modules call ``torch.ops.cudnn_algos.conv`` (transposed ones ``conv_transpose``; csrc/pinned.cpp), which runs the stored winner's plan and falls back to
 torch's convolution for anything the database lacks (counted; ``Applied.counts()``).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import torch
 
@@ -220,7 +220,7 @@ class TuneResult:
 
     def __str__(self) -> str:
         s = (f"tune: {self.searched} searches run, {self.already} already in the database, {self.unsupported} "
-             f"problem(s) apply() does not run (transposed), {len(self.failed)} failed; {self.seconds:.1f} s"
+             f"problem(s) apply() does not run (padding_mode other than zeros), {len(self.failed)} failed; {self.seconds:.1f} s"
              f"{' (stopped: time budget or Ctrl-C)' if self.interrupted else ''}; database {self.db}")
         return s + "".join(f"\n  failed: {k}: {v}" for k, v in self.failed.items())
 
@@ -312,7 +312,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     dt = parse_dtype(dtype) if dtype is not None else None
     for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dt,
                                                                 memory_format).items():
-        if spec.transposed or spec.padding_mode != "zeros":
+        if spec.padding_mode != "zeros":  # apply() leaves such modules to torch (it pads explicitly first)
             unsupported += 1
             continue
         problem = make_problem(spec, shape, dname, fmt)
@@ -359,13 +359,24 @@ def _bar(total: int, enabled: bool):
 
 # ================================================================================================ apply
 CONV_TYPES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+TRANSPOSED_TYPES = (torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 
 
-def module_args(m: torch.nn.Module) -> tuple[list[int], list[int], list[int], int] | str:
-    """(stride, padding, dilation, groups) the operator takes for a convolution module, or why it cannot run it."""
-    if not isinstance(m, CONV_TYPES):
-        return "not a Conv1d/2d/3d"
-    if type(m).forward not in tuple(c.forward for c in CONV_TYPES):
+class ModuleArgs(NamedTuple):
+    """What the operator takes besides the tensors; output_padding only for a transposed layer (None otherwise)."""
+
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    groups: int
+    output_padding: list[int] | None = None
+
+
+def module_args(m: torch.nn.Module) -> ModuleArgs | str:
+    """The arguments the operator takes for a convolution module, or why it cannot run it."""
+    if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
+        return "not a Conv1d/2d/3d or ConvTranspose1d/2d/3d"
+    if type(m).forward not in tuple(c.forward for c in CONV_TYPES + TRANSPOSED_TYPES):
         return f"{type(m).__name__} has its own forward"
     if m.padding_mode != "zeros":
         return f"padding_mode={m.padding_mode!r} (torch pads explicitly first)"
@@ -379,7 +390,8 @@ def module_args(m: torch.nn.Module) -> tuple[list[int], list[int], list[int], in
             pad = [t // 2 for t in total]
     else:
         pad = list(m.padding)
-    return list(m.stride), pad, list(m.dilation), int(m.groups)
+    op = list(m.output_padding) if isinstance(m, TRANSPOSED_TYPES) else None
+    return ModuleArgs(list(m.stride), pad, list(m.dilation), int(m.groups), op)
 
 
 @dataclass
@@ -449,21 +461,32 @@ class Applied:
 _MISSING = object()
 
 
-def _forward(m: torch.nn.Module, stride: list[int], pad: list[int], dil: list[int], groups: int):
-    op = torch.ops.cudnn_algos.conv.default  # the overload itself: no overload resolution per call
+def _forward(m: torch.nn.Module, a: ModuleArgs):
+    if a.output_padding is None:
+        op = torch.ops.cudnn_algos.conv.default  # the overload itself: no overload resolution per call
 
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return op(x, m.weight, m.bias, stride, pad, dil, groups)
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            return op(x, m.weight, m.bias, a.stride, a.padding, a.dilation, a.groups)
 
-    return forward
+        return forward
+    op_t = torch.ops.cudnn_algos.conv_transpose.default
+
+    def forward_transposed(x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        pad = a.output_padding if output_size is None else m._output_padding(  # noqa: SLF001 (torch's own rule)
+            x, output_size, a.stride, a.padding, list(m.kernel_size), len(m.kernel_size), a.dilation)
+        return op_t(x, m.weight, m.bias, a.stride, a.padding, list(pad), a.dilation, a.groups)
+
+    return forward_transposed
 
 
 def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
           device: int | str | torch.device | None = None) -> Applied:
-    """Makes `model`'s Conv1d/2d/3d modules run the tuning database's winners for this GPU and versions (loaded into
-    the extension's registry now): each module's forward calls ``torch.ops.cudnn_algos.conv``, a C++ operator with
-    autograd (backward-data and backward-filter each run their own stored winner), autocast, meta (torch.compile)
-    and CPU kernels; a problem the database lacks runs torch's own convolution. Returns an :class:`Applied` handle
+    """Makes `model`'s Conv1d/2d/3d and ConvTranspose1d/2d/3d modules run the tuning database's winners for this GPU
+    and versions (loaded into the extension's registry now): each module's forward calls
+    ``torch.ops.cudnn_algos.conv`` (``conv_transpose`` for a transposed layer, whose forward is cuDNN's backward-data
+    of the mirrored convolution), a C++ operator with autograd (each of the other two directions runs its own stored
+    winner), autocast, meta (torch.compile) and CPU kernels; a problem the database lacks runs torch's own
+    convolution. Returns an :class:`Applied` handle
     (also a context manager) whose ``undo()`` restores the modules exactly."""
     store, own = _db(db)
     try:
@@ -484,17 +507,17 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
         ext.pinned_set(w["key"], int(w["engine_id"]), [tuple(k) for k in json.loads(w["knobs"] or "[]")])
     handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path))
     for name, m in model.named_modules():
-        if not isinstance(m, CONV_TYPES):
+        if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
             continue
         args = module_args(m)
         if isinstance(args, str):
             handle.skipped[name or "<model>"] = args
             continue
         handle._saved.append((m, m.__dict__.get("forward", _MISSING)))
-        m.forward = _forward(m, *args)
+        m.forward = _forward(m, args)
         handle.modules.append(name or "<model>")
     return handle
 
 
 __all__ = ["TuningDB", "TuneResult", "Applied", "tune", "apply", "default_path", "env_key",
-           "problem_key", "winner_entry", "module_args"]
+           "problem_key", "winner_entry", "module_args", "ModuleArgs"]

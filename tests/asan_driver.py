@@ -72,6 +72,26 @@ for i in range(100):
     gx, gw, gb = conv_bwd(torch.randn_like(ref), x.detach(), w.detach(), [1, 1 + i % 2], [1, 1], [1, 1], 2,
                           [True, True, True])
     assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == (6,)
+convt, convt_bwd = torch.ops.cudnn_algos.conv_transpose, torch.ops.cudnn_algos.conv_transpose_backward
+for i in range(50):  # transposed layers: the same paths with output_padding
+    x = torch.randn(2, 4, 5 + i % 3, 6, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    b = torch.randn(6, requires_grad=True) if i % 2 else None
+    y = convt(x, w, b, [2, 2], [1, 1], [i % 2, 1], [1, 1], 2)
+    y.pow(2).sum().backward()
+    ref = torch.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=(i % 2, 1), groups=2)
+    assert torch.allclose(y, ref, atol=1e-5)
+    m = convt(x.detach().to("meta"), w.detach().to("meta"), None, [2, 2], [1, 1], [i % 2, 1], [1, 1], 2)
+    assert m.shape == ref.shape and m.device.type == "meta"
+    gx, gw, gb = convt_bwd(torch.randn_like(ref), x.detach(), w.detach(), [2, 2], [1, 1], [i % 2, 1], [1, 1], 2,
+                           [True, True, True])
+    assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == (6,)
+    key = C.operator_key("backward_data", x.detach().to("meta"), w.detach().to("meta"), [2, 2], [1, 1], [1, 1], 2,
+                         False, True, True, [i % 2, 1])
+    assert key.startswith("backward_data float32")
+raises(lambda: C.operator_key("backward_data", torch.empty(2, 4, 5, 6, device="meta"),
+                              torch.empty(4, 3, 3, 3, device="meta"), [1, 1], [1, 1], [1, 1], 1, False, True, True,
+                              [0, 1, 1]))  # output_padding of the wrong length
 raises(lambda: conv(torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3), None, [1, 1], [1, 1], [1, 1], 2))
 raises(lambda: conv(torch.randn(2, 4, 9, 9, device="meta"), torch.randn(6, 2, 3, device="meta"), None, [1, 1], [1, 1],
                     [1, 1], 2))

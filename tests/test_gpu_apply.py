@@ -1,6 +1,6 @@
-"""GPU (H200): tune() fills a database and apply() runs its winners through torch.ops.cudnn_algos.conv: forward and
-gradients against torch itself for 1-D, 2-D (grouped, dilated, strided, 1x1) and 3-D layers in fp32 NCHW and fp16
-channels_last; under autocast, torch.compile and CUDA-graph capture; fallback (counted) for what the database
+"""GPU (H200): tune() fills a database and apply() runs its winners through torch.ops.cudnn_algos.conv (and
+conv_transpose): forward and gradients against torch itself for 1-D, 2-D (grouped, dilated, strided, 1x1) and 3-D
+layers, plain and transposed, in fp32 NCHW and fp16 channels_last; under autocast, torch.compile and CUDA-graph capture; fallback (counted) for what the database
 lacks and when cudnn.deterministic changes the key; undo restores the model."""
 import pytest
 import torch
@@ -32,12 +32,28 @@ def _net3d():
                                torch.nn.Conv3d(16, 8, 1, bias=False))
 
 
+def _net2d_t():
+    return torch.nn.Sequential(torch.nn.ConvTranspose2d(8, 16, 3, stride=2, padding=1, output_padding=1),
+                               torch.nn.ReLU(), torch.nn.ConvTranspose2d(16, 8, 2, stride=2, groups=2, bias=False))
+
+
+def _net1d_t():
+    return torch.nn.Sequential(torch.nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1, dilation=2))
+
+
+def _net3d_t():
+    return torch.nn.Sequential(torch.nn.ConvTranspose3d(4, 8, 3, stride=2, padding=1, output_padding=1))
+
+
 CASES = {
     "2d-fp32": (_net2d, (4, 8, 16, 16), torch.float32, None),
     "2d-fp16-nhwc": (_net2d, (4, 8, 16, 16), torch.float16, torch.channels_last),
     "1d-fp32": (_net1d, (4, 16, 64), torch.float32, None),
     "3d-fp16": (_net3d, (2, 4, 8, 8, 8), torch.float16, None),
     "2d-fp32-no-tf32": (_net2d, (4, 8, 16, 16), torch.float32, None),
+    "2d-transposed-fp16-nhwc": (_net2d_t, (4, 8, 8, 8), torch.float16, torch.channels_last),
+    "1d-transposed-fp32": (_net1d_t, (4, 16, 32), torch.float32, None),
+    "3d-transposed-fp16": (_net3d_t, (2, 4, 4, 4, 4), torch.float16, None),
 }
 
 
@@ -73,7 +89,7 @@ def test_applied_winners_match_torch_forward_and_gradients(case, tmp_path, tf32_
     tol = TF32_TOL if dtype == torch.float32 and tf32_as_in else TOL[dtype]  # no-tf32: stored under tf32=0
     db = tmp_path / "t.sqlite"
     r = cudnn_algos.tune(model, x, db, **FAST)
-    n_convs = sum(isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)) for m in model)
+    n_convs = sum(isinstance(m, torch.nn.modules.conv._ConvNd) for m in model)
     assert not r.failed and r.searched == 3 * n_convs, r  # every layer is a distinct problem here
     again = cudnn_algos.tune(model, x, db, **FAST)
     assert again.searched == 0 and again.already == r.searched  # only what the database lacks is searched

@@ -189,17 +189,66 @@ def test_custom_conv_subclasses_keep_their_forward():
 
 
 def test_module_args_match_torch_padding_rules():
-    assert module_args(torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2)) == ([1, 1], [2, 2], [2, 2], 1)
-    assert module_args(torch.nn.Conv3d(3, 4, 3, padding="valid")) == ([1, 1, 1], [0, 0, 0], [1, 1, 1], 1)
+    assert module_args(torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2)) == ([1, 1], [2, 2], [2, 2], 1, None)
+    assert module_args(torch.nn.Conv3d(3, 4, 3, padding="valid")) == ([1, 1, 1], [0, 0, 0], [1, 1, 1], 1, None)
     assert isinstance(module_args(torch.nn.Conv2d(3, 4, (2, 3), padding="same")), str)
+    assert module_args(torch.nn.ConvTranspose1d(4, 6, 3, stride=2, output_padding=1, groups=2)) == (
+        [2], [0], [1], 2, [1])
+    assert "padding_mode" in module_args(torch.nn.Conv2d(3, 4, 3, padding_mode="circular"))
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 7)),
+    (lambda: torch.nn.ConvTranspose1d(3, 5, 4, stride=3, dilation=2, bias=False), (2, 3, 9)),
+    (lambda: torch.nn.ConvTranspose3d(2, 4, 3, stride=2), (1, 2, 3, 4, 5)),
+])
+def test_applied_transposed_layers_match_torch_on_the_cpu_and_meta_kernels(make, shape):
+    """CPU: the conv_transpose operator (its CPU kernel is torch's) gives torch's output and gradients, with
+    output_size as torch's module takes it; its meta kernel gives torch's shape; the key the operator computes for each
+    cuDNN direction is the one tune() stores (a transposed layer's forward is cuDNN's backward-data)."""
+    from cudnn_algos import _ext
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.tuning import problem_key
+
+    torch.manual_seed(0)
+    m = make()
+    x = torch.randn(shape, requires_grad=True)
+    ref = m(x)
+    ref.pow(2).sum().backward()
+    want = [x.grad.clone()] + [p.grad.clone() for p in m.parameters()]
+    x.grad = None
+    m.zero_grad()
+    with cudnn_algos.apply(m, ":memory:") as h:
+        assert h.modules == ["<model>"]
+        out = m(x)
+        out.pow(2).sum().backward()
+        got = [x.grad] + [p.grad for p in m.parameters()]
+        a = module_args(m)
+        xm, wm = torch.empty(shape, device="meta"), m.weight.detach().to("meta")
+        ym = torch.ops.cudnn_algos.conv_transpose(xm, wm, None, a.stride, a.padding, a.output_padding, a.dilation,
+                                                  a.groups)
+        # output_size picks output_padding as torch's module does (here 0 where the module has 1)
+        sized = [r - op for r, op in zip(ref.shape[2:], a.output_padding)]
+        assert torch.equal(m(x, output_size=sized), type(m).forward(m, x, output_size=sized))
+    assert torch.allclose(out, ref, atol=1e-5)
+    assert all(torch.allclose(g, w, atol=1e-4) for g, w in zip(got, want))
+    assert ym.shape == ref.shape and ym.device.type == "meta"
+    p = make_problem(m, shape)
+    for d in ("forward", "backward_data", "backward_filter"):
+        for det, tf32 in ((False, True), (True, False)):
+            assert problem_key(p, d, det, tf32) == _ext.load().operator_key(
+                p.cudnn_direction(d), xm, wm, a.stride, a.padding, a.dilation, a.groups, det, tf32, True,
+                a.output_padding)
 
 
 def test_applied_model_traces_under_torch_compile_with_the_meta_kernel():
     torch.manual_seed(0)
     net, x = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                                 torch.nn.Conv2d(8, 4, 1)), torch.randn(2, 3, 8, 8, requires_grad=True)
+                                 torch.nn.Conv2d(8, 4, 1), torch.nn.ConvTranspose2d(4, 4, 2, stride=2)), torch.randn(
+                                     2, 3, 8, 8, requires_grad=True)
     ref = net(x)
-    with cudnn_algos.apply(net, ":memory:"):
+    with cudnn_algos.apply(net, ":memory:") as h:
+        assert len(h.modules) == 3
         compiled = torch.compile(net, backend="aot_eager", fullgraph=True)
         out = compiled(x)
         out.sum().backward()
@@ -320,7 +369,8 @@ def fake_tune(monkeypatch, make):
 
 def _small_model():
     return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
-                               torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ConvTranspose2d(8, 4, 2, stride=2))
+                               torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ConvTranspose2d(8, 4, 2, stride=2),
+                               torch.nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"))
 
 
 def test_tune_searches_only_what_the_database_lacks_and_stores_every_candidate(fake_tune, tmp_path):
@@ -328,26 +378,26 @@ def test_tune_searches_only_what_the_database_lacks_and_stores_every_candidate(f
     search = fake_tune()
     model, x = _small_model(), torch.randn(2, 3, 8, 8)
     r = cudnn_algos.tune(model, x, db, progress=False)
-    # two distinct plain problems (the last two 8->8 layers share one) x 3 directions; the transposed layer is not
-    # something apply() runs, so it is not tuned
-    assert (r.searched, r.already, r.unsupported, r.failed, r.interrupted) == (6, 0, 1, {}, False)
-    assert len(search.calls) == 6
+    # three distinct problems (the two 8->8 layers share one; the transposed layer is one) x 3 directions; the
+    # reflect-padded layer is not something apply() runs, so it is not tuned
+    assert (r.searched, r.already, r.unsupported, r.failed, r.interrupted) == (9, 0, 1, {}, False)
+    assert len(search.calls) == 9
     with TuningDB(db) as t:
         ws = t.winners(env_key(_env()))
-        assert len(ws) == 6 and all(w["config"] for w in ws)
-        assert len(t.candidates()) == 6 * 4  # every row of every search
+        assert len(ws) == 9 and all(w["config"] for w in ws)
+        assert len(t.candidates()) == 9 * 4  # every row of every search
         keys = {w["key"].split(" ")[0] for w in ws}
         assert keys == {"forward", "backward_data", "backward_filter"}
     again = cudnn_algos.tune(model, x, db, progress=False)
-    assert (again.searched, again.already) == (0, 6) and len(search.calls) == 6
+    assert (again.searched, again.already) == (0, 9) and len(search.calls) == 9
 
 
 def test_tune_records_a_failed_search_and_goes_on(fake_tune, tmp_path):
     fake_tune(fail_direction="backward_filter")
     r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", progress=False)
-    assert r.searched == 4 and len(r.failed) == 2
+    assert r.searched == 6 and len(r.failed) == 3
     assert all("CudnnError" in v and k.startswith("backward_filter") for k, v in r.failed.items())
-    assert "2 failed" in str(r)
+    assert "3 failed" in str(r)
 
 
 def test_tune_interrupted_keeps_what_it_stored_and_a_rerun_resumes(fake_tune, tmp_path):
@@ -358,7 +408,7 @@ def test_tune_interrupted_keeps_what_it_stored_and_a_rerun_resumes(fake_tune, tm
     assert r.interrupted and r.searched == 2
     search = fake_tune()
     r2 = cudnn_algos.tune(model, x, db, progress=False)
-    assert (r2.searched, r2.already) == (4, 2) and len(search.calls) == 4
+    assert (r2.searched, r2.already) == (7, 2) and len(search.calls) == 7
 
 
 def test_tune_budget_stops_before_the_next_search(fake_tune, tmp_path):
@@ -381,7 +431,7 @@ def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accept
     search = fake_tune()
     r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", search="quick",
                          progress=False)
-    assert r.searched == 6
+    assert r.searched == 9
     assert search.kw["heuristics"] == ("instant", "fallback") and search.kw["refine"] == 0
     assert search.kw["compare_torch"] is False and search.kw["repeats"] <= 3
     with TuningDB(tmp_path / "t.sqlite") as t:
@@ -414,8 +464,7 @@ def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
     while checked < 300:
         c = case(rng)
         m, shape, _ = torch_verdict(c)
-        if shape is None or not valid_extra(c) or c["cls"].__name__.startswith("ConvT") or isinstance(
-                module_args(m), str):
+        if shape is None or not valid_extra(c) or isinstance(module_args(m), str):
             continue
         dtype = parse_dtype(c["dtype"])
         fmt = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}.get(c["fmt"])
@@ -431,11 +480,12 @@ def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
             pre = pre.to(memory_format=fmt)
         use = discover(torch.nn.Sequential(pre, m), x)[1]  # the layout tune() would record for this layer
         p = make_problem(m, use.input_shape, dtype, use.memory_format)
-        stride, pad, dil, groups = module_args(m)
+        a = module_args(m)
         w = m.weight.detach().to("meta")
         for d in ("forward", "backward_data", "backward_filter"):
             for det, tf32 in ((False, True), (True, False)):
                 ours = problem_key(p, d, det, tf32)
-                op = ext.operator_key(d, x, w, stride, pad, dil, groups, det, tf32)
+                op = ext.operator_key(p.cudnn_direction(d), x, w, a.stride, a.padding, a.dilation, a.groups, det,
+                                      tf32, a.output_padding is not None, a.output_padding or [])
                 assert ours == op, (c, ours, op)
         checked += 1
