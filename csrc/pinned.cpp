@@ -8,8 +8,9 @@
 // capturing, as torch's own benchmark mode also needs.
 //
 // Note [what falls back]: a problem with no stored winner, a dtype cuDNN does not take, a tensor on another device
-// kind, a plan that fails to build or to run, and everything on the CPU run torch's own convolution (at::convolution
-// / at::convolution_backward): same results as without apply(), counted per problem key with the reason.
+// kind, a transposed layer whose output_padding the mirrored convolution cannot express, a plan that fails to build
+// or to run, and everything on the CPU run torch's own convolution (at::convolution / at::convolution_backward):
+// same results as without apply(), counted per problem key with the reason where the call got as far as a key.
 #include "pinned.h"
 
 #include <ATen/ATen.h>
