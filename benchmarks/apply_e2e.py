@@ -76,7 +76,7 @@ def worker(a) -> dict:
         times.append(time.perf_counter() - t)
     out = {"mode": a.mode, "first_step_s": times[0], "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
            "steady_min_ms": 1e3 * min(times[a.warmup:]), "host_ms": 1e3 * statistics.median(host[a.warmup:]),
-           "loss_first": float(losses[0]), "loss_last": float(losses[-1])}
+           "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "losses": [float(v) for v in losses]}
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
@@ -135,6 +135,29 @@ def tune_worker(a) -> dict:
             "failed": len(r.failed), "interrupted": r.interrupted, "torch": torch.__version__}
 
 
+def plot_losses(results: list[dict], path: str) -> None:
+    """Training loss against step, one panel per config, the three modes overlaid (the same weights and batch in
+    every mode's process)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, r in zip(axes[0], results):
+        for m in MODES:
+            if r[m].get("losses"):
+                ax.plot(r[m]["losses"], label=f"benchmark {m}" if m != "apply" else "apply()", alpha=0.8)
+        ax.set_title(f"{r['config']} batch {r['batch']}")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("loss")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def _sub(args: list[str], timeout: float) -> dict:
     return run_worker(__file__, args, timeout)
 
@@ -149,6 +172,7 @@ def main(argv=None) -> int:
     p.add_argument("--tune-budget-s", type=float, default=None)
     p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
     p.add_argument("--json")
+    p.add_argument("--plot", help="a figure of every config's loss curve, off / on / apply (e.g. with --steps 200)")
     p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
@@ -171,6 +195,11 @@ def main(argv=None) -> int:
         results.append(row)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
+    if a.plot:
+        try:
+            plot_losses(results, a.plot)
+        except Exception as e:  # noqa: BLE001 (the JSON is written; a figure that fails loses nothing)
+            print(f"loss figure not written: {type(e).__name__}: {e}")
     print(f"{a.model} training steps ({a.steps} steps; steady = median after {a.warmup}), each mode in a fresh process:")
     print(f"{'config':<16} {'tune':>14} {'first off':>10} {'first on':>9} {'first apply':>11} {'steady off':>11} "
           f"{'on':>8} {'apply':>8}  apply/min(off,on)  apply's calls")

@@ -32,3 +32,21 @@ def test_profiles_job_parsing():
     assert j["directions"] == ("forward", "backward_data") and j["label"] == "mobilenet_v3_small_fp16-nhwc_b16"
     with pytest.raises(SystemExit, match="config"):
         pr.parse_job("resnet50:fp8")
+
+
+def test_varying_shapes_why_lines_count_allocator_calls_after_the_first_pass():
+    vs = _load("varying_shapes")
+    mem = [{"reserved": 2**30, "retries": 0, "cuda_mallocs": 10 + i, "cuda_frees": 0} for i in range(16)]
+    out = vs.why_lines({"on": {"step_s": [0.02] * 16, "host_s": [0.019] * 16, "memory": mem}, "off": {"error": "x"}},
+                       8)
+    assert "median wall 20.00 ms" in out and "8 cudaMalloc" in out and "off" not in out
+
+
+def test_apply_e2e_loss_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    ae = _load("apply_e2e")
+    runs = [{"config": c, "batch": 32, **{m: {"losses": [7.0 / (i + 1) for i in range(50)]} for m in ae.MODES}}
+            for c in ("fp16-nhwc", "fp32")]
+    runs[1]["on"] = {"error": "timed out"}  # a mode that failed leaves its curve out, not the figure
+    ae.plot_losses(runs, str(tmp_path / "loss.png"))
+    assert (tmp_path / "loss.png").stat().st_size > 1000
