@@ -475,7 +475,8 @@ Grads conv_backward_cuda_any(const at::Tensor& gy_in, const at::Tensor& x, const
 }
 
 // Meta (torch.compile's fake tensors): shapes, dtypes and the layout the CUDA kernel returns
-at::Tensor conv_meta_any(const at::Tensor& x, const at::Tensor& w, const ConvArgs& a) {
+at::Tensor conv_meta_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& /*bias*/,
+                         const ConvArgs& a) {
   TORCH_CHECK(x.dim() >= 3 && x.dim() <= 5 && w.dim() == x.dim() && a.stride.size() + 2 == size_t(x.dim()) &&
                   a.padding.size() == a.stride.size() && a.dilation.size() == a.stride.size() &&
                   (!a.transposed || a.output_padding.size() == a.stride.size()),
@@ -488,14 +489,13 @@ at::Tensor conv_meta_any(const at::Tensor& x, const at::Tensor& w, const ConvArg
   return at::empty(y, x.options().memory_format(conv_format(x, w)));
 }
 
-Grads conv_backward_meta_any(const at::Tensor& x, const at::Tensor& w, const ConvArgs& a, std::array<bool, 3> mask) {
+Grads conv_backward_meta_any(const at::Tensor& /*gy*/, const at::Tensor& x, const at::Tensor& w, const ConvArgs& a,
+                             std::array<bool, 3> mask) {
   const int64_t channels = a.transposed ? w.size(1) * a.groups : w.size(0);
   return {mask[0] ? at::empty_like(x) : at::Tensor(), mask[1] ? at::empty_like(w) : at::Tensor(),
           mask[2] ? at::empty({channels}, w.options()) : at::Tensor()};
 }
 
-// The registered kernels: `conv` and `conv_backward`, `conv_transpose` and `conv_transpose_backward`, each a thin
-// shim over the kernels above.
 ConvArgs plain(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   return ConvArgs{stride, padding, {}, dilation, groups, false};
 }
@@ -504,60 +504,38 @@ ConvArgs transposed(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArra
   return ConvArgs{stride, padding, output_padding, dilation, groups, true};
 }
 
-at::Tensor conv_cpu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return torch_conv(x, w, bias, plain(stride, padding, dilation, groups));
-}
-at::Tensor conv_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return conv_cuda_any(x, w, bias, plain(stride, padding, dilation, groups));
-}
-at::Tensor conv_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& /*bias*/,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return conv_meta_any(x, w, plain(stride, padding, dilation, groups));
-}
-Grads conv_backward_cpu(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return torch_conv_backward(gy, x, w, plain(stride, padding, dilation, groups), mask);
-}
-Grads conv_backward_cuda(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return conv_backward_cuda_any(gy, x, w, plain(stride, padding, dilation, groups), mask);
-}
-Grads conv_backward_meta(const at::Tensor& /*gy*/, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return conv_backward_meta_any(x, w, plain(stride, padding, dilation, groups), mask);
+// The registered kernels: each kernel above (written once over ConvArgs) adapted to the schemas of `conv` and
+// `conv_transpose` (the forward), `conv_backward` and `conv_transpose_backward` (the backward).
+using Forward = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                               const ConvArgs&);
+using Backward = Grads (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&, const ConvArgs&,
+                           std::array<bool, 3>);
+
+template <Forward F>
+at::Tensor conv_kernel(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return F(x, w, bias, plain(stride, padding, dilation, groups));
 }
 
-at::Tensor conv_transpose_cpu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                              at::IntArrayRef dilation, int64_t groups) {
-  return torch_conv(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
+template <Forward F>
+at::Tensor conv_transpose_kernel(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                                 at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                 at::IntArrayRef dilation, int64_t groups) {
+  return F(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
 }
-at::Tensor conv_transpose_cuda(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                               at::IntArrayRef dilation, int64_t groups) {
-  return conv_cuda_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
+
+template <Backward F>
+Grads conv_backward_kernel(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                           std::array<bool, 3> mask) {
+  return F(gy, x, w, plain(stride, padding, dilation, groups), mask);
 }
-at::Tensor conv_transpose_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& /*bias*/,
-                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                               at::IntArrayRef dilation, int64_t groups) {
-  return conv_meta_any(x, w, transposed(stride, padding, output_padding, dilation, groups));
-}
-Grads conv_transpose_backward_cpu(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
-                                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                                  at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return torch_conv_backward(gy, x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
-}
-Grads conv_transpose_backward_cuda(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                                   at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return conv_backward_cuda_any(gy, x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
-}
-Grads conv_transpose_backward_meta(const at::Tensor& /*gy*/, const at::Tensor& x, const at::Tensor& w,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                                   at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
-  return conv_backward_meta_any(x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
+
+template <Backward F>
+Grads conv_transpose_backward_kernel(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
+                                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                     at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> mask) {
+  return F(gy, x, w, transposed(stride, padding, output_padding, dilation, groups), mask);
 }
 
 // ---------------------------------------------------------------------------------------------- autograd
@@ -659,16 +637,6 @@ at::Tensor autograd_any(const at::Tensor& x, const at::Tensor& w, const std::opt
   return PinnedConvNoBias::apply(x, w, SavedArgs::of(a));
 }
 
-at::Tensor conv_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return autograd_any(x, w, bias, plain(stride, padding, dilation, groups));
-}
-at::Tensor conv_transpose_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                                   at::IntArrayRef dilation, int64_t groups) {
-  return autograd_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
-}
-
 // torch.autocast: cast as torch's convolutions are cast (they are on autocast's lower-precision list)
 at::Tensor autocast_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                         const ConvArgs& a) {
@@ -677,16 +645,6 @@ at::Tensor autocast_any(const at::Tensor& x, const at::Tensor& w, const std::opt
   return call_forward(at::autocast::cached_cast(t, x, c10::DeviceType::CUDA),
                       at::autocast::cached_cast(t, w, c10::DeviceType::CUDA),
                       at::autocast::cached_cast(t, bias, c10::DeviceType::CUDA), a);
-}
-
-at::Tensor conv_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return autocast_any(x, w, bias, plain(stride, padding, dilation, groups));
-}
-at::Tensor conv_transpose_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef output_padding,
-                                   at::IntArrayRef dilation, int64_t groups) {
-  return autocast_any(x, w, bias, transposed(stride, padding, output_padding, dilation, groups));
 }
 
 }  // namespace
@@ -776,32 +734,37 @@ TORCH_LIBRARY(cudnn_algos, m) {
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, CUDA, m) {
-  m.impl("conv", &cudnn_algos::conv_cuda);
-  m.impl("conv_backward", &cudnn_algos::conv_backward_cuda);
-  m.impl("conv_transpose", &cudnn_algos::conv_transpose_cuda);
-  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_cuda);
+  using namespace cudnn_algos;
+  m.impl("conv", &conv_kernel<conv_cuda_any>);
+  m.impl("conv_backward", &conv_backward_kernel<conv_backward_cuda_any>);
+  m.impl("conv_transpose", &conv_transpose_kernel<conv_cuda_any>);
+  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<conv_backward_cuda_any>);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, CPU, m) {
-  m.impl("conv", &cudnn_algos::conv_cpu);
-  m.impl("conv_backward", &cudnn_algos::conv_backward_cpu);
-  m.impl("conv_transpose", &cudnn_algos::conv_transpose_cpu);
-  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_cpu);
+  using namespace cudnn_algos;
+  m.impl("conv", &conv_kernel<torch_conv>);
+  m.impl("conv_backward", &conv_backward_kernel<torch_conv_backward>);
+  m.impl("conv_transpose", &conv_transpose_kernel<torch_conv>);
+  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<torch_conv_backward>);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, Meta, m) {
-  m.impl("conv", &cudnn_algos::conv_meta);
-  m.impl("conv_backward", &cudnn_algos::conv_backward_meta);
-  m.impl("conv_transpose", &cudnn_algos::conv_transpose_meta);
-  m.impl("conv_transpose_backward", &cudnn_algos::conv_transpose_backward_meta);
+  using namespace cudnn_algos;
+  m.impl("conv", &conv_kernel<conv_meta_any>);
+  m.impl("conv_backward", &conv_backward_kernel<conv_backward_meta_any>);
+  m.impl("conv_transpose", &conv_transpose_kernel<conv_meta_any>);
+  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<conv_backward_meta_any>);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, Autograd, m) {
-  m.impl("conv", &cudnn_algos::conv_autograd);
-  m.impl("conv_transpose", &cudnn_algos::conv_transpose_autograd);
+  using namespace cudnn_algos;
+  m.impl("conv", &conv_kernel<autograd_any>);
+  m.impl("conv_transpose", &conv_transpose_kernel<autograd_any>);
 }
 
 TORCH_LIBRARY_IMPL(cudnn_algos, AutocastCUDA, m) {
-  m.impl("conv", &cudnn_algos::conv_autocast);
-  m.impl("conv_transpose", &cudnn_algos::conv_transpose_autocast);
+  using namespace cudnn_algos;
+  m.impl("conv", &conv_kernel<autocast_any>);
+  m.impl("conv_transpose", &conv_transpose_kernel<autocast_any>);
 }
