@@ -227,6 +227,9 @@ def _add_tuning_parsers(sub) -> None:
     t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
     t.add_argument("--quick", action="store_true",
                    help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
+    t.add_argument("--torch-margin", type=float, default=None, metavar="F",
+                   help="store torch's own op as a winner only when faster than the best configuration by more than "
+                        "this fraction (default 0.03)")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument("--device", type=int, default=None)
     d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear")
@@ -244,7 +247,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     device_index(a.device)
     try:
         r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
-                 search="quick" if a.quick else "full", progress=not a.no_progress, device=a.device)
+                 search="quick" if a.quick else "full", progress=not a.no_progress, device=a.device,
+                 **({} if a.torch_margin is None else {"torch_margin": a.torch_margin}))
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     print(r)

@@ -129,6 +129,10 @@ def test_winner_is_the_fastest_torch_would_accept_or_torch_when_it_was_faster(ma
     res2 = make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.008),))
     w2, _ = winner_entry(res2, _env(), "forward k", "{}")
     assert w2["config"] == TORCH_WINNER and w2["engine_id"] == -1 and w2["runner_up"] == "eng1{TILE_SIZE=0}"
+    # torch's op faster, but within the margin (Note [torch's op as the winner]): the configuration is stored
+    res3 = make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.0098),))
+    assert winner_entry(res3, _env(), "forward k", "{}")[0]["config"] == "eng1{TILE_SIZE=0}"
+    assert winner_entry(res3, _env(), "forward k", "{}", torch_margin=0.0)[0]["config"] == TORCH_WINNER
 
 
 class _Net(torch.nn.Module):
@@ -422,6 +426,9 @@ def test_tune_checks_its_arguments(fake_tune, tmp_path):
     fake_tune()
     with pytest.raises(ValueError, match="directions"):
         cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", directions=("sideways",))
+    for bad in (-0.1, 1.0, "3%", True):
+        with pytest.raises(ValueError, match="torch_margin"):
+            cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", torch_margin=bad)
 
 
 def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accepts(fake_tune, tmp_path):
