@@ -200,7 +200,8 @@ def main(argv=None) -> int:
             plot_losses(results, a.plot)
         except Exception as e:  # noqa: BLE001 (the JSON is written; a figure that fails loses nothing)
             print(f"loss figure not written: {type(e).__name__}: {e}")
-    print(f"{a.model} training steps ({a.steps} steps; steady = median after {a.warmup}), each mode in a fresh process:")
+    print(f"{a.model} training steps ({a.steps} steps; steady = median after {a.warmup}), each mode in a fresh "
+          "process:")
     print(f"{'config':<16} {'tune':>14} {'first off':>10} {'first on':>9} {'first apply':>11} {'steady off':>11} "
           f"{'on':>8} {'apply':>8}  apply/min(off,on)  apply's calls")
     for r in results:

@@ -194,7 +194,8 @@ def why_lines(results: dict, n: int) -> str:
             continue
         wall = statistics.median(r["step_s"][n:])
         host = statistics.median(r["host_s"][n:]) if r.get("host_s") else float("nan")
-        line = f"{mode:>6} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned {1e3 * host:.2f} ms"
+        line = (f"{mode:>6} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned "
+                f"{1e3 * host:.2f} ms")
         mem = r.get("memory") or []
         if len(mem) > n:
             a, b = mem[n - 1], mem[-1]

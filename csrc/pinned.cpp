@@ -1,11 +1,12 @@
-// Pinned execution (pinned.h): the operator `cudnn_algos::conv` and its backward, running stored winners.
+// Pinned execution (pinned.h): the operators `cudnn_algos::conv` and `cudnn_algos::conv_transpose` and their
+// backward operators, running stored winners.
 //
 // Note [the per-call path]: everything a call does after the module's forward is here, in C++: the call's
 // signature from the tensors, one hash lookup of what was resolved for it (Note [signatures]), cudnnBackendExecute on
 // the current stream with workspace from torch's caching allocator (graph-capture aware), and the bias added as
-// torch's cuDNN path adds it. A plan is built the first time its problem is met (host work, like torch's own first call); a problem first
-// met while a CUDA graph is being captured runs torch's op instead (building could synchronise), so warm up before
-// capturing, as torch's own benchmark mode also needs.
+// torch's cuDNN path adds it. A plan is built the first time its problem is met (host work, like torch's own first
+// call); a problem first met while a CUDA graph is being captured runs torch's op instead (building could
+// synchronise), so warm up before capturing, as torch's own benchmark mode also needs.
 //
 // Note [what falls back]: a problem with no stored winner, a dtype cuDNN does not take, a tensor on another device
 // kind, a transposed layer whose output_padding the mirrored convolution cannot express, a plan that fails to build
@@ -590,7 +591,8 @@ struct SavedArgs {
   }
   static Grads grads(torch::autograd::AutogradContext* ctx, const at::Tensor& gy, bool bias) {
     const auto saved = ctx->get_saved_variables();
-    const std::array<bool, 3> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1), bias && ctx->needs_input_grad(2)};
+    const std::array<bool, 3> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                   bias && ctx->needs_input_grad(2)};
     if (!gy.defined() || !(mask[0] || mask[1] || mask[2])) return {};
     const SavedArgs a{ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
                       ctx->saved_data["output_padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),

@@ -7,8 +7,9 @@ the operator looks up exactly what was stored), the winner of an engine-space se
 torch's own op when nothing beat it), its runner-up and torch's choice with their times, and every measured candidate.
 
 ``tune(model, example)`` searches the problems the database lacks; ``apply(model)`` makes the model's convolution
-modules call ``torch.ops.cudnn_algos.conv`` (transposed ones ``conv_transpose``; csrc/pinned.cpp), which runs the stored winner's plan and falls back to
-torch's convolution for anything the database lacks (counted; ``Applied.counts()``).
+modules call ``torch.ops.cudnn_algos.conv`` (transposed ones ``conv_transpose``; csrc/pinned.cpp), which runs the
+stored winner's plan and falls back to torch's convolution for anything the database lacks (counted;
+``Applied.counts()``).
 """
 from __future__ import annotations
 
@@ -220,7 +221,8 @@ class TuneResult:
 
     def __str__(self) -> str:
         s = (f"tune: {self.searched} searches run, {self.already} already in the database, {self.unsupported} "
-             f"problem(s) apply() does not run (padding_mode other than zeros), {len(self.failed)} failed; {self.seconds:.1f} s"
+             f"problem(s) apply() does not run (padding_mode other than zeros), {len(self.failed)} failed; "
+             f"{self.seconds:.1f} s"
              f"{' (stopped: time budget or Ctrl-C)' if self.interrupted else ''}; database {self.db}")
         return s + "".join(f"\n  failed: {k}: {v}" for k, v in self.failed.items())
 

@@ -103,8 +103,9 @@ def ours_problem(c: dict, m):
 
 def valid_extra(c: dict) -> bool:
     """What torch's meta forward does not check but the problem must: a dtype cuDNN convolves, a layout that
-    exists for this rank, output_padding below stride, and one value per spatial dim (torch's modules do not check tuple lengths: a Conv1d with
-    kernel_size=(1, 5) builds a 4-d weight and runs; such a spec is refused here, naming the argument)."""
+    exists for this rank, output_padding below stride, and one value per spatial dim (torch's modules do not check
+    tuple lengths: a Conv1d with kernel_size=(1, 5) builds a 4-d weight and runs; such a spec is refused here, naming
+    the argument)."""
     lengths_ok = all(not isinstance(v, tuple) or len(v) == c["nd"] for v in c["kw"].values())
     # input_shape includes the batch dim (torch also takes unbatched inputs); a dilation of 0 (torch's transposed
     # convolution runs it; cuDNN's descriptors refuse it): both refused here, naming the argument

@@ -1,7 +1,8 @@
 """GPU (H200): tune() fills a database and apply() runs its winners through torch.ops.cudnn_algos.conv (and
 conv_transpose): forward and gradients against torch itself for 1-D, 2-D (grouped, dilated, strided, 1x1) and 3-D
-layers, plain and transposed, in fp32 NCHW and fp16 channels_last; under autocast, torch.compile and CUDA-graph capture; fallback (counted) for what the database
-lacks and when cudnn.deterministic changes the key; undo restores the model."""
+layers, plain and transposed, in fp32 NCHW and fp16 channels_last; under autocast, torch.compile and CUDA-graph
+capture; fallback (counted) for what the database lacks and when cudnn.deterministic changes the key; undo restores
+the model."""
 import pytest
 import torch
 

@@ -372,8 +372,9 @@ def fake_tune(monkeypatch, make):
 
 
 def _small_model():
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
-                               torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ConvTranspose2d(8, 4, 2, stride=2),
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 3, padding=1),
+                               torch.nn.ConvTranspose2d(8, 4, 2, stride=2),
                                torch.nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"))
 
 
