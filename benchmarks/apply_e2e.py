@@ -92,6 +92,17 @@ def worker(a) -> dict:
         handle.time_host(False)
         out["op_host_ms_per_step"] = {k: v / 1e3 / n for k, v in st["us"].items()}
         out["op_calls_per_step"] = (st["forward_calls"] + st["backward_calls"]) / n
+        # cudnnBackendExecute's host time per call by the winners' engines, beside the same configurations' host
+        # time per call measured alone by tune() (back-to-back calls of one problem)
+        alone: dict[str, list[float]] = {}
+        with cudnn_algos.TuningDB(a.db) as db:
+            host = {w["key"]: w["host_ms"] for w in db.winners()}
+        for c in handle.counts():
+            if c["timed_calls"] and host.get(c["key"]):
+                alone.setdefault(handle.configs.get(c["key"], "?").split("{")[0], []).append(1e3 * host[c["key"]])
+        out["execute_by_engine"] = [{**r, "alone_us": statistics.median(alone[r["engine"]])
+                                     if alone.get(r["engine"]) else None, "calls": r["calls"] / n}
+                                    for r in handle.execute_by_config()]
     # host time inside the convolution ops and their autograd nodes, per step (torch.profiler, CPU only: the same
     # instrumentation in every mode, so the modes compare; absolute values include the profiler's own cost)
     from torch.profiler import ProfilerActivity, profile
@@ -242,6 +253,11 @@ def main(argv=None) -> int:
         if st:
             print(f"{'':<16} apply's operator, {r['apply']['op_calls_per_step']:.0f} kernel calls per step: "
                   f"{sum(st.values()):.2f} ms = " + ", ".join(f"{k} {v:.2f}" for k, v in st.items()))
+        eng = r["apply"].get("execute_by_engine")
+        if eng:
+            print(f"{'':<16} cudnnBackendExecute host us/call in the model (alone in tune()), by engine: "
+                  + ", ".join(f"{e['engine']} x{e['calls']:.0f} {e['us_per_call']:.1f}"
+                              + (f" ({e['alone_us']:.1f})" if e.get("alone_us") else "") for e in eng[:8]))
     return 0
 
 

@@ -342,9 +342,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pinned_clear", &pinned_clear);
   m.def("pinned_counts", []() {
     py::list out;
-    for (const auto& c : pinned_counts()) out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason));
+    for (const auto& c : pinned_counts())
+      out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason, c.execute_ns, c.timed_calls));
     return out;
   });
+  py::class_<BoundConv>(m, "BoundConv")  // Note [the Python call] (pinned.h)
+      .def(py::init([](std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> output_padding,
+                       std::vector<int64_t> dilation, int64_t groups, bool transposed) {
+             return BoundConv{std::move(stride), std::move(padding), std::move(output_padding), std::move(dilation),
+                              groups, transposed};
+           }),
+           py::arg("stride"), py::arg("padding"), py::arg("output_padding"), py::arg("dilation"), py::arg("groups"),
+           py::arg("transposed"))
+      .def("__call__", &BoundConv::operator(), py::arg("x"), py::arg("w"), py::arg("bias"),
+           py::call_guard<py::gil_scoped_release>());
   m.def("pinned_reset_counts", &pinned_reset_counts);
   m.def("pinned_plans_built", &pinned_plans_built);
   m.def("pinned_stage_timing", &pinned_stage_timing, py::arg("on"));

@@ -57,6 +57,8 @@ struct Winner {
 // One problem key's call counts (atomics: the per-call path increments them without the registry's lock).
 struct CountCell {
   std::atomic<int64_t> pinned{0}, torch{0}, fallback{0};
+  // while host stages are timed (Note [host stages]): this key's cudnnBackendExecute host time and calls
+  std::atomic<int64_t> execute_ns{0}, timed_calls{0};
   std::mutex reason_mutex;
   std::string reason;  // the last fallback's reason
 };
@@ -164,6 +166,12 @@ class Laps {
     if (!on_) return;
     for (int i = 0; i < 4; ++i) g_stage_ns[kHandle + i].fetch_add(split_[i], std::memory_order_relaxed);
     last_ = now();
+  }
+  // the last split's cudnnBackendExecute time added to one problem's own sums (which engines cost host time)
+  void add_execute_to(CountCell& c) const {
+    if (!on_) return;
+    c.execute_ns.fetch_add(split_[3], std::memory_order_relaxed);
+    c.timed_calls.fetch_add(1, std::memory_order_relaxed);
   }
 
  private:
@@ -375,6 +383,7 @@ at::Tensor run_into_new(Direction dir, const Operands& o, void* y, bool det, boo
     return at::Tensor();
   }
   laps.add_split();
+  laps.add_execute_to(*e->cell);
   ++e->cell->pinned;
   laps.lap(kCount);
   return o.lifted ? out.squeeze(2) : out;
@@ -651,6 +660,11 @@ at::Tensor autocast_any(const at::Tensor& x, const at::Tensor& w, const std::opt
 
 }  // namespace
 
+at::Tensor BoundConv::operator()(const at::Tensor& x, const at::Tensor& w,
+                                 const std::optional<at::Tensor>& bias) const {
+  return call_forward(x, w, bias, ConvArgs{stride, padding, output_padding, dilation, groups, transposed});
+}
+
 std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef stride,
                          at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, bool deterministic,
                          bool allow_tf32, bool is_transposed, at::IntArrayRef output_padding) {
@@ -689,6 +703,8 @@ std::vector<PinnedCount> pinned_counts() {
     pc.pinned = c->pinned.load();
     pc.torch = c->torch.load();
     pc.fallback = c->fallback.load();
+    pc.execute_ns = c->execute_ns.load();
+    pc.timed_calls = c->timed_calls.load();
     std::lock_guard<std::mutex> rl(c->reason_mutex);
     pc.reason = c->reason;
     if (pc.pinned || pc.torch || pc.fallback) out.push_back(std::move(pc));
@@ -712,6 +728,11 @@ int64_t pinned_plans_built() {
 void pinned_stage_timing(bool on) {
   for (auto& a : g_stage_ns) a.store(0);
   for (auto& a : g_stage_calls) a.store(0);
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (auto& [k, c] : r.counts) c->execute_ns.store(0), c->timed_calls.store(0);
+  }
   g_stage_timing.store(on);
 }
 

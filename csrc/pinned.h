@@ -35,6 +35,18 @@ std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w
 
 using Knobs = std::vector<std::pair<int64_t, int64_t>>;
 
+// Note [the Python call]: a module under apply() calls the operator through one of these, its arguments bound once
+// when apply() replaced the forward: a call converts three tensors and goes straight to the dispatcher (the
+// operator's autograd, autocast and device kernels, exactly as torch.ops.cudnn_algos.conv would run them), instead
+// of torch.ops' per-call parsing of seven arguments against the schema (about 8 us more per call on the CI
+// machine's CPU). torch.compile and __torch_function__ overrides take torch.ops' path (tuning.py decides).
+struct BoundConv {
+  std::vector<int64_t> stride, padding, output_padding, dilation;  // output_padding: a transposed layer's only
+  int64_t groups = 1;
+  bool transposed = false;
+  at::Tensor operator()(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) const;
+};
+
 // engine_id >= 0: run that engine configuration; engine_id < 0: the winner is torch's own op.
 void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs);
 void pinned_clear();  // forgets winners and built plans
@@ -45,6 +57,8 @@ struct PinnedCount {
   int64_t torch = 0;     // calls whose stored winner is torch's own op
   int64_t fallback = 0;  // calls that fell back to torch's op: no winner, or it could not run (reason)
   std::string reason;    // the last fallback's reason
+  int64_t execute_ns = 0;   // while host stages are timed: cudnnBackendExecute's host time over this key's calls
+  int64_t timed_calls = 0;  // ... and the pinned calls it was summed over
 };
 std::vector<PinnedCount> pinned_counts();
 void pinned_reset_counts();

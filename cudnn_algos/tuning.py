@@ -424,6 +424,7 @@ class Applied:
     skipped: dict[str, str]
     winners: int
     db: str
+    configs: dict[str, str] = field(default_factory=dict, repr=False)  # problem key -> stored winner's config
     _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
 
     def undo(self) -> None:
@@ -442,8 +443,28 @@ class Applied:
 
     @staticmethod
     def counts() -> list[dict[str, Any]]:
-        return [{"key": k, "pinned": p, "torch_winner": t, "fallback": f, "reason": r}
-                for k, p, t, f, r in _ext.load().pinned_counts()]
+        """Per problem key the operator met: calls that ran the stored configuration (``pinned``), torch's op as
+        the stored winner, torch's op as a fallback (with the last ``reason``); and, while host stages are timed
+        (:meth:`time_host`), ``execute_us`` (cudnnBackendExecute's host time) over ``timed_calls`` pinned calls."""
+        return [{"key": k, "pinned": p, "torch_winner": t, "fallback": f, "reason": r, "execute_us": ns / 1e3,
+                 "timed_calls": n}
+                for k, p, t, f, r, ns, n in _ext.load().pinned_counts()]
+
+    def execute_by_config(self) -> list[dict[str, Any]]:
+        """cudnnBackendExecute's host time per call while host stages were timed, grouped by the stored winner's
+        engine (``eng63{...}`` -> ``eng63``): which engines cost the most host time inside the model. Rows
+        ``engine``, ``calls``, ``us_per_call``, ``problems``, most host time first."""
+        acc: dict[str, list[float]] = {}
+        for c in self.counts():
+            if not c["timed_calls"]:
+                continue
+            eng = self.configs.get(c["key"], "?").split("{")[0]
+            a = acc.setdefault(eng, [0, 0.0, 0])
+            a[0] += c["timed_calls"]
+            a[1] += c["execute_us"]
+            a[2] += 1
+        rows = [{"engine": e, "calls": n, "us_per_call": us / n, "problems": k} for e, (n, us, k) in acc.items()]
+        return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])
 
     @staticmethod
     def reset_counts() -> None:
@@ -482,19 +503,32 @@ _MISSING = object()
 
 
 def _forward(m: torch.nn.Module, a: ModuleArgs):
-    if a.output_padding is None:
+    """The forward apply() gives module `m`: the operator called through a BoundConv (its arguments bound now, Note
+    [the Python call] in csrc/pinned.h), or through torch.ops where torch.compile traces it or a __torch_function__
+    override must see the call."""
+    transposed = a.output_padding is not None
+    bound = _ext.load().BoundConv(a.stride, a.padding, a.output_padding or [], a.dilation, a.groups, transposed)
+    compiling = torch.compiler.is_compiling
+    overridden = torch.overrides.has_torch_function
+    if not transposed:
         op = torch.ops.cudnn_algos.conv.default  # the overload itself: no overload resolution per call
 
         def forward(x: torch.Tensor) -> torch.Tensor:
-            return op(x, m.weight, m.bias, a.stride, a.padding, a.dilation, a.groups)
+            w, b = m.weight, m.bias
+            if compiling() or overridden((x, w, b) if b is not None else (x, w)):
+                return op(x, w, b, a.stride, a.padding, a.dilation, a.groups)
+            return bound(x, w, b)
 
         return forward
     op_t = torch.ops.cudnn_algos.conv_transpose.default
 
     def forward_transposed(x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        w, b = m.weight, m.bias
+        if output_size is None and not compiling() and not overridden((x, w, b) if b is not None else (x, w)):
+            return bound(x, w, b)
         pad = a.output_padding if output_size is None else m._output_padding(  # noqa: SLF001 (torch's own rule)
             x, output_size, a.stride, a.padding, list(m.kernel_size), len(m.kernel_size), a.dilation)
-        return op_t(x, m.weight, m.bias, a.stride, a.padding, list(pad), a.dilation, a.groups)
+        return op_t(x, w, b, a.stride, a.padding, list(pad), a.dilation, a.groups)
 
     return forward_transposed
 
@@ -520,12 +554,14 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     ext = _ext.load()
     ext.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
     seen = set()
+    configs: dict[str, str] = {}
     for w in winners:  # newest first: the first entry per key wins
         if w["key"] in seen:
             continue
         seen.add(w["key"])
+        configs[w["key"]] = w["config"]
         ext.pinned_set(w["key"], int(w["engine_id"]), [tuple(k) for k in json.loads(w["knobs"] or "[]")])
-    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path))
+    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path), configs=configs)
     for name, m in model.named_modules():
         if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
             continue

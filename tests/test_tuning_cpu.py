@@ -171,6 +171,48 @@ def test_apply_runs_the_operator_matches_torch_and_undo_restores_exactly(tmp_pat
     torch.testing.assert_close(net(x), ref)
 
 
+def test_host_stage_names_are_the_documented_ones_and_counts_carry_execute_time():
+    # (the GPU test reads stages by name: a renamed stage failed there, not here, once)
+    documented = ["operands", "resolve", "alloc", "handle", "workspace", "variant_pack", "cudnn_execute", "count",
+                  "torch_op", "bias"]
+    for name in documented:
+        assert name in cudnn_algos.Applied.host_stages.__doc__
+    cudnn_algos.Applied.time_host(True)
+    try:
+        st = cudnn_algos.Applied.host_stages()
+    finally:
+        cudnn_algos.Applied.time_host(False)
+    assert list(st["us"]) == documented
+    assert st["forward_calls"] == st["backward_calls"] == 0  # the CPU kernel is torch's: no CUDA kernel calls
+    net, x = _Net(), torch.randn(2, 3, 8, 8)
+    with cudnn_algos.apply(net, ":memory:") as h:
+        h.reset_counts()
+        net(x).sum().backward()
+        assert h.counts() == []  # the CPU kernels do not reach the counted CUDA path
+        assert h.execute_by_config() == []
+
+
+def test_a_torch_function_mode_still_sees_the_operator_called():
+    # the bound fast call (Note [the Python call]) must not hide the call from __torch_function__ overrides
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    m, mt = torch.nn.Conv2d(3, 4, 3), torch.nn.ConvTranspose2d(4, 3, 3)
+    x = torch.randn(1, 3, 8, 8)
+    with cudnn_algos.apply(m, ":memory:"), cudnn_algos.apply(mt, ":memory:"):
+        plain = mt(m(x))
+        with Record():
+            recorded = mt(m(x))
+    assert "cudnn_algos.conv.default" in seen and "cudnn_algos.conv_transpose.default" in seen, seen
+    torch.testing.assert_close(recorded, plain)
+
+
 def test_undo_keeps_a_forward_the_user_had_set():
     m = torch.nn.Conv2d(3, 4, 3)
     mine = m.forward
