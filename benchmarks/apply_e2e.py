@@ -4,7 +4,8 @@ the steady step, each mode in its own fresh process (torch keeps the first plan 
 Per CONFIG (fp16-nhwc: autocast float16 + channels_last; fp32: float32 NCHW) and batch: tune() in a process of its
 own (its cost in seconds; a warm database skips it), then one fresh process per mode runs --steps SGD training steps
 (forward, backward, optimizer), each timed on the host with a synchronize (what a training loop sees): the first
-step (benchmark on: its search) and the median of the steps after --warmup, the host's share of a step (until step()
+step (benchmark on: its search) and the median of the steps after --warmup (each mode in --rounds fresh processes,
+interleaved: the medians over them, with their spread), the host's share of a step (until step()
 returned) and the GPU's (busy time on CUPTI, 5 more steps). apply's process prints how its calls ran (stored
 configuration / torch's op as the stored winner / fallback) and where its operator's host time goes, by stage.
 
@@ -77,6 +78,10 @@ def worker(a) -> dict:
     out = {"mode": a.mode, "first_step_s": times[0], "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
            "steady_min_ms": 1e3 * min(times[a.warmup:]), "host_ms": 1e3 * statistics.median(host[a.warmup:]),
            "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "losses": [float(v) for v in losses]}
+    if not a.diagnostics:  # a repeat process: the step times only
+        if handle is not None:
+            out["calls"] = {k: sum(x[k] for x in handle.counts()) for k in ("pinned", "torch_winner", "fallback")}
+        return out
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
@@ -103,6 +108,18 @@ def worker(a) -> dict:
         out["execute_by_engine"] = [{**r, "alone_us": statistics.median(alone[r["engine"]])
                                      if alone.get(r["engine"]) else None, "calls": r["calls"] / n}
                                     for r in handle.execute_by_config()]
+    # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), before torch.profiler:
+    # measured after it, busy read above the step's wall time (fp32 b32: 35 ms of a 21 ms step)
+    try:
+        from cudnn_algos.timing import kernel_clock
+
+        with kernel_clock(0) as s:
+            for _ in range(5):
+                s.window(lambda: (step(), torch.cuda.synchronize()))
+        out["gpu_busy_ms"] = statistics.median(r[0] for r in s.results)
+        out["kernels_per_step"] = statistics.median(r[1] for r in s.results)
+    except Exception as e:  # the report says it is missing rather than losing the run
+        out["gpu_busy_error"] = f"{type(e).__name__}: {e}"
     # host time inside the convolution ops and their autograd nodes, per step (torch.profiler, CPU only: the same
     # instrumentation in every mode, so the modes compare; absolute values include the profiler's own cost)
     from torch.profiler import ProfilerActivity, profile
@@ -118,17 +135,6 @@ def worker(a) -> dict:
         if "conv" in k and ("backward" in k or "::" in k or "node" in k):
             ops[e.key[:80]] = (e.cpu_time_total / 1e3 / n, e.count / n)
     out["conv_ops_cpu_ms_per_step"] = ops
-    # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), after everything else
-    try:
-        from cudnn_algos.timing import kernel_clock
-
-        with kernel_clock(0) as s:
-            for _ in range(5):
-                s.window(lambda: (step(), torch.cuda.synchronize()))
-        out["gpu_busy_ms"] = statistics.median(r[0] for r in s.results)
-        out["kernels_per_step"] = statistics.median(r[1] for r in s.results)
-    except Exception as e:  # the report says it is missing rather than losing the run
-        out["gpu_busy_error"] = f"{type(e).__name__}: {e}"
     return out
 
 
@@ -182,12 +188,15 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--tune-budget-s", type=float, default=None)
     p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
+    p.add_argument("--rounds", type=int, default=2, help="fresh processes per mode, interleaved (default 2): "
+                   "the steady and first step reported are their medians, with the spread")
     p.add_argument("--json")
     p.add_argument("--plot", help="a figure of every config's loss curve, off / on / apply (e.g. with --steps 200)")
     p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--diagnostics", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         a.mode = a.worker
@@ -201,8 +210,19 @@ def main(argv=None) -> int:
         tuned = _sub(["--worker", "tune", *common] + (["--tune-budget-s", str(a.tune_budget_s)]
                                                       if a.tune_budget_s else []), 600)
         row = {"config": config, "batch": int(batch or 32), "tune": tuned}
-        for mode in MODES:
-            row[mode] = _sub(["--worker", mode, *common], 300)
+        for rnd in range(a.rounds):  # the modes interleaved, each round's processes fresh; diagnostics in the first
+            for mode in MODES:
+                r = _sub(["--worker", mode, *common] + (["--diagnostics"] if rnd == 0 else []), 300)
+                if rnd == 0:
+                    row[mode] = r
+                row[mode].setdefault("rounds", []).append({k: r.get(k) for k in ("steady_ms", "first_step_s")})
+        for mode in MODES:  # the reported steady step and first step: medians over the rounds
+            rs = row[mode].get("rounds", [])
+            for k in ("steady_ms", "first_step_s"):
+                v = [x[k] for x in rs if x.get(k) is not None]
+                if v:
+                    row[mode][k] = statistics.median(v)
+                    row[mode][k + "_spread"] = (min(v), max(v))
         results.append(row)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
@@ -217,7 +237,8 @@ def main(argv=None) -> int:
           f"{'on':>8} {'apply':>8}  apply/min(off,on)  apply's calls")
     for r in results:
         t = r["tune"]
-        tune = f"{t['tune_s']:.0f} s ({t['searched']})" if "tune_s" in t else "failed"
+        tune = ("failed" if "tune_s" not in t else f"{t['tune_s']:.0f} s ({t['searched']})" if t["searched"]
+                else f"warm ({t['already']})")
         f = {m: r[m].get("first_step_s") for m in MODES}
         s = {m: r[m].get("steady_ms") for m in MODES}
         ratio = (s["apply"] / min(s["off"], s["on"])) if all(s.values()) else None
@@ -229,6 +250,10 @@ def main(argv=None) -> int:
         for m in MODES:
             if "error" in r[m]:
                 print(f"  {m}: {r[m]['error']}")
+        sp = {m: r[m].get("steady_ms_spread") for m in MODES}
+        if all(sp.values()):
+            print(f"  steady over {len(r['off'].get('rounds', []))} fresh processes each (min-max): "
+                  + ", ".join(f"{m} {lo:.2f}-{hi:.2f} ms" for m, (lo, hi) in sp.items()))
         if r["apply"].get("fallback_reasons"):
             print(f"  apply fallbacks: {r['apply']['fallback_reasons']}")
         print("  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"

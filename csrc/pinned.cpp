@@ -726,9 +726,9 @@ int64_t pinned_plans_built() {
 }
 
 void pinned_stage_timing(bool on) {
-  for (auto& a : g_stage_ns) a.store(0);
-  for (auto& a : g_stage_calls) a.store(0);
-  {
+  if (on) {  // starting zeroes every sum; stopping keeps them for reading
+    for (auto& a : g_stage_ns) a.store(0);
+    for (auto& a : g_stage_calls) a.store(0);
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     for (auto& [k, c] : r.counts) c->execute_ns.store(0), c->timed_calls.store(0);

@@ -65,7 +65,7 @@ void pinned_reset_counts();
 int64_t pinned_plans_built();
 
 // Note [host stages] (pinned.cpp): host time of each step of the operator's CUDA kernels, summed over calls made
-// while timing is on. pinned_stage_timing(on) zeroes the sums and switches timing on or off.
+// while timing is on. pinned_stage_timing(true) zeroes the sums and starts timing; (false) stops it, keeping them.
 struct StageTimes {
   int64_t forward_calls = 0, backward_calls = 0;
   std::vector<std::pair<std::string, int64_t>> ns;  // (stage, total nanoseconds)
