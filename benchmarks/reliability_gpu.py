@@ -4,8 +4,9 @@ what ran, errors, GPU memory and host RSS before/after, and the verdict; the sum
     python benchmarks/reliability_gpu.py --parts long,pressure,threads --calls 10000 --json out/reliability.json
 
 long      --calls calls each of run() (a legacy algorithm and an engine plan) and of a pinned convolution (apply()),
-          and --search-calls each of find and find_engines(measure=True): GPU memory flat, host RSS growth < 10 MB,
-          no growth of plans held (the pinned registry builds each plan once).
+          and --search-calls each of find and find_engines(measure=True), each kind in its own phase measured from
+          after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS workspace are shown
+          apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
 pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, measured) and pinned execution still
           complete, candidates that cannot get a workspace are rows saying so, the process lives, allocated memory
           returns to its baseline; a problem too large to allocate at all is torch's OutOfMemoryError.
@@ -19,6 +20,7 @@ import json
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -74,22 +76,43 @@ def part_long(a) -> dict:
     torch.cuda.synchronize()
     mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
     t0 = time.perf_counter()
+    # each kind of call in its own phase, memory read at its half and its end: growth that stops after the first
+    # half is a cache filling, growth in both halves a leak
+    phases = {
+        "run legacy": (a.calls, lambda: cudnn_algos.run(LAYER, legacy, input=x, weight=w)),
+        "run engine": (a.calls, lambda: cudnn_algos.run(LAYER, engine_row, input=x, weight=w)),
+        "pinned conv": (a.calls, lambda: layer(x)),
+        "find": (a.search_calls, lambda: cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16)),
+        "find_engines measured": (a.search_calls, lambda: cudnn_algos.find_engines(
+            LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
+            confirm=1)),
+    }
+    growth = {}
     with torch.no_grad():
-        for i in range(a.calls):
-            cudnn_algos.run(LAYER, legacy, input=x, weight=w)
-            cudnn_algos.run(LAYER, engine_row, input=x, weight=w)
-            layer(x)
-    for i in range(a.search_calls):
-        cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16)
-        cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True,
-                                 repeats=1, warmup=0, screen=1, confirm=1)
-    torch.cuda.synchronize()
+        for name, (n, call) in phases.items():
+            for _ in range(min(10, n)):  # the phase's one-time costs (CUPTI, cuBLAS's workspace) before its baseline
+                call()
+            torch.cuda.synchronize()
+            marks = [(torch.cuda.memory_allocated(), rss_mb())]
+            for half in range(2):
+                for _ in range(n // 2):
+                    call()
+                torch.cuda.synchronize()
+                marks.append((torch.cuda.memory_allocated(), rss_mb()))
+            prev = (mem0, rss0) if not growth else last
+            growth[name] = {"warm_gpu_mb": round((marks[0][0] - prev[0]) / 2**20, 2),
+                            "warm_rss_mb": round(marks[0][1] - prev[1], 1),
+                            "gpu_mb": [round((m - marks[0][0]) / 2**20, 2) for m, _ in marks[1:]],
+                            "rss_mb": [round(r - marks[0][1], 1) for _, r in marks[1:]]}
+            last = marks[-1]
     h.undo()
     mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
-    ok = mem1 <= mem0 and rss1 - rss0 < 10 and plans1 == plans0
+    # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls
+    ok = plans1 == plans0 and all(g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for g in growth.values())
     return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.search_calls} x (find, "
             f"find_engines measured)", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
-            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok}
+            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok,
+            "growth_by_phase": growth}
 
 
 def part_pressure(a) -> dict:
@@ -109,7 +132,9 @@ def part_pressure(a) -> dict:
     except torch.OutOfMemoryError as ex:
         notes.append(f"OutOfMemoryError (typed): {str(ex).splitlines()[0][:80]}")
     except Exception as ex:  # noqa: BLE001
-        errors.append(f"{type(ex).__name__}: {ex}"[:200])
+        errors.append(f"{type(ex).__name__}: {str(ex).splitlines()[0][:120]} at "
+                      + " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                                    for f in reversed(traceback.extract_tb(ex.__traceback__)[-6:])))
     del hog
     torch.cuda.empty_cache()
     try:
@@ -185,6 +210,11 @@ def main(argv=None) -> int:
         print(f"  {r['part']:<9} {'ok' if r.get('ok') else 'FAILED':<7} errors {r.get('errors')}  "
               + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "notes")
                           if k in r)[:400])
+        for k, g in r.get("growth_by_phase", {}).items():
+            print(f"    {k:<22} first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "
+                  f"end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB")
+        for e in r.get("error_list", [])[:3]:
+            print(f"    error: {e[:600]}")
     return 0 if all(r.get("ok") for r in out) else 1
 
 

@@ -219,7 +219,24 @@ def operand_sets(problem: Problem, l2: str, device: int) -> list[dict[str, torch
 
 
 def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
-    """The float64 result of cuDNN's direction `cdir` on these (lifted, cuDNN-role) operands, computed by torch."""
+    """The float64 result of cuDNN's direction `cdir` on these (lifted, cuDNN-role) operands, computed by torch; on
+    the CPU instead (with a warning) when the GPU has no memory left for it: a search run while the GPU is nearly full
+    still checks every row's output (on the H200, torch's float64 convolution failed there with a CUDA
+    out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
+    if where == "cuda":
+        try:
+            return _reference(problem, cdir, ops, "cuda")
+        except RuntimeError as e:  # OutOfMemoryError and AcceleratorError are RuntimeErrors
+            if "out of memory" not in str(e):
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            warnings.warn(f"{problem.describe(cdir)}: the float64 reference did not fit on the GPU "
+                          f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
+    return _reference(problem, cdir, ops, "cpu")
+
+
+def _reference(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
     stride, pad, dil = problem.conv_args()
     dev = ops["x"].device if where == "cuda" else torch.device("cpu")
     x, w, y = (ops[r].to(device=dev, dtype=torch.float64) for r in "xwy")

@@ -231,3 +231,34 @@ def test_a_row_whose_output_check_fails_is_failed_and_never_timed(monkeypatch):
     m = timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), torch.zeros(1), 0, peak=False)[0]
     assert m.kernel_ms is None and m.throughput_ms is None and "wrote outside its output buffer" in m.error
     assert calls == []  # never timed
+
+
+@pytest.mark.parametrize("message,falls_back", [
+    ("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported", True),
+    ("CUDA error: an illegal memory access was encountered", False),
+])
+def test_a_reference_that_does_not_fit_on_the_gpu_is_computed_on_the_cpu(monkeypatch, message, falls_back):
+    # under memory pressure on the H200 torch's float64 convolution raised a CUDA out-of-memory AcceleratorError
+    # (a RuntimeError, not the allocator's OutOfMemoryError) from inside find(measure=True); any other error stays
+    p = make_problem(torch.nn.Conv2d(3, 4, 3), (2, 3, 8, 8))
+    torch.manual_seed(0)
+    ops = {"x": torch.randn(2, 3, 8, 8), "w": torch.randn(4, 3, 3, 3), "y": torch.randn(2, 4, 6, 6)}
+    expected = torch.nn.functional.conv2d(ops["x"].double(), ops["w"].double())
+    real, calls = timing._reference, []
+
+    def failing_on_the_gpu(problem, cdir, o, where):
+        calls.append(where)
+        if where == "cuda":
+            raise RuntimeError(message)
+        return real(problem, cdir, o, where)
+
+    monkeypatch.setattr(timing, "_reference", failing_on_the_gpu)
+    if not falls_back:
+        with pytest.raises(RuntimeError, match="illegal memory access"):
+            timing.reference_output(p, "forward", ops, "cuda")
+        assert calls == ["cuda"]
+        return
+    with pytest.warns(RuntimeWarning, match="did not fit on the GPU.*computing it on the CPU"):
+        ref = timing.reference_output(p, "forward", ops, "cuda")
+    assert calls == ["cuda", "cpu"] and ref.dtype == torch.float64
+    torch.testing.assert_close(ref, expected)
