@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import run_worker  # noqa: E402
+from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
 
 CONFIGS = {"fp16-nhwc": ("float16", True), "fp32": ("float32", False)}
 MODES = ("off", "on", "apply")
@@ -52,6 +52,7 @@ def worker(a) -> dict:
     dtype, cl = CONFIGS[a.config]
     torch.backends.cudnn.benchmark = a.mode == "on"
     torch.cuda.init()
+    cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
     torch.zeros(1, device="cuda")  # the CUDA context exists before the first step is timed
     model, x = _model(a.model, a.batch, cl)
     target = torch.randint(0, 1000, (a.batch,), device="cuda")
@@ -75,7 +76,8 @@ def worker(a) -> dict:
         host.append(time.perf_counter() - t)  # the host's share: step() returned, the GPU may still be working
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
-    out = {"mode": a.mode, "first_step_s": times[0], "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
+    out = {"mode": a.mode, "cpus": cpus, "first_step_s": times[0],
+           "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
            "steady_min_ms": 1e3 * min(times[a.warmup:]), "host_ms": 1e3 * statistics.median(host[a.warmup:]),
            "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "losses": [float(v) for v in losses]}
     if not a.diagnostics:  # a repeat process: the step times only
@@ -250,6 +252,9 @@ def main(argv=None) -> int:
         for m in MODES:
             if "error" in r[m]:
                 print(f"  {m}: {r[m]['error']}")
+        cpus = {str(r[m].get("cpus")) for m in MODES}
+        print(f"  processes pinned to the GPU's local CPUs: {cpus.pop()}" if len(cpus) == 1 and "None" not in cpus
+              else f"  CPU pinning: {sorted(cpus)}")
         sp = {m: r[m].get("steady_ms_spread") for m in MODES}
         if all(sp.values()):
             print(f"  steady over {len(r['off'].get('rounds', []))} fresh processes each (min-max): "

@@ -17,3 +17,37 @@ def run_worker(script: str, args: list[str], timeout: float) -> dict:
     if p.returncode != 0 or not lines:
         return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     return json.loads(lines[-1])
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """sysfs's CPU list format ("0-3,8,10-11") -> the set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pin_to_gpu_cpus(device: int = 0) -> list[int] | None:
+    """Pins this process to the CPUs local to `device` (its PCI device's NUMA node, read from sysfs) among those it
+    may use, so that every mode's fresh process runs its host work on the same cores: a host-bound step's time moved
+    by up to 40% between fresh processes of one mode on the H200 (fp16 ResNet-50 batch 32: 19.05 and 27.29 ms).
+    Returns the CPUs, or None where sysfs or the device does not say (nothing changed)."""
+    import os
+
+    import torch
+
+    try:
+        p = torch.cuda.get_device_properties(device)
+        bus = f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+        with open(f"/sys/bus/pci/devices/{bus}/local_cpulist") as f:
+            local = parse_cpulist(f.read())
+        cpus = sorted(local & os.sched_getaffinity(0))
+        if not cpus:
+            return None
+        os.sched_setaffinity(0, cpus)
+        return cpus
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        return None

@@ -10,8 +10,9 @@ long      --calls calls each of run() (a legacy algorithm and an engine plan) an
 pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, measured) and pinned execution still
           complete, candidates that cannot get a workspace are rows saying so, the process lives, allocated memory
           returns to its baseline; a problem too large to allocate at all is torch's OutOfMemoryError.
-threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once:
-          no errors, outputs identical to a serial run.
+threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once
+          (with a second GPU visible, half of them on it): no errors, outputs identical to a serial run on the same
+          GPU (and, deterministic configurations on two GPUs of one kind, to each other).
 """
 from __future__ import annotations
 
@@ -51,13 +52,14 @@ def operands(dtype=torch.float16):
     return x, w
 
 
-def pinned_layer(dtype=torch.float16):
-    """LAYER on the GPU with apply(), its three directions pinned to the first engine configuration torch accepts."""
-    layer = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).cuda().to(dtype)
+def pinned_layer(dtype=torch.float16, device: int = 0):
+    """LAYER on GPU `device` with apply(), its three directions pinned to the first engine configuration torch
+    accepts (the keys hold no device: a second call pins the same winners again)."""
+    layer = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).to(f"cuda:{device}", dtype)
     h = cudnn_algos.apply(layer, ":memory:")
     p = make_problem(LAYER, SHAPE, dtype=dtype)
     for d in cudnn_algos.DIRECTIONS:
-        r = cudnn_algos.find_engines(LAYER, SHAPE, direction=d, dtype=dtype, runtime_compiled=False)
+        r = cudnn_algos.find_engines(LAYER, SHAPE, direction=d, dtype=dtype, runtime_compiled=False, device=device)
         ok = [row for row in r.rows if row.ok and not row.torch_filter]
         eid, knobs = parse_config(ok[0].name)
         _ext.load().pinned_set(problem_key(p, d), eid, knobs)
@@ -150,29 +152,46 @@ def part_pressure(a) -> dict:
 
 
 def part_threads(a) -> dict:
-    x, w = operands()
+    """8 threads, each on its own stream; with a second GPU visible, the odd-numbered threads on that one (the same
+    operands, configurations and weights copied there), each output compared with its device's serial run."""
+    devices = list(range(min(2, torch.cuda.device_count())))
+    x0, w0 = operands()
     eng = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)
     rows = [r for r in eng.rows if r.ok and r.deterministic][:4]
-    layer, h = pinned_layer()
+    per_dev, handles = {}, []
+    for d in devices:
+        x, w = x0.to(f"cuda:{d}"), w0.to(f"cuda:{d}")
+        layer, h = pinned_layer(device=d)
+        with torch.no_grad():
+            layer.weight.copy_(w0.to(layer.weight.device))
+        handles.append(h)
+        per_dev[d] = (x, w, layer)
+    serial = {}
     with torch.no_grad():
-        serial = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
-    torch.cuda.synchronize()
+        for d, (x, w, layer) in per_dev.items():
+            with torch.cuda.device(d):
+                serial[d] = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
+            torch.cuda.synchronize(d)
+    cross = all(torch.equal(a_.cpu(), b_.cpu()) for a_, b_ in zip(serial[devices[0]], serial[devices[-1]]))
     errors: list[str] = []
     mismatches = [0]
 
     def work(k: int) -> None:
-        s = torch.cuda.Stream()
+        d = devices[k % len(devices)]
+        x, w, layer = per_dev[d]
         try:
-            with torch.cuda.stream(s), torch.no_grad():
-                for _ in range(a.thread_iters):
-                    cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16, mode="heuristic")
-                    outs = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
-                    s.synchronize()
-                    for o, ref in zip(outs, serial):
-                        if not torch.equal(o, ref):
-                            mismatches[0] += 1
+            with torch.cuda.device(d):
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s), torch.no_grad():
+                    for _ in range(a.thread_iters):
+                        cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16, mode="heuristic", device=d)
+                        outs = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
+                        s.synchronize()
+                        for o, ref in zip(outs, serial[d]):
+                            if not torch.equal(o, ref):
+                                mismatches[0] += 1
         except Exception as ex:  # noqa: BLE001 (each one is a finding)
-            errors.append(f"thread {k}: {type(ex).__name__}: {ex}"[:200])
+            errors.append(f"thread {k} (GPU {d}): {type(ex).__name__}: {ex}"[:200])
 
     ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
     t0 = time.perf_counter()
@@ -180,11 +199,13 @@ def part_threads(a) -> dict:
         t.start()
     for t in ts:
         t.join()
-    h.undo()
+    for h in handles:
+        h.undo()
     return {"part": "threads", "what": f"8 threads x {a.thread_iters} x (find, run of {len(rows)} deterministic "
-            "configurations, pinned conv), each on its own stream", "errors": len(errors), "error_list": errors[:5],
-            "mismatches": mismatches[0], "seconds": time.perf_counter() - t0,
-            "ok": not errors and mismatches[0] == 0}
+            f"configurations, pinned conv), each on its own stream, on GPU(s) {devices}", "errors": len(errors),
+            "error_list": errors[:5], "mismatches": mismatches[0], "gpus": len(devices),
+            "same_outputs_on_both_gpus": cross if len(devices) > 1 else None,
+            "seconds": time.perf_counter() - t0, "ok": not errors and mismatches[0] == 0}
 
 
 def main(argv=None) -> int:
@@ -208,7 +229,8 @@ def main(argv=None) -> int:
     print("reliability (GPU):")
     for r in out:
         print(f"  {r['part']:<9} {'ok' if r.get('ok') else 'FAILED':<7} errors {r.get('errors')}  "
-              + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "notes")
+              + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "gpus",
+                                                          "same_outputs_on_both_gpus", "notes")
                           if k in r)[:400])
         for k, g in r.get("growth_by_phase", {}).items():
             print(f"    {k:<22} first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "

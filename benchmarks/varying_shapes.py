@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import run_worker  # noqa: E402
+from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
 
@@ -58,6 +58,7 @@ def worker(a) -> dict:
 
     cl = a.config == "fp16-nhwc"  # fp16-nhwc: channels_last under float16 autocast; fp32: neither
     torch.backends.cudnn.benchmark = a.mode == "on"
+    cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
     torch.zeros(1, device="cuda")
     model = _model(cl)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -84,7 +85,7 @@ def worker(a) -> dict:
                         "retries": st.get("num_alloc_retries", 0),
                         "cuda_mallocs": st.get("num_device_alloc", 0), "cuda_frees": st.get("num_device_free", 0)})
     n = len(cycle)
-    out = {"mode": a.mode, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
+    out = {"mode": a.mode, "cpus": cpus, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
            "steady_cycle_ms": 1e3 * statistics.median(sum(times[i:i + n]) for i in range(n, len(times) - n + 1, n))
            if len(times) >= 2 * n else None, "memory": mem}
     if handle is not None:

@@ -50,3 +50,15 @@ def test_apply_e2e_loss_figure(tmp_path):
     runs[1]["on"] = {"error": "timed out"}  # a mode that failed leaves its curve out, not the figure
     ae.plot_losses(runs, str(tmp_path / "loss.png"))
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_cpu_lists_parse_and_pinning_without_a_gpu_changes_nothing():
+    import os
+
+    fresh = _load("fresh")
+    assert fresh.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert fresh.parse_cpulist("5") == {5} and fresh.parse_cpulist("") == set()
+    before = os.sched_getaffinity(0)
+    if not __import__("torch").cuda.is_available():
+        assert fresh.pin_to_gpu_cpus(0) is None  # no device to ask: affinity left alone
+        assert os.sched_getaffinity(0) == before
