@@ -9,7 +9,8 @@ long      --calls calls each of run() (a legacy algorithm and an engine plan) an
           apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
 pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, measured) and pinned execution still
           complete, candidates that cannot get a workspace are rows saying so, the process lives, allocated memory
-          returns to its baseline; a problem too large to allocate at all is torch's OutOfMemoryError.
+          returns to its baseline; a problem too large for the memory left is torch's OutOfMemoryError, and one over
+          cuDNN's 32-bit fields a ValueError before any allocation.
 threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once
           (with a second GPU visible, half of them on it): no errors, outputs identical to a serial run on the same
           GPU (and, deterministic configurations on two GPUs of one kind, to each other).
@@ -137,13 +138,20 @@ def part_pressure(a) -> dict:
         errors.append(f"{type(ex).__name__}: {str(ex).splitlines()[0][:120]} at "
                       + " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
                                     for f in reversed(traceback.extract_tb(ex.__traceback__)[-6:])))
+    try:  # within cuDNN's 32-bit fields, but 411 MB of input with 64 MB left: torch's typed OutOfMemoryError
+        cudnn_algos.find(torch.nn.Conv2d(256, 256, 3, padding=1), (64, 256, 112, 112), dtype=torch.float16)
+        errors.append("a problem too large for the memory left did not raise")
+    except torch.OutOfMemoryError as ex:
+        notes.append(f"too large for the memory left: OutOfMemoryError: {str(ex).splitlines()[0][:100]}")
+    except Exception as ex:  # noqa: BLE001
+        errors.append(f"too large for the memory left: {type(ex).__name__}: {str(ex)[:150]}")
     del hog
     torch.cuda.empty_cache()
-    try:
+    try:  # 8.6e9 elements: refused before any allocation (cuDNN's 32-bit fields)
         cudnn_algos.find(torch.nn.Conv2d(512, 512, 3, padding=1), (64, 512, 512, 512), dtype=torch.float16)
-        errors.append("a problem too large to allocate did not raise")
-    except (torch.OutOfMemoryError, ValueError) as ex:
-        notes.append(f"too large: {type(ex).__name__}")
+        errors.append("a problem over cuDNN's 32-bit fields did not raise")
+    except ValueError as ex:
+        notes.append(f"over 2^31 elements: ValueError: {str(ex)[:80]}")
     torch.cuda.empty_cache()
     after = torch.cuda.memory_allocated()
     return {"part": "pressure", "what": "searches with all but 64 MB taken; a problem too large to allocate",
