@@ -354,8 +354,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            }),
            py::arg("stride"), py::arg("padding"), py::arg("output_padding"), py::arg("dilation"), py::arg("groups"),
            py::arg("transposed"))
-      .def("__call__", &BoundConv::operator(), py::arg("x"), py::arg("w"), py::arg("bias"),
-           py::call_guard<py::gil_scoped_release>());
+      // torch's own wrapper: the GIL released, and errors and warnings become the Python exceptions and warnings
+      // torch.ops would raise (torch.OutOfMemoryError, ValueError, AcceleratorError, ...), not pybind's RuntimeError
+      .def("__call__",
+           torch::wrap_pybind_function_no_gil([](const BoundConv& self, const at::Tensor& x, const at::Tensor& w,
+                                                 const std::optional<at::Tensor>& bias) { return self(x, w, bias); }),
+           py::arg("x"), py::arg("w"), py::arg("bias"));
   m.def("pinned_reset_counts", &pinned_reset_counts);
   m.def("pinned_plans_built", &pinned_plans_built);
   m.def("pinned_stage_timing", &pinned_stage_timing, py::arg("on"));

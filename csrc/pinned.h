@@ -39,7 +39,8 @@ using Knobs = std::vector<std::pair<int64_t, int64_t>>;
 // when apply() replaced the forward: a call converts three tensors and goes straight to the dispatcher (the
 // operator's autograd, autocast and device kernels, exactly as torch.ops.cudnn_algos.conv would run them), instead
 // of torch.ops' per-call parsing of seven arguments against the schema (about 8 us more per call on the CI
-// machine's CPU). torch.compile and __torch_function__ overrides take torch.ops' path (tuning.py decides).
+// machine's CPU). Errors and warnings cross the binding as torch's own (bindings.cpp wraps the call with torch's
+// handler). torch.compile and __torch_function__ overrides take torch.ops' path (tuning.py decides).
 struct BoundConv {
   std::vector<int64_t> stride, padding, output_padding, dilation;  // output_padding: a transposed layer's only
   int64_t groups = 1;

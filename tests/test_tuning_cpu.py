@@ -213,6 +213,22 @@ def test_a_torch_function_mode_still_sees_the_operator_called():
     torch.testing.assert_close(recorded, plain)
 
 
+@pytest.mark.parametrize("dtype,w_shape", [(torch.bool, (4, 3, 3, 3)), (torch.float32, (4, 5, 3, 3))])
+def test_the_bound_call_raises_what_torch_ops_raises(dtype, w_shape):
+    # Note [the Python call]: errors cross the binding as torch's own (NotImplementedError here, a
+    # torch.OutOfMemoryError on the GPU), not as pybind's generic RuntimeError
+    from cudnn_algos import _ext
+
+    bound = _ext.load().BoundConv([1, 1], [0, 0], [], [1, 1], 1, False)
+    x, w = torch.ones(1, 3, 8, 8).to(dtype), torch.ones(w_shape).to(dtype)
+    with pytest.raises(Exception) as via_ops:
+        torch.ops.cudnn_algos.conv.default(x, w, None, [1, 1], [0, 0], [1, 1], 1)
+    with pytest.raises(Exception) as via_bound:
+        bound(x, w, None)
+    assert type(via_bound.value) is type(via_ops.value)
+    assert str(via_bound.value).splitlines()[0] == str(via_ops.value).splitlines()[0]
+
+
 def test_undo_keeps_a_forward_the_user_had_set():
     m = torch.nn.Conv2d(3, 4, 3)
     mine = m.forward
