@@ -95,4 +95,16 @@ raises(lambda: C.operator_key("backward_data", torch.empty(2, 4, 5, 6, device="m
 raises(lambda: conv(torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3), None, [1, 1], [1, 1], [1, 1], 2))
 raises(lambda: conv(torch.randn(2, 4, 9, 9, device="meta"), torch.randn(6, 2, 3, device="meta"), None, [1, 1], [1, 1],
                     [1, 1], 2))
+for i in range(50):  # the bound call apply() uses (Note [the Python call]): arguments owned by the object
+    bound = C.BoundConv([1, 1 + i % 2], [1, 1], [], [1, 1], 2, False)
+    x = torch.randn(2, 4, 9, 9 + i % 3, requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, requires_grad=True)
+    y = bound(x, w, torch.randn(6) if i % 2 else None)
+    y.sum().backward()
+    assert y.shape == torch.nn.functional.conv2d(x, w, None, (1, 1 + i % 2), 1, groups=2).shape
+    bound_t = C.BoundConv([2, 2], [1, 1], [i % 2, 1], [1, 1], 2, True)
+    assert bound_t(torch.randn(2, 4, 5, 6), torch.randn(4, 3, 3, 3), None).shape[1] == 6
+    del bound, bound_t
+raises(lambda: C.BoundConv([0, 0], [1, 1], [], [1, 1], 1, False)(torch.randn(1, 2, 5, 5), torch.randn(2, 2, 3, 3),
+                                                                 None))  # stride 0: torch's error, not a crash
 print("ASAN-DRIVER-OK", flush=True)
