@@ -232,11 +232,15 @@ def _add_tuning_parsers(sub) -> None:
                         "this fraction (default 0.03)")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument("--device", type=int, default=None)
-    d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear")
-    d.add_argument("action", choices=["info", "list", "export", "import", "clear"])
+    d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear | "
+                                  "reselect --torch-margin F")
+    d.add_argument("action", choices=["info", "list", "export", "import", "clear", "reselect"])
     d.add_argument("file", nargs="?", help="for export/import: a JSON-lines file")
     d.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
     d.add_argument("--all", action="store_true", help="clear: every environment (default: this GPU's only)")
+    d.add_argument("--torch-margin", type=float, default=None, metavar="F",
+                   help="reselect: the stored winners again under this torch_margin, from the stored measurements "
+                        "(no GPU; every environment)")
 
 
 def _cmd_tune(a: argparse.Namespace) -> int:
@@ -260,6 +264,8 @@ def _cmd_db(a: argparse.Namespace) -> int:
 
     if a.action in ("export", "import") and not a.file:
         raise UsageError(f"db {a.action} needs a FILE")
+    if (a.action == "reselect") != (a.torch_margin is not None):
+        raise UsageError("--torch-margin goes with db reselect, and db reselect needs it")
     with TuningDB(a.db) as db:
         if a.action == "info":
             i = db.info()
@@ -280,6 +286,13 @@ def _cmd_db(a: argparse.Namespace) -> int:
             except (OSError, ValueError) as e:
                 raise UsageError(str(e)) from None
             print(f"imported {n} winners from {a.file}")
+        elif a.action == "reselect":
+            try:
+                c = db.reselect(a.torch_margin)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            print(f"torch_margin {a.torch_margin}: {c['to_config']} winners now a configuration instead of torch's "
+                  f"op, {c['to_torch']} now torch's op, {c['unchanged']} unchanged")
         else:
             env = None
             if not a.all:

@@ -168,6 +168,46 @@ class TuningDB:
         self.con.execute("COMMIT")
         return n
 
+    def reselect(self, torch_margin: float, env: str | None = None) -> dict[str, int]:
+        """Applies Note [torch's op as the winner] again with another `torch_margin`, from what is stored (no GPU):
+        a problem whose winner is torch's op gets its best configuration (the stored runner-up) where torch's op was
+        not faster by more than the margin, and a configuration gives way to torch's op where it was. The winner's
+        times, error, runner-up and settings follow (a new runner-up from the stored candidates; torch's host time
+        and error, which are stored only when it won, are None). Problems searched without torch's op (quick
+        tuning) keep their winner. Returns counts: to_config, to_torch, unchanged."""
+        check_margin(torch_margin)
+        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
+        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0}
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
+                w = dict(zip(_WINNER_COLS, row))
+                new = _reselected(w, torch_margin, self._eligible(w))
+                if new is None or new["config"] == w["config"]:
+                    counts["unchanged"] += 1
+                    if new is None:
+                        continue  # (else: the same winner, its settings now naming the margin)
+                else:
+                    counts["to_torch" if new["engine_id"] < 0 else "to_config"] += 1
+                self.con.execute("DELETE FROM winners WHERE env = ? AND key = ? AND settings = ?",
+                                 (w["env"], w["key"], w["settings"]))
+                self.con.execute(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(_WINNER_COLS))})",
+                                 [new.get(c) for c in _WINNER_COLS])
+                self.con.execute("UPDATE OR REPLACE candidates SET settings = ? WHERE env = ? AND key = ? AND "
+                                 "settings = ?", (new["settings"], w["env"], w["key"], w["settings"]))
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return counts
+
+    def _eligible(self, w: dict[str, Any]) -> list[dict[str, Any]]:
+        """The stored candidates of `w`'s search that torch would accept and that were timed, fastest first."""
+        rows = self.con.execute("SELECT * FROM candidates WHERE env = ? AND key = ? AND settings = ? AND "
+                                "status = 'SUCCESS' AND kernel_ms IS NOT NULL AND (torch_filter IS NULL OR "
+                                "torch_filter = '') ORDER BY kernel_ms", (w["env"], w["key"], w["settings"]))
+        return [dict(zip(_CANDIDATE_COLS, r)) for r in rows]
+
     def export(self, path: str | os.PathLike) -> int:
         """Writes every winner and candidate as JSON lines (to share with machines of the same kind)."""
         n = 0
@@ -192,6 +232,36 @@ class TuningDB:
         for w in ws:
             self.put(w, [c for c in cs if (c["env"], c["key"], c["settings"]) == (w["env"], w["key"], w["settings"])])
         return len(ws)
+
+
+def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The winner row `w` under `margin` (TuningDB.reselect), or None where it stays as it is."""
+    torch_ms = w["kernel_ms"] if w["engine_id"] < 0 else w["torch_on_ms"]
+    best_name = w["runner_up"] if w["engine_id"] < 0 else w["config"]
+    best_ms = w["runner_up_ms"] if w["engine_id"] < 0 else w["kernel_ms"]
+    if torch_ms is None or best_name is None or best_ms is None:
+        return None  # torch's op was not compared, or no configuration torch would accept was timed
+    torch_wins = torch_ms * (1 + margin) < best_ms
+    settings = json.dumps({**json.loads(w["settings"] or "{}"), "torch_margin": margin}, sort_keys=True)
+    if torch_wins == (w["engine_id"] < 0):
+        return None if settings == w["settings"] else {**w, "settings": settings}
+    others = [c for c in eligible if c["name"] != best_name]
+    if torch_wins:
+        return {**w, "settings": settings, "config": TORCH_WINNER, "engine_id": -1, "knobs": "[]",
+                "kernel_ms": torch_ms, "host_ms": None, "rel_err": None, "runner_up": best_name,
+                "runner_up_ms": best_ms}
+    cand = next((c for c in eligible if c["name"] == best_name), {})
+    engine_id, knobs = parse_config(best_name)
+    return {**w, "settings": settings, "config": best_name, "engine_id": engine_id,
+            "knobs": json.dumps([list(k) for k in knobs]), "kernel_ms": best_ms, "host_ms": cand.get("host_ms"),
+            "rel_err": cand.get("rel_err"), "runner_up": others[0]["name"] if others else None,
+            "runner_up_ms": others[0]["kernel_ms"] if others else None,
+            "source": cand.get("sources", w["source"])}
+
+
+def check_margin(torch_margin) -> None:
+    if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
+        raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
 
 
 class _Foreign(Exception):
@@ -316,8 +386,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
     check_choice("search", search, SEARCHES)
-    if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
-        raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
+    check_margin(torch_margin)
     dev = device_index(device)
     env = environment(dev)
     ekey = env_key(env)

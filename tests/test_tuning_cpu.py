@@ -135,6 +135,41 @@ def test_winner_is_the_fastest_torch_would_accept_or_torch_when_it_was_faster(ma
     assert winner_entry(res3, _env(), "forward k", "{}", torch_margin=0.0)[0]["config"] == TORCH_WINNER
 
 
+def test_reselect_applies_another_torch_margin_from_what_is_stored_and_back(make, tmp_path, capsys):
+    rows = (make.engine_row(1, ms=0.010, name="eng1{TILE_SIZE=0}"), make.engine_row(2, ms=0.012, name="eng2"),
+            make.engine_row(3, ms=0.005, name="eng3", torch_filter="nondeterministic"))
+    rows = tuple(replace(r, measured=replace(r.measured, confirmed=True)) for r in rows)
+    settings = json.dumps({"search": "full", "torch_margin": 0.03}, sort_keys=True)
+    near = winner_entry(make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.0098),)), _env(), "forward a",
+                        settings)  # torch's op 2% faster: within 3%, the configuration is stored
+    quick = winner_entry(make.engine_result(rows=rows, torch_runs=()), _env(), "forward q", settings)
+    path = tmp_path / "t.sqlite"
+    with TuningDB(path) as db:
+        db.put(*near)
+        db.put(*quick)
+        assert db.reselect(0.0) == {"to_config": 0, "to_torch": 1, "unchanged": 1}
+        w = db.winner(env_key(_env()), "forward a")
+        assert w["config"] == TORCH_WINNER and w["engine_id"] == -1 and w["kernel_ms"] == pytest.approx(0.0098)
+        assert w["runner_up"] == "eng1{TILE_SIZE=0}" and w["runner_up_ms"] == pytest.approx(near[0]["kernel_ms"])
+        assert json.loads(w["settings"])["torch_margin"] == 0.0
+        assert {c["settings"] for c in db.candidates() if c["key"] == "forward a"} == {w["settings"]}
+        assert db.winner(env_key(_env()), "forward q")["config"] == quick[0]["config"]  # torch's op not compared
+        assert db.reselect(0.03) == {"to_config": 1, "to_torch": 0, "unchanged": 1}
+        back = db.winner(env_key(_env()), "forward a")
+    # back where tune() stored it: the same winner, knobs, times, error and runner-up (from the stored candidates)
+    for k in ("config", "engine_id", "knobs", "kernel_ms", "host_ms", "rel_err", "runner_up", "runner_up_ms",
+              "settings", "torch_on_ms"):
+        assert back[k] == pytest.approx(near[0][k]) if isinstance(near[0][k], float) else back[k] == near[0][k], k
+    from cudnn_algos.cli import main
+
+    assert main(["db", "reselect", "--db", str(path)]) == 2  # the margin is needed: a usage error
+    assert main(["db", "reselect", "--torch-margin", "1.5", "--db", str(path)]) == 2
+    assert main(["db", "reselect", "--torch-margin", "0", "--db", str(path)]) == 0
+    assert "1 now torch's op" in capsys.readouterr().out
+    with TuningDB(path) as db, pytest.raises(ValueError, match="torch_margin"):
+        db.reselect(-0.1)
+
+
 class _Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
