@@ -369,7 +369,8 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     """Fills the tuning database with the winners of `model`'s convolutions (as one forward pass on `example_input`
     meets them), searching only the problems and directions it lacks: per problem, ``find_engines`` as ``profile``
     runs it (heuristic lists screened, refine, the fastest confirmed beside torch's op with benchmark on), stored
-    with every candidate as soon as it is measured (Ctrl-C or `budget_s` keeps what was stored; a re-run resumes).
+    with every candidate as soon as it is measured (Ctrl-C or `budget_s` keeps what was stored; a re-run resumes;
+    a problem another process stored meanwhile is not searched again).
 
     dtype / memory_format: what the layers will receive when the model runs (e.g. torch.float16 for a model run
     under autocast; default: what they receive in the example pass). The winners are stored under
@@ -417,6 +418,11 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             if budget_s is not None and time.perf_counter() - t0 > budget_s:
                 interrupted = True
                 break
+            if store.winner(ekey, key) is not None:  # stored meanwhile by another process tuning into this file
+                already += 1
+                if bar is not None:
+                    bar.update(1)
+                continue
             try:
                 r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
                                  device=dev, **options)

@@ -490,6 +490,30 @@ def test_tune_searches_only_what_the_database_lacks_and_stores_every_candidate(f
     assert (again.searched, again.already) == (0, 9) and len(search.calls) == 9
 
 
+def test_tune_skips_what_another_process_stored_while_it_ran(fake_tune, tmp_path):
+    db = tmp_path / "t.sqlite"
+    search = fake_tune()
+    real = search.__call__
+
+    def meanwhile(spec, shape, *, direction, **kw):  # after the first search, "another process" stores the rest
+        out = real(spec, shape, direction=direction, **kw)
+        if len(search.calls) == 1:
+            import cudnn_algos.tuning as tuning
+
+            with TuningDB(db) as other:
+                for d in ("backward_data", "backward_filter"):
+                    p = tuning.make_problem(spec, shape, None, None)
+                    other.put(_winner(tuning.problem_key(p, d)))
+        return out
+
+    import cudnn_algos.tuning as tuning
+
+    tuning.find_engines = meanwhile  # (monkeypatched by the fixture: restored after the test)
+    m = torch.nn.Conv2d(3, 8, 3, padding=1)
+    r = cudnn_algos.tune(m, torch.randn(2, 3, 8, 8), db, progress=False)
+    assert (r.searched, r.already) == (1, 2) and len(search.calls) == 1
+
+
 def test_tune_records_a_failed_search_and_goes_on(fake_tune, tmp_path):
     fake_tune(fail_direction="backward_filter")
     r = cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", progress=False)
@@ -590,3 +614,81 @@ def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
                                       tf32, a.output_padding is not None, a.output_padding or [])
                 assert ours == op, (c, ours, op)
         checked += 1
+
+
+def _tuning_process(path, seed, slow):
+    """tune() in a process of its own with a GPU-free search (the fake_tune fixture's, set up by hand: fixtures do
+    not cross processes); `slow` seconds per search so that several processes overlap and a kill lands mid-tune."""
+    import time as _time
+
+    import cudnn_algos.tuning as tuning
+    from conftest import Builders
+
+    tuning.device_index = lambda device: 0
+    tuning.environment = lambda dev: _env()
+    fake = _FakeSearch(Builders)
+
+    def search(*args, **kw):
+        _time.sleep(slow)
+        return fake(*args, **kw)
+
+    tuning.find_engines = search
+    torch.manual_seed(seed)
+    tuning.tune(_wide_model(), torch.randn(2, 3, 8, 8), path, progress=False)
+
+
+def _wide_model():
+    # 12 distinct problems x 3 directions = 36 searches
+    return torch.nn.Sequential(*[torch.nn.Conv2d(3 if i == 0 else 4 + i - 1, 4 + i, 3, padding=1) for i in range(12)])
+
+
+def test_eight_processes_tuning_at_once_and_one_killed_mid_tune_lose_nothing(tmp_path):
+    """The database under abuse (issue 12): 8 processes tune() one model into one file at once while a ninth is
+    killed with SIGKILL in the middle of its tune; every stored search is whole, nothing is stored twice, the file
+    is intact, and a later tune() resumes: it searches nothing that is stored and stores the rest."""
+    import os
+    import signal
+    import time
+
+    path = str(tmp_path / "t.sqlite")
+    ctx = mp.get_context("spawn")
+    victim = ctx.Process(target=_tuning_process, args=(path, 99, 0.2))
+    victim.start()
+    seen, t0 = 0, time.time()
+    while seen < 3 and time.time() - t0 < 120:  # the victim has stored a few searches: kill it mid-tune
+        time.sleep(0.05)
+        with contextlib.suppress(sqlite3.Error), TuningDB(path) as db:
+            seen = len(db.winners())
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(10)
+    assert 3 <= seen < 36, seen
+    procs = [ctx.Process(target=_tuning_process, args=(path, i, 0.02)) for i in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing moved aside: the file is fine
+        db = TuningDB(path)
+    try:
+        assert db.con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        ws = db.winners(env_key(_env()))
+        assert len(ws) == len({w["key"] for w in ws}) == 36  # every problem and direction once
+        per_key = {}
+        for c in db.candidates():
+            per_key[c["key"]] = per_key.get(c["key"], 0) + 1
+        assert set(per_key.values()) == {4}  # each search whole: all of its candidates
+    finally:
+        db.close()
+    import cudnn_algos.tuning as tuning
+
+    searched = []
+    old = (tuning.device_index, tuning.environment, tuning.find_engines)
+    try:
+        tuning.device_index, tuning.environment = (lambda device: 0), (lambda dev: _env())
+        tuning.find_engines = lambda *a, **k: searched.append(a)
+        r = tuning.tune(_wide_model(), torch.randn(2, 3, 8, 8), path, progress=False)
+    finally:
+        tuning.device_index, tuning.environment, tuning.find_engines = old
+    assert (r.searched, r.already, searched) == (0, 36, [])
