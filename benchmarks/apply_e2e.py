@@ -150,7 +150,8 @@ def tune_worker(a) -> dict:
     t = time.perf_counter()
     r = cudnn_algos.tune(model, x, a.db, dtype=dtype, memory_format="channels_last" if cl else None,
                          budget_s=a.tune_budget_s, search=a.tune_search, progress=False)
-    return {"tune_s": time.perf_counter() - t, "searched": r.searched, "already": r.already,
+    return {"tune_s": time.perf_counter() - t, "build_s": r.build_s, "store_s": r.store_s,
+            "searched": r.searched, "already": r.already,
             "failed": len(r.failed), "interrupted": r.interrupted, "torch": torch.__version__}
 
 
@@ -259,6 +260,9 @@ def main(argv=None) -> int:
         if all(sp.values()):
             print(f"  steady over {len(r['off'].get('rounds', []))} fresh processes each (min-max): "
                   + ", ".join(f"{m} {lo:.2f}-{hi:.2f} ms" for m, (lo, hi) in sp.items()))
+        if t.get("searched"):
+            print(f"  tune: {t['tune_s']:.1f} s for {t['searched']} searches: {t.get('build_s', 0):.1f} s building "
+                  f"plans, {t.get('store_s', 0):.1f} s storing, the rest measuring")
         if r["apply"].get("fallback_reasons"):
             print(f"  apply fallbacks: {r['apply']['fallback_reasons']}")
         print("  loss first/last: " + ", ".join(f"{m} {r[m].get('loss_first', float('nan')):.3f}/"

@@ -288,11 +288,15 @@ class TuneResult:
     seconds: float
     interrupted: bool
     db: str
+    build_s: float = 0.0  # of `seconds`: cuDNN enumerating configurations and building their plans
+    store_s: float = 0.0  # of `seconds`: writing to the database
 
     def __str__(self) -> str:
+        where = (f" ({self.build_s:.1f} s building plans, {self.store_s:.1f} s storing, the rest measuring)"
+                 if self.searched else "")
         s = (f"tune: {self.searched} searches run, {self.already} already in the database, {self.unsupported} "
              f"problem(s) apply() does not run (padding_mode other than zeros), {len(self.failed)} failed; "
-             f"{self.seconds:.1f} s"
+             f"{self.seconds:.1f} s{where}"
              f"{' (stopped: time budget or Ctrl-C)' if self.interrupted else ''}; database {self.db}")
         return s + "".join(f"\n  failed: {k}: {v}" for k, v in self.failed.items())
 
@@ -396,6 +400,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     store, own = _db(db)
     t0 = time.perf_counter()
     searched = already = unsupported = 0
+    build_s = store_s = 0.0
     failed: dict[str, str] = {}
     interrupted = False
     todo = []
@@ -426,7 +431,10 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             try:
                 r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
                                  device=dev, **options)
+                build_s += r.search_ms / 1e3
+                t_store = time.perf_counter()
                 store.put(*winner_entry(r, env, key, settings, torch_margin))
+                store_s += time.perf_counter() - t_store
                 searched += 1
             except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError) as e:
                 failed[key] = f"{type(e).__name__}: {str(e)[:200]}"
@@ -439,7 +447,8 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             bar.close()
         if own:
             store.close()
-    return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path))
+    return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path),
+                      build_s, store_s)
 
 
 def _bar(total: int, enabled: bool):

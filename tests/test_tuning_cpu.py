@@ -480,6 +480,9 @@ def test_tune_searches_only_what_the_database_lacks_and_stores_every_candidate(f
     # reflect-padded layer is not something apply() runs, so it is not tuned
     assert (r.searched, r.already, r.unsupported, r.failed, r.interrupted) == (9, 0, 1, {}, False)
     assert len(search.calls) == 9
+    # where its time went: cuDNN's plan building as each search reported it, the database writes on our clock
+    assert r.build_s == pytest.approx(9 * search.make.engine_result().search_ms / 1e3)
+    assert 0 < r.store_s < r.seconds and "building plans" in str(r)
     with TuningDB(db) as t:
         ws = t.winners(env_key(_env()))
         assert len(ws) == 9 and all(w["config"] for w in ws)
