@@ -102,14 +102,15 @@ def tune_worker(a) -> dict:
     cl = a.config == "fp16-nhwc"
     model = _model(cl)
     t0 = time.perf_counter()
-    total = {"searched": 0, "already": 0, "failed": 0, "interrupted": False}
+    total = {"searched": 0, "already": 0, "failed": 0, "interrupted": False, "build_s": 0.0}
     for b, s in shapes(a.batches, a.sizes):
         left = None if a.tune_budget_s is None else max(0.0, a.tune_budget_s - (time.perf_counter() - t0))
         r = cudnn_algos.tune(model, _input(b, s, cl), a.db, dtype=torch.float16 if cl else None,
                              memory_format="channels_last" if cl else None, progress=False, search=a.tune_search,
                              budget_s=left)
         total = {"searched": total["searched"] + r.searched, "already": total["already"] + r.already,
-                 "failed": total["failed"] + len(r.failed), "interrupted": total["interrupted"] or r.interrupted}
+                 "failed": total["failed"] + len(r.failed), "interrupted": total["interrupted"] or r.interrupted,
+                 "build_s": total["build_s"] + r.build_s}
     return {"tune_s": time.perf_counter() - t0, **total}
 
 
