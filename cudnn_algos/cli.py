@@ -292,7 +292,9 @@ def _cmd_db(a: argparse.Namespace) -> int:
             except ValueError as e:
                 raise UsageError(str(e)) from None
             print(f"torch_margin {a.torch_margin}: {c['to_config']} winners now a configuration instead of torch's "
-                  f"op, {c['to_torch']} now torch's op, {c['unchanged']} unchanged")
+                  f"op, {c['to_torch']} now torch's op, {c['unchanged']} unchanged"
+                  + (f", {c['skipped']} left alone (another search of the problem is stored under that margin)"
+                     if c["skipped"] else ""))
         else:
             env = None
             if not a.all:

@@ -174,15 +174,22 @@ class TuningDB:
         not faster by more than the margin, and a configuration gives way to torch's op where it was. The winner's
         times, error, runner-up and settings follow (a new runner-up from the stored candidates; torch's host time
         and error, which are stored only when it won, are None). Problems searched without torch's op (quick
-        tuning) keep their winner. Returns counts: to_config, to_torch, unchanged."""
+        tuning) keep their winner, and so does a search whose new settings would equal those of another search of
+        the same problem already stored (nothing stored is overwritten). Returns counts: to_config, to_torch,
+        unchanged, skipped (those)."""
         check_margin(torch_margin)
         where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
-        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0}
+        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
         self.con.execute("BEGIN IMMEDIATE")
         try:
             for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
                 w = dict(zip(_WINNER_COLS, row))
                 new = _reselected(w, torch_margin, self._eligible(w))
+                if new is not None and new["settings"] != w["settings"] and self.con.execute(
+                        "SELECT 1 FROM winners WHERE env = ? AND key = ? AND settings = ?",
+                        (w["env"], w["key"], new["settings"])).fetchone():
+                    counts["skipped"] += 1  # another search of this problem is stored under those settings
+                    continue
                 if new is None or new["config"] == w["config"]:
                     counts["unchanged"] += 1
                     if new is None:

@@ -147,14 +147,14 @@ def test_reselect_applies_another_torch_margin_from_what_is_stored_and_back(make
     with TuningDB(path) as db:
         db.put(*near)
         db.put(*quick)
-        assert db.reselect(0.0) == {"to_config": 0, "to_torch": 1, "unchanged": 1}
+        assert db.reselect(0.0) == {"to_config": 0, "to_torch": 1, "unchanged": 1, "skipped": 0}
         w = db.winner(env_key(_env()), "forward a")
         assert w["config"] == TORCH_WINNER and w["engine_id"] == -1 and w["kernel_ms"] == pytest.approx(0.0098)
         assert w["runner_up"] == "eng1{TILE_SIZE=0}" and w["runner_up_ms"] == pytest.approx(near[0]["kernel_ms"])
         assert json.loads(w["settings"])["torch_margin"] == 0.0
         assert {c["settings"] for c in db.candidates() if c["key"] == "forward a"} == {w["settings"]}
         assert db.winner(env_key(_env()), "forward q")["config"] == quick[0]["config"]  # torch's op not compared
-        assert db.reselect(0.03) == {"to_config": 1, "to_torch": 0, "unchanged": 1}
+        assert db.reselect(0.03) == {"to_config": 1, "to_torch": 0, "unchanged": 1, "skipped": 0}
         back = db.winner(env_key(_env()), "forward a")
     # back where tune() stored it: the same winner, knobs, times, error and runner-up (from the stored candidates)
     for k in ("config", "engine_id", "knobs", "kernel_ms", "host_ms", "rel_err", "runner_up", "runner_up_ms",
@@ -168,6 +168,12 @@ def test_reselect_applies_another_torch_margin_from_what_is_stored_and_back(make
     assert "1 now torch's op" in capsys.readouterr().out
     with TuningDB(path) as db, pytest.raises(ValueError, match="torch_margin"):
         db.reselect(-0.1)
+    # a second search of the same problem under the other margin: neither overwrites the other
+    with TuningDB(path) as db:
+        db.put(*winner_entry(make.engine_result(rows=rows, torch_runs=(make.torch_run(ms=0.0098),)), _env(),
+                             "forward a", settings))
+        assert db.reselect(0.0) == {"to_config": 0, "to_torch": 0, "unchanged": 2, "skipped": 1}
+        assert len([w for w in db.winners() if w["key"] == "forward a"]) == 2
 
 
 class _Net(torch.nn.Module):
