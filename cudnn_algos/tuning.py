@@ -410,22 +410,10 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     build_s = store_s = 0.0
     failed: dict[str, str] = {}
     interrupted = False
-    todo = []
-    dt = parse_dtype(dtype) if dtype is not None else None
-    for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dt,
-                                                                memory_format).items():
-        if spec.padding_mode != "zeros":  # apply() leaves such modules to torch (it pads explicitly first)
-            unsupported += 1
-            continue
-        problem = make_problem(spec, shape, dname, fmt)
-        for d in dirs:
-            key = problem_key(problem, d)
-            if store.winner(ekey, key) is not None:
-                already += 1
-            else:
-                todo.append((spec, shape, dname, fmt, d, key))
-    bar = _bar(len(todo), progress)
+    bar = None
     try:
+        todo, already, unsupported = _tuning_todo(model, example_input, dtype, memory_format, dirs, store, ekey)
+        bar = _bar(len(todo), progress)
         for spec, shape, dname, fmt, d, key in todo:
             if budget_s is not None and time.perf_counter() - t0 > budget_s:
                 interrupted = True
@@ -456,6 +444,26 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             store.close()
     return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path),
                       build_s, store_s)
+
+
+def _tuning_todo(model, example_input, dtype, memory_format, dirs, store: TuningDB, ekey: str):
+    """tune()'s searches to run: (spec, shape, dtype name, layout, direction, key) of every distinct problem and
+    direction `store` lacks; and how many it has, and how many problems apply() does not run."""
+    todo, already, unsupported = [], 0, 0
+    dt = parse_dtype(dtype) if dtype is not None else None
+    for (spec, shape, dname, fmt), _names in distinct_problems(discover(model, example_input), dt,
+                                                                memory_format).items():
+        if spec.padding_mode != "zeros":  # apply() leaves such modules to torch (it pads explicitly first)
+            unsupported += 1
+            continue
+        problem = make_problem(spec, shape, dname, fmt)
+        for d in dirs:
+            key = problem_key(problem, d)
+            if store.winner(ekey, key) is not None:
+                already += 1
+            else:
+                todo.append((spec, shape, dname, fmt, d, key))
+    return todo, already, unsupported
 
 
 def _bar(total: int, enabled: bool):
