@@ -756,38 +756,34 @@ TORCH_LIBRARY(cudnn_algos, m) {
         "int[] output_padding, int[] dilation, int groups, bool[3] mask) -> (Tensor, Tensor, Tensor)");
 }
 
+namespace cudnn_algos {
+namespace {
+// One dispatch key's kernels of the four operators (forward F, backward B), each adapted to its schema once
+template <Forward F, Backward B>
+void impl_all(torch::Library& m) {
+  m.impl("conv", &conv_kernel<F>);
+  m.impl("conv_backward", &conv_backward_kernel<B>);
+  m.impl("conv_transpose", &conv_transpose_kernel<F>);
+  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<B>);
+}
+
+// Keys that wrap only the forwards (autograd, autocast): the backward operators are reached below them
+template <Forward F>
+void impl_forwards(torch::Library& m) {
+  m.impl("conv", &conv_kernel<F>);
+  m.impl("conv_transpose", &conv_transpose_kernel<F>);
+}
+}  // namespace
+}  // namespace cudnn_algos
+
 TORCH_LIBRARY_IMPL(cudnn_algos, CUDA, m) {
-  using namespace cudnn_algos;
-  m.impl("conv", &conv_kernel<conv_cuda_any>);
-  m.impl("conv_backward", &conv_backward_kernel<conv_backward_cuda_any>);
-  m.impl("conv_transpose", &conv_transpose_kernel<conv_cuda_any>);
-  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<conv_backward_cuda_any>);
+  cudnn_algos::impl_all<cudnn_algos::conv_cuda_any, cudnn_algos::conv_backward_cuda_any>(m);
 }
-
 TORCH_LIBRARY_IMPL(cudnn_algos, CPU, m) {
-  using namespace cudnn_algos;
-  m.impl("conv", &conv_kernel<torch_conv>);
-  m.impl("conv_backward", &conv_backward_kernel<torch_conv_backward>);
-  m.impl("conv_transpose", &conv_transpose_kernel<torch_conv>);
-  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<torch_conv_backward>);
+  cudnn_algos::impl_all<cudnn_algos::torch_conv, cudnn_algos::torch_conv_backward>(m);
 }
-
 TORCH_LIBRARY_IMPL(cudnn_algos, Meta, m) {
-  using namespace cudnn_algos;
-  m.impl("conv", &conv_kernel<conv_meta_any>);
-  m.impl("conv_backward", &conv_backward_kernel<conv_backward_meta_any>);
-  m.impl("conv_transpose", &conv_transpose_kernel<conv_meta_any>);
-  m.impl("conv_transpose_backward", &conv_transpose_backward_kernel<conv_backward_meta_any>);
+  cudnn_algos::impl_all<cudnn_algos::conv_meta_any, cudnn_algos::conv_backward_meta_any>(m);
 }
-
-TORCH_LIBRARY_IMPL(cudnn_algos, Autograd, m) {
-  using namespace cudnn_algos;
-  m.impl("conv", &conv_kernel<autograd_any>);
-  m.impl("conv_transpose", &conv_transpose_kernel<autograd_any>);
-}
-
-TORCH_LIBRARY_IMPL(cudnn_algos, AutocastCUDA, m) {
-  using namespace cudnn_algos;
-  m.impl("conv", &conv_kernel<autocast_any>);
-  m.impl("conv_transpose", &conv_transpose_kernel<autocast_any>);
-}
+TORCH_LIBRARY_IMPL(cudnn_algos, Autograd, m) { cudnn_algos::impl_forwards<cudnn_algos::autograd_any>(m); }
+TORCH_LIBRARY_IMPL(cudnn_algos, AutocastCUDA, m) { cudnn_algos::impl_forwards<cudnn_algos::autocast_any>(m); }
