@@ -101,15 +101,7 @@ def worker(a) -> dict:
         out["op_calls_per_step"] = (st["forward_calls"] + st["backward_calls"]) / n
         # cudnnBackendExecute's host time per call by the winners' engines, beside the same configurations' host
         # time per call measured alone by tune() (back-to-back calls of one problem)
-        alone: dict[str, list[float]] = {}
-        with cudnn_algos.TuningDB(a.db) as db:
-            host = {w["key"]: w["host_ms"] for w in db.winners()}
-        for c in handle.counts():
-            if c["timed_calls"] and host.get(c["key"]):
-                alone.setdefault(handle.configs.get(c["key"], "?").split("{")[0], []).append(1e3 * host[c["key"]])
-        out["execute_by_engine"] = [{**r, "alone_us": statistics.median(alone[r["engine"]])
-                                     if alone.get(r["engine"]) else None, "calls": r["calls"] / n}
-                                    for r in handle.execute_by_config()]
+        out["execute_by_engine"] = [{**r, "calls": r["calls"] / n} for r in handle.execute_by_config()]
     # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), before torch.profiler:
     # measured after it, busy read above the step's wall time (fp32 b32: 35 ms of a 21 ms step)
     try:

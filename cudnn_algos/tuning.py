@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import os
 import sqlite3
+import statistics
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -177,7 +178,7 @@ class TuningDB:
         tuning) keep their winner, and so does a search whose new settings would equal those of another search of
         the same problem already stored (nothing stored is overwritten). Returns counts: to_config, to_torch,
         unchanged, skipped (those)."""
-        check_margin(torch_margin)
+        _check_margin(torch_margin)
         where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
         counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
         self.con.execute("BEGIN IMMEDIATE")
@@ -248,7 +249,7 @@ def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]
     best_ms = w["runner_up_ms"] if w["engine_id"] < 0 else w["kernel_ms"]
     if torch_ms is None or best_name is None or best_ms is None:
         return None  # torch's op was not compared, or no configuration torch would accept was timed
-    torch_wins = torch_ms * (1 + margin) < best_ms
+    torch_wins = _torch_wins(torch_ms, best_ms, margin)
     settings = json.dumps({**json.loads(w["settings"] or "{}"), "torch_margin": margin}, sort_keys=True)
     if torch_wins == (w["engine_id"] < 0):
         return None if settings == w["settings"] else {**w, "settings": settings}
@@ -266,7 +267,7 @@ def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]
             "source": cand.get("sources", w["source"])}
 
 
-def check_margin(torch_margin) -> None:
+def _check_margin(torch_margin) -> None:
     if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
         raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
 
@@ -325,6 +326,12 @@ def problem_key(problem, direction: str, deterministic: bool | None = None, allo
 TORCH_MARGIN = 0.03
 
 
+def _torch_wins(torch_ms: float, best_ms: float, margin: float) -> bool:
+    """Note [torch's op as the winner]: torch's op is stored only when faster than the best configuration by more
+    than `margin` (tune() and TuningDB.reselect decide by this one rule)."""
+    return torch_ms * (1 + margin) < best_ms
+
+
 def winner_entry(result, env: Environment, key: str, settings: str,
                  torch_margin: float = TORCH_MARGIN) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The database rows of one measured engine search: the winner (the fastest configuration torch would accept, or
@@ -336,7 +343,7 @@ def winner_entry(result, env: Environment, key: str, settings: str,
                 key=lambda r: r.kernel_ms)
     runner = ok[1] if len(ok) > 1 else None
     torch_wins = best is None or (on is not None and on.kernel_ms is not None
-                                  and on.kernel_ms * (1 + torch_margin) < best.kernel_ms)
+                                  and _torch_wins(on.kernel_ms, best.kernel_ms, torch_margin))
     now = _now()
     w = {"env": env_key(env), "key": key, "settings": settings, "direction": result.direction,
          "config": TORCH_WINNER if torch_wins else best.name, "engine_id": -1 if torch_wins else best.engine_id,
@@ -398,7 +405,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
     check_choice("search", search, SEARCHES)
-    check_margin(torch_margin)
+    _check_margin(torch_margin)
     dev = device_index(device)
     env = environment(dev)
     ekey = env_key(env)
@@ -524,6 +531,7 @@ class Applied:
     winners: int
     db: str
     configs: dict[str, str] = field(default_factory=dict, repr=False)  # problem key -> stored winner's config
+    host_ms: dict[str, float] = field(default_factory=dict, repr=False)  # ... -> its host ms per call in tune()
     _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
 
     def undo(self) -> None:
@@ -552,17 +560,21 @@ class Applied:
     def execute_by_config(self) -> list[dict[str, Any]]:
         """cudnnBackendExecute's host time per call while host stages were timed, grouped by the stored winner's
         engine (``eng63{...}`` -> ``eng63``): which engines cost the most host time inside the model. Rows
-        ``engine``, ``calls``, ``us_per_call``, ``problems``, most host time first."""
-        acc: dict[str, list[float]] = {}
+        ``engine``, ``calls``, ``us_per_call``, ``problems``, and ``alone_us`` (the median over those problems of
+        the host time per call tune() measured for the same plans in back-to-back calls; None where not stored),
+        most host time first."""
+        acc: dict[str, list] = {}
         for c in self.counts():
             if not c["timed_calls"]:
                 continue
-            eng = self.configs.get(c["key"], "?").split("{")[0]
-            a = acc.setdefault(eng, [0, 0.0, 0])
+            a = acc.setdefault(self.configs.get(c["key"], "?").split("{")[0], [0, 0.0, 0, []])
             a[0] += c["timed_calls"]
             a[1] += c["execute_us"]
             a[2] += 1
-        rows = [{"engine": e, "calls": n, "us_per_call": us / n, "problems": k} for e, (n, us, k) in acc.items()]
+            if self.host_ms.get(c["key"]) is not None:
+                a[3].append(1e3 * self.host_ms[c["key"]])
+        rows = [{"engine": e, "calls": n, "us_per_call": us / n, "problems": k,
+                 "alone_us": statistics.median(alone) if alone else None} for e, (n, us, k, alone) in acc.items()]
         return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])
 
     @staticmethod
@@ -654,13 +666,15 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     ext.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
     seen = set()
     configs: dict[str, str] = {}
+    host_ms: dict[str, float] = {}
     for w in winners:  # newest first: the first entry per key wins
         if w["key"] in seen:
             continue
         seen.add(w["key"])
-        configs[w["key"]] = w["config"]
+        configs[w["key"]], host_ms[w["key"]] = w["config"], w["host_ms"]
         ext.pinned_set(w["key"], int(w["engine_id"]), [tuple(k) for k in json.loads(w["knobs"] or "[]")])
-    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path), configs=configs)
+    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path), configs=configs,
+                     host_ms=host_ms)
     for name, m in model.named_modules():
         if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
             continue

@@ -233,6 +233,21 @@ def test_host_stage_names_are_the_documented_ones_and_counts_carry_execute_time(
         assert h.execute_by_config() == []
 
 
+def test_execute_by_config_groups_the_timed_calls_by_engine_beside_tune_s_host_time(monkeypatch):
+    # the counts are the GPU kernels' (none on the CPU): hand-made here, as pinned_counts gives them
+    counts = [{"key": "k1", "timed_calls": 10, "execute_us": 200.0}, {"key": "k2", "timed_calls": 30,
+                                                                       "execute_us": 900.0},
+              {"key": "k3", "timed_calls": 5, "execute_us": 50.0}, {"key": "k4", "timed_calls": 0, "execute_us": 0}]
+    monkeypatch.setattr(cudnn_algos.Applied, "counts", staticmethod(lambda: counts))
+    h = cudnn_algos.Applied(modules=[], skipped={}, winners=4, db=":memory:",
+                            configs={"k1": "eng62{TILE_SIZE=1}", "k2": "eng62{TILE_SIZE=3}", "k3": "eng58",
+                                     "k4": "eng1"},
+                            host_ms={"k1": 0.010, "k2": 0.014, "k3": None, "k4": 0.5})
+    assert h.execute_by_config() == [
+        {"engine": "eng62", "calls": 40, "us_per_call": 27.5, "problems": 2, "alone_us": pytest.approx(12.0)},
+        {"engine": "eng58", "calls": 5, "us_per_call": 10.0, "problems": 1, "alone_us": None}]
+
+
 def test_a_torch_function_mode_still_sees_the_operator_called():
     # the bound fast call (Note [the Python call]) must not hide the call from __torch_function__ overrides
     from torch.overrides import TorchFunctionMode
