@@ -7,9 +7,13 @@ long      --calls calls each of run() (a legacy algorithm and an engine plan) an
           and --search-calls each of find and find_engines(measure=True), each kind in its own phase measured from
           after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS workspace are shown
           apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
+          RSS is read after gc.collect() and malloc_trim(0) (what is still held; the raw reading is printed beside
+          it), and the measured search is also run in pieces (plans only, one CUPTI session, without torch's op)
+          so that a growing phase says which piece grows.
 pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, measured) and pinned execution still
           complete, candidates that cannot get a workspace are rows saying so, the process lives, allocated memory
-          returns to its baseline; a problem too large for the memory left is torch's OutOfMemoryError, and one over
+          returns to its baseline; a problem too large for the memory left is a torch.OutOfMemoryError (from torch's
+          allocator, or cuDNN's own allocation failing: CudnnOutOfMemoryError, which is both), and one over
           cuDNN's 32-bit fields a ValueError before any allocation.
 threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once
           (with a second GPU visible, half of them on it): no errors, outputs identical to a serial run on the same
@@ -18,6 +22,8 @@ threads   8 threads, each on its own stream, calling find, find_engines + run, a
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import json
 import sys
 import threading
@@ -30,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
-from cudnn_algos import _ext  # noqa: E402
+from cudnn_algos import _ext, timing  # noqa: E402
 from cudnn_algos.engines import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
 from cudnn_algos.tuning import problem_key  # noqa: E402
@@ -45,6 +51,17 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def rss_kept_mb() -> float:
+    """RSS after Python's cycle collector ran and glibc returned its free pages (malloc_trim): memory something still
+    holds, not garbage waiting for a collection or free heap the allocator kept."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_mb()
 
 
 def operands(dtype=torch.float16):
@@ -67,6 +84,18 @@ def pinned_layer(dtype=torch.float16, device: int = 0):
     return layer, h
 
 
+def mark() -> tuple[int, float, float]:
+    """(GPU bytes allocated, RSS kept after collection and trim, RSS as it was before them)."""
+    raw = rss_mb()
+    return torch.cuda.memory_allocated(), rss_kept_mb(), raw
+
+
+def clock_session(x, w) -> None:
+    """One kernel-clock (CUPTI) session around one convolution, as a measured search opens two per call."""
+    with timing.kernel_clock(x.device.index or 0) as s:
+        s.window(lambda: (torch.nn.functional.conv2d(x, w, padding=1), torch.cuda.synchronize()))
+
+
 def part_long(a) -> dict:
     x, w = operands()
     legacy = cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16).best
@@ -77,7 +106,7 @@ def part_long(a) -> dict:
         cudnn_algos.run(LAYER, legacy, input=x, weight=w)
         layer(x)
     torch.cuda.synchronize()
-    mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
+    mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
     t0 = time.perf_counter()
     # each kind of call in its own phase, memory read at its half and its end: growth that stops after the first
     # half is a cache filling, growth in both halves a leak
@@ -89,27 +118,35 @@ def part_long(a) -> dict:
         "find_engines measured": (a.search_calls, lambda: cudnn_algos.find_engines(
             LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
             confirm=1)),
+        # the measured search taken apart, to say which piece grows: its plans, its CUPTI sessions, torch's op
+        " plans only": (a.search_calls, lambda: cudnn_algos.find_engines(
+            LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)),
+        " kernel-clock session": (a.search_calls, lambda: clock_session(x, w)),
+        " measured, no torch op": (a.search_calls, lambda: cudnn_algos.find_engines(
+            LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
+            confirm=1, compare_torch=False)),
     }
-    growth = {}
+    growth, last = {}, (mem0, rss0)
     with torch.no_grad():
         for name, (n, call) in phases.items():
             for _ in range(min(10, n)):  # the phase's one-time costs (CUPTI, cuBLAS's workspace) before its baseline
                 call()
             torch.cuda.synchronize()
-            marks = [(torch.cuda.memory_allocated(), rss_mb())]
+            marks = [mark()]
             for half in range(2):
                 for _ in range(n // 2):
                     call()
                 torch.cuda.synchronize()
-                marks.append((torch.cuda.memory_allocated(), rss_mb()))
-            prev = (mem0, rss0) if not growth else last
+                marks.append(mark())
+            prev = last  # the previous phase's end
             growth[name] = {"warm_gpu_mb": round((marks[0][0] - prev[0]) / 2**20, 2),
                             "warm_rss_mb": round(marks[0][1] - prev[1], 1),
-                            "gpu_mb": [round((m - marks[0][0]) / 2**20, 2) for m, _ in marks[1:]],
-                            "rss_mb": [round(r - marks[0][1], 1) for _, r in marks[1:]]}
+                            "gpu_mb": [round((m[0] - marks[0][0]) / 2**20, 2) for m in marks[1:]],
+                            "rss_mb": [round(m[1] - marks[0][1], 1) for m in marks[1:]],
+                            "rss_raw_mb": [round(m[2] - marks[0][2], 1) for m in marks[1:]]}
             last = marks[-1]
     h.undo()
-    mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_mb(), _ext.load().pinned_plans_built()
+    mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
     # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls
     ok = plans1 == plans0 and all(g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for g in growth.values())
     return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.search_calls} x (find, "
@@ -118,34 +155,59 @@ def part_long(a) -> dict:
             "growth_by_phase": growth}
 
 
+def _frames(ex: BaseException) -> str:
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                       for f in reversed(traceback.extract_tb(ex.__traceback__)[-6:]))
+
+
 def part_pressure(a) -> dict:
+    x, _ = operands()
+    layer, h = pinned_layer()  # its plans built while memory is free; run below with none left
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     free, _ = torch.cuda.mem_get_info()
     hog = torch.empty(max(0, free - 64 * 2**20), dtype=torch.uint8, device="cuda")
     errors, notes = [], []
-    try:
+
+    def legacy():
         r = cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16, measure=True, repeats=2)
-        notes.append(f"legacy: {len(r.succeeded)} ok, statuses {sorted({row.status for row in r.rows})}")
+        return f"{len(r.succeeded)} ok, statuses {sorted({row.status for row in r.rows})}"
+
+    def engines():
         e = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, measure=True, repeats=2,
                                      runtime_compiled=False)
         bad = sorted({(row.measured.error if row.measured else row.status)[:60] for row in e.rows
                       if not row.ok or (row.measured and row.measured.error)})
-        notes.append(f"engines: {len(e.succeeded)} built, not ok: {bad[:3]}")
-    except torch.OutOfMemoryError as ex:
-        notes.append(f"OutOfMemoryError (typed): {str(ex).splitlines()[0][:80]}")
-    except Exception as ex:  # noqa: BLE001
-        errors.append(f"{type(ex).__name__}: {str(ex).splitlines()[0][:120]} at "
-                      + " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}"
-                                    for f in reversed(traceback.extract_tb(ex.__traceback__)[-6:])))
+        return f"{len(e.succeeded)} built, {sum(r.kernel_ms is not None for r in e.rows)} timed, not ok: {bad[:3]}"
+
+    def pinned():
+        with torch.no_grad():
+            layer(x)
+        torch.cuda.synchronize()
+        c = h.counts()
+        return f"ran: {sum(r['pinned'] for r in c)} pinned, {sum(r['fallback'] for r in c)} fallback"
+
+    # searches must complete (candidates without a workspace are rows saying so); the pinned call may be refused
+    # only with torch's typed OutOfMemoryError, as torch's own convolution would be
+    for name, fn, oom_ok in (("legacy search", legacy, False), ("engine search", engines, False),
+                             ("pinned conv", pinned, True)):
+        try:
+            notes.append(f"{name}: {fn()}")
+        except torch.OutOfMemoryError as ex:
+            (notes if oom_ok else errors).append(f"{name}: {type(ex).__name__}: {str(ex).splitlines()[0][:100]}"
+                                                 + ("" if oom_ok else f" at {_frames(ex)}"))
+        except Exception as ex:  # noqa: BLE001
+            errors.append(f"{name}: {type(ex).__name__}: {str(ex).splitlines()[0][:120]} at {_frames(ex)}")
     try:  # within cuDNN's 32-bit fields, but 411 MB of input with 64 MB left: torch's typed OutOfMemoryError
         cudnn_algos.find(torch.nn.Conv2d(256, 256, 3, padding=1), (64, 256, 112, 112), dtype=torch.float16)
         errors.append("a problem too large for the memory left did not raise")
-    except torch.OutOfMemoryError as ex:
-        notes.append(f"too large for the memory left: OutOfMemoryError: {str(ex).splitlines()[0][:100]}")
+    except torch.OutOfMemoryError as ex:  # torch's allocator's, or cuDNN's own (CudnnOutOfMemoryError)
+        notes.append(f"too large for the memory left: {type(ex).__name__} {getattr(ex, 'status', '')}: "
+                     f"{str(ex).splitlines()[0][:100]}")
     except Exception as ex:  # noqa: BLE001
         errors.append(f"too large for the memory left: {type(ex).__name__}: {str(ex)[:150]}")
     del hog
+    h.undo()  # layer and x were allocated before the baseline
     torch.cuda.empty_cache()
     try:  # 8.6e9 elements: refused before any allocation (cuDNN's 32-bit fields)
         cudnn_algos.find(torch.nn.Conv2d(512, 512, 3, padding=1), (64, 512, 512, 512), dtype=torch.float16)
@@ -241,8 +303,8 @@ def main(argv=None) -> int:
                                                           "same_outputs_on_both_gpus", "notes")
                           if k in r)[:400])
         for k, g in r.get("growth_by_phase", {}).items():
-            print(f"    {k:<22} first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "
-                  f"end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB")
+            print(f"    {k:<23} first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "
+                  f"end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB (before collection and trim {g['rss_raw_mb']})")
         for e in r.get("error_list", [])[:3]:
             print(f"    error: {e[:600]}")
     return 0 if all(r.get("ok") for r in out) else 1

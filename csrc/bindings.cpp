@@ -376,15 +376,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);
+  // for the CPU tests of the translation below: raises what a failed cuDNN call with this status raises
+  m.def("_raise_cudnn_status", [](int code) {
+    throw_cudnn(static_cast<cudnnStatus_t>(code), "_raise_cudnn_status", __FILE__, __LINE__);
+  });
 
   // cuDNN / CUDA failures become the package's own exception types (cudnn_algos/errors.py), carrying the status.
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const CudnnException& e) {
-      py::object cls = py::module_::import("cudnn_algos.errors").attr("CudnnError");
-      py::object exc = cls(e.what(), e.status_name(), static_cast<int>(e.status()));
-      PyErr_SetObject(cls.ptr(), exc.ptr());
+      // CudnnError, or CudnnOutOfMemoryError (also a torch.OutOfMemoryError) for a device allocation failure
+      py::object exc = py::module_::import("cudnn_algos.errors")
+                           .attr("cudnn_error")(e.what(), e.status_name(), static_cast<int>(e.status()));
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     } catch (const CudaException& e) {
       py::object cls = py::module_::import("cudnn_algos.errors").attr("CudaError");
       py::object exc = cls(e.what(), std::string(cudaGetErrorName(e.error())));

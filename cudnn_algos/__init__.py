@@ -13,7 +13,7 @@ Importing needs no GPU; the C++ extension is loaded (or JIT-built from csrc/) by
 from .api import find, run
 from .comparison import Comparison, compare
 from .engines import find_engines, identify_torch
-from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
+from .errors import CudaError, CudaUnavailableError, CudnnError, CudnnOutOfMemoryError, ExtensionUnavailableError
 from .sysinfo import info
 from .problem import DIRECTIONS, MATH_TYPES, MODES, Environment, default_math
 from .report import load_report, profile
@@ -29,7 +29,7 @@ __all__ = [
     "find", "run", "find_engines", "identify_torch", "profile", "info", "load_json", "load_report", "default_math",
     "fidelity_table", "compare", "Comparison", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
-    "Environment", "CudnnError", "CudaError", "CudaUnavailableError", "ExtensionUnavailableError", "DIRECTIONS",
-    "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB", "TuneResult", "Applied",
+    "Environment", "CudnnError", "CudnnOutOfMemoryError", "CudaError", "CudaUnavailableError",
+    "ExtensionUnavailableError", "DIRECTIONS", "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB", "TuneResult", "Applied",
     "chrome_trace", "write_chrome_trace",
 ]

@@ -20,7 +20,7 @@ from .problem import (DIRECTIONS, MATH_TYPES, MEMORY_FORMATS, MODES, OUTPUT_OPER
                       environment, layout_of, make_problem, parse_workspace_limit)
 from .results import AlgoResult, EngineRow, MeasureConfig, SearchResult, SearchResults
 from .spec import ConvShapes, ConvSpec
-from .timing import (check_config, legacy_runnable, measure_rows, operand_sets, peak_label, peak_tflops,
+from .timing import (check_config, legacy_runnable, measure_rows, operand_sets, peak_label, peak_or_none,
                      reference_output, tensor_math)
 
 
@@ -168,8 +168,9 @@ def _measure(result: SearchResult, problem: Problem, cfg: MeasureConfig, limit: 
         hit = next((r for r in rows if r.name == choice and r.kernel_ms is not None), None)
         if hit is not None and best is not None:
             regret = hit.kernel_ms / best.kernel_ms
-    peaks = {peak_label(problem.dtype, tc): peak_tflops(dev, problem.dtype, tc and problem.dtype == torch.float32)
+    peaks = {peak_label(problem.dtype, tc): peak_or_none(dev, problem.dtype, tc and problem.dtype == torch.float32)
              for tc in {tensor_math(problem.dtype, r.math_type) for r in rows if r.kernel_ms is not None}}
+    peaks = {k: v for k, v in peaks.items() if v is not None}
     return replace(result, rows=tuple(rows), measure=cfg, flops=problem.flops(), heuristic_choice=choice,
                    heuristic_regret=regret, peak_tflops=peaks)
 

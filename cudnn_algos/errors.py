@@ -1,6 +1,8 @@
 """The package's exception types. Importing this module needs neither a GPU nor the extension."""
 from __future__ import annotations
 
+import torch
+
 
 class CudnnError(RuntimeError):
     """A cuDNN call failed as a whole (not one algorithm of a search: those are rows with a status).
@@ -15,6 +17,22 @@ class CudnnError(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (str(self), self.status, self.code))
+
+
+class CudnnOutOfMemoryError(CudnnError, torch.OutOfMemoryError):
+    """cuDNN could not allocate device memory for a call it allocates for itself (``find`` in mode "find": cuDNN's
+    own search allocates its operands and workspaces). Both a :class:`CudnnError` with the status and a
+    ``torch.OutOfMemoryError``, so code that frees memory and retries on torch's out-of-memory error catches it."""
+
+
+# the status that means "no device memory" (cuDNN 9's 4004; ALLOC_FAILED is now a name of the host-memory one)
+_DEVICE_OOM = ("CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",)
+
+
+def cudnn_error(message: str, status: str = "", code: int = -1) -> CudnnError:
+    """The exception for a failed cuDNN call (the extension raises what this returns)."""
+    cls = CudnnOutOfMemoryError if status in _DEVICE_OOM else CudnnError
+    return cls(message, status, code)
 
 
 class CudaError(RuntimeError):

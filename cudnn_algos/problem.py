@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .errors import CudaUnavailableError, CudnnError
+from .errors import CudaUnavailableError, CudnnError, cudnn_error
 from .spec import ConvShapes, ConvSpec
 
 DIRECTIONS = ("forward", "backward_data", "backward_filter")
@@ -355,7 +355,7 @@ class Problem:
                 f"math={self.math}")
 
     def with_context(self, err: CudnnError, direction: str) -> CudnnError:
-        return CudnnError(f"{err} [convolution: {self.describe(direction)}]", err.status, err.code)
+        return cudnn_error(f"{err} [convolution: {self.describe(direction)}]", err.status, err.code)
 
 
 def make_problem(conv: Any, input_shape: Sequence[int], dtype: Any = None, memory_format: Any = None,

@@ -291,6 +291,22 @@ def peak_tflops(device: int, dtype: torch.dtype, tf32: bool) -> float:
     return 2 * n**3 / (statistics.median(times) * 1e-3) / 1e12
 
 
+def peak_or_none(device: int, dtype: torch.dtype, tf32: bool) -> float | None:
+    """peak_tflops, or None (with a warning) when the GPU has no room for its two 8192^2 operands (128 MiB each in
+    fp16): a search run while the GPU is nearly full completes without its rows' % of peak (on the H200 this was
+    the only allocation of a measured engine search that failed with 64 MB free). Not cached: a later call with
+    memory free measures it."""
+    try:
+        return peak_tflops(device, dtype, tf32)
+    except RuntimeError as e:  # OutOfMemoryError, or an AcceleratorError saying out of memory
+        if "out of memory" not in str(e):
+            raise
+        torch.cuda.empty_cache()
+        warnings.warn(f"the {peak_label(dtype, tf32)} peak did not fit on cuda:{device} ({type(e).__name__}); "
+                      "rows have no % of peak", RuntimeWarning, stacklevel=2)
+        return None
+
+
 def peak_label(dtype: torch.dtype, tf32: bool) -> str:
     name = str(dtype).replace("torch.", "")
     if dtype == torch.float32:
@@ -589,7 +605,8 @@ def _work_and_ranks(runnables: Sequence[Runnable], out: list[Measurement], probl
             pct = None
             if peak:
                 tc = runnables[i].tensor_math
-                pct = 100.0 * tf / peak_tflops(device, problem.dtype, tc and problem.dtype == torch.float32)
+                pk = peak_or_none(device, problem.dtype, tc and problem.dtype == torch.float32)
+                pct = None if pk is None else 100.0 * tf / pk
             out[i] = replace(m, tflops=tf, pct_peak=pct)
     order = sorted((i for i, m in enumerate(out) if m.kernel_ms is not None), key=lambda i: out[i].kernel_ms.median)
     for rank, i in enumerate(order):

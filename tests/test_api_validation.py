@@ -123,3 +123,25 @@ def test_no_gpu_is_a_clear_error():
     with pytest.raises(CudaUnavailableError, match="no CUDA GPU is visible") as ei:
         cudnn_algos.find(CONV, SHAPE)
     assert isinstance(ei.value, RuntimeError)
+
+
+@pytest.mark.parametrize("code,status,oom", [
+    (4004, "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED", True),
+    (4003, "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED", False),
+    (3000, "CUDNN_STATUS_NOT_SUPPORTED", False),
+])
+def test_a_cudnn_device_allocation_failure_is_also_torchs_out_of_memory_error(code, status, oom):
+    # on the H200 with 64 MB free, find()'s mode "find" (cuDNN allocates for itself) failed with status 4004: code
+    # that frees memory and retries on torch.OutOfMemoryError must catch it, and it still carries cuDNN's status.
+    # CPU test: the extension's exception translation, raised through the extension without a GPU
+    import pickle
+
+    from cudnn_algos import _ext
+    with pytest.raises(cudnn_algos.CudnnError) as info:
+        _ext.load()._raise_cudnn_status(code)
+    e = info.value
+    assert e.status == status and e.code == code and status in str(e)
+    assert isinstance(e, torch.OutOfMemoryError) is oom
+    assert isinstance(e, cudnn_algos.CudnnOutOfMemoryError) is oom
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is type(e) and again.status == status
