@@ -152,7 +152,7 @@ def part_long(a) -> dict:
     return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.search_calls} x (find, "
             f"find_engines measured)", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
             "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok,
-            "growth_by_phase": growth}
+            "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
 
 
 def _frames(ex: BaseException) -> str:
@@ -302,6 +302,8 @@ def main(argv=None) -> int:
               + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "gpus",
                                                           "same_outputs_on_both_gpus", "notes")
                           if k in r)[:400])
+        if "kernel_clock" in r:
+            print(f"    kernel clock over the process: {r['kernel_clock']}")
         for k, g in r.get("growth_by_phase", {}).items():
             print(f"    {k:<23} first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "
                   f"end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB (before collection and trim {g['rss_raw_mb']})")

@@ -322,6 +322,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       py::arg("device"), py::arg("windows"));
   m.def("kernel_clock_abort", &kernel_clock_abort);
+  m.def("kernel_clock_stats", []() {
+    const KernelClockStats k = kernel_clock_stats();
+    py::dict d;
+    d["sessions"] = k.sessions;
+    d["buffers_requested"] = k.buffers_requested;
+    d["buffers_completed"] = k.buffers_completed;
+    d["buffers_reclaimed"] = k.buffers_reclaimed;
+    d["buffers_outstanding"] = k.buffers_outstanding;
+    return d;
+  });
   // pinned execution (pinned.h): winners in, counts out; the operator itself is torch.ops.cudnn_algos.conv
   m.def("problem_key",
         [](const std::string& direction, const ConvProblem& p, bool deterministic, bool allow_tf32) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "timing.h"
 
@@ -45,10 +46,30 @@ bool active = false;
 
 constexpr size_t kBufferBytes = 4 << 20;
 
+// Every buffer handed to CUPTI, until CUPTI hands it back completed. A buffer CUPTI still holds when it is
+// finalized is never completed: freed here after cuptiFinalize (CUPTI no longer refers to it), and counted.
+std::mutex buffers_mutex;
+std::unordered_set<uint8_t*> outstanding;
+KernelClockStats stats;
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
   *max_records = 0;
+  if (*buffer) {
+    std::lock_guard<std::mutex> lock(buffers_mutex);
+    outstanding.insert(*buffer);
+    ++stats.buffers_requested;
+  }
+}
+
+void release_buffer(uint8_t* buffer) {
+  {
+    std::lock_guard<std::mutex> lock(buffers_mutex);
+    if (outstanding.erase(buffer) == 0) return;  // not ours, or already freed
+    ++stats.buffers_completed;
+  }
+  std::free(buffer);
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -77,7 +98,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       }
     }
   }
-  std::free(buffer);
+  release_buffer(buffer);
 }
 
 void check(CUptiResult r, const char* call) {
@@ -97,6 +118,11 @@ void stop_recording() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   cuptiFinalize();
   active = false;
+  std::lock_guard<std::mutex> lock(buffers_mutex);
+  for (uint8_t* b : outstanding) std::free(b);
+  stats.buffers_reclaimed += static_cast<int64_t>(outstanding.size());
+  outstanding.clear();
+  ++stats.sessions;
 }
 
 // Length of the union of [start, end) intervals (concurrent activities counted once).
@@ -175,6 +201,13 @@ std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::
     out[w].activities = static_cast<int64_t>(iv.size());
     out[w].busy_ns = union_ns(iv);
   }
+  return out;
+}
+
+KernelClockStats kernel_clock_stats() {
+  std::lock_guard<std::mutex> lock(buffers_mutex);
+  KernelClockStats out = stats;
+  out.buffers_outstanding = static_cast<int64_t>(outstanding.size());
   return out;
 }
 

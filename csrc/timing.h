@@ -75,5 +75,11 @@ uint64_t kernel_clock_now();
 std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::pair<uint64_t, uint64_t>>& windows);
 // Abandons a session (after an exception): flush, disable, detach, drop the records.
 void kernel_clock_abort();
+// Counters over the process: sessions closed, activity buffers handed to CUPTI, handed back completed, and freed
+// by us after cuptiFinalize because CUPTI never completed them (the long-run check reads these).
+struct KernelClockStats {
+  int64_t sessions = 0, buffers_requested = 0, buffers_completed = 0, buffers_reclaimed = 0, buffers_outstanding = 0;
+};
+KernelClockStats kernel_clock_stats();
 
 }  // namespace cudnn_algos
