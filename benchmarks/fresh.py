@@ -1,7 +1,10 @@
 """Running one benchmark mode in a fresh process (torch keeps the first plan per problem for a process's life):
-the benchmark script calls itself with worker arguments and reads the JSON line the worker prints last."""
+the benchmark script calls itself with worker arguments and reads the JSON line the worker prints last. And the
+process's own host memory, for the benchmarks that watch it."""
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import subprocess
 import sys
@@ -51,3 +54,23 @@ def pin_to_gpu_cpus(device: int = 0) -> list[int] | None:
         return cpus
     except (AttributeError, OSError, ValueError, RuntimeError):
         return None
+
+
+def rss_mb() -> float:
+    """This process's resident set, MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_kept_mb() -> float:
+    """RSS after Python's cycle collector ran and glibc returned its free pages (malloc_trim): memory something still
+    holds, not garbage waiting for a collection or free heap the allocator kept."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return rss_mb()

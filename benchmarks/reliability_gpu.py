@@ -22,8 +22,7 @@ threads   8 threads, each on its own stream, calling find, find_engines + run, a
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
+import contextlib
 import json
 import sys
 import threading
@@ -32,10 +31,12 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
+from fresh import rss_kept_mb, rss_mb  # noqa: E402
 from cudnn_algos import _ext, timing  # noqa: E402
 from cudnn_algos.engines import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
@@ -43,25 +44,6 @@ from cudnn_algos.tuning import problem_key  # noqa: E402
 
 LAYER = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
 SHAPE = (8, 64, 28, 28)
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def rss_kept_mb() -> float:
-    """RSS after Python's cycle collector ran and glibc returned its free pages (malloc_trim): memory something still
-    holds, not garbage waiting for a collection or free heap the allocator kept."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    return rss_mb()
 
 
 def operands(dtype=torch.float16):
@@ -125,10 +107,16 @@ def part_long(a) -> dict:
         " measured, no torch op": (a.search_calls, lambda: cudnn_algos.find_engines(
             LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
             confirm=1, compare_torch=False)),
+        # the same sessions with CUPTI kept attached between them (timing.cupti_held): one attach for the phase
+        " sessions, CUPTI held": (a.search_calls, lambda: clock_session(x, w)),
+        " measured, CUPTI held": (a.search_calls, lambda: cudnn_algos.find_engines(
+            LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
+            confirm=1)),
     }
+    held = {" sessions, CUPTI held", " measured, CUPTI held"}
     growth, last = {}, (mem0, rss0)
-    with torch.no_grad():
-        for name, (n, call) in phases.items():
+    for name, (n, call) in phases.items():
+        with torch.no_grad(), (timing.cupti_held() if name in held else contextlib.nullcontext()):
             for _ in range(min(10, n)):  # the phase's one-time costs (CUPTI, cuBLAS's workspace) before its baseline
                 call()
             torch.cuda.synchronize()

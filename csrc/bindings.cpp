@@ -322,10 +322,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       py::arg("device"), py::arg("windows"));
   m.def("kernel_clock_abort", &kernel_clock_abort);
+  m.def("kernel_clock_keep_attached", &kernel_clock_keep_attached, py::arg("on"));
   m.def("kernel_clock_stats", []() {
     const KernelClockStats k = kernel_clock_stats();
     py::dict d;
     d["sessions"] = k.sessions;
+    d["finalizes"] = k.finalizes;
+    d["attached"] = k.attached;
     d["buffers_requested"] = k.buffers_requested;
     d["buffers_completed"] = k.buffers_completed;
     d["buffers_reclaimed"] = k.buffers_reclaimed;

@@ -41,8 +41,10 @@ struct Names {
 std::mutex records_mutex;  // the buffer-completed callback may run on a CUPTI thread
 std::vector<Record> records;
 Names names;
-std::mutex session_mutex;  // one session at a time
-bool active = false;
+std::mutex session_mutex;  // one session at a time; guards the three flags below
+bool active = false;         // a session is recording
+bool attached = false;       // CUPTI initialized by a session and not finalized since
+bool keep_attached = false;  // sessions end without cuptiFinalize (kernel_clock_keep_attached)
 
 constexpr size_t kBufferBytes = 4 << 20;
 
@@ -111,18 +113,29 @@ void check(CUptiResult r, const char* call) {
 const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
                                      CUPTI_ACTIVITY_KIND_MEMCPY};
 
-// Flush what CUPTI holds, stop recording and detach it. Errors are ignored: this also runs on failure paths.
-void stop_recording() {
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+// Detach CUPTI, then free the buffers it never completed (it no longer refers to them). Under session_mutex.
+void detach() {
   cuptiFinalize();
-  active = false;
+  attached = false;
   std::lock_guard<std::mutex> lock(buffers_mutex);
   for (uint8_t* b : outstanding) std::free(b);
   stats.buffers_reclaimed += static_cast<int64_t>(outstanding.size());
   outstanding.clear();
-  ++stats.sessions;
+  ++stats.finalizes;
+}
+
+// Flush what CUPTI holds, stop recording and (unless kept attached) detach it. Errors are ignored: this also runs
+// on failure paths. Under session_mutex.
+void stop_recording() {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  active = false;
+  {
+    std::lock_guard<std::mutex> lock(buffers_mutex);
+    ++stats.sessions;
+  }
+  if (!keep_attached) detach();
 }
 
 // Length of the union of [start, end) intervals (concurrent activities counted once).
@@ -153,13 +166,21 @@ void kernel_clock_begin() {
     names = Names();  // CUPTI may reuse a name's address after cuptiFinalize: intern per session
   }
   try {
+    // registered again even when still attached: a torch.profiler session in between registers its own
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    attached = true;
     for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
   } catch (...) {
     stop_recording();
     throw;
   }
   active = true;
+}
+
+void kernel_clock_keep_attached(bool on) {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  keep_attached = on;
+  if (!on && attached && !active) detach();
 }
 
 uint64_t kernel_clock_now() {
@@ -205,9 +226,11 @@ std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::
 }
 
 KernelClockStats kernel_clock_stats() {
+  std::lock_guard<std::mutex> session(session_mutex);  // then buffers_mutex: the order stop_recording takes them
   std::lock_guard<std::mutex> lock(buffers_mutex);
   KernelClockStats out = stats;
   out.buffers_outstanding = static_cast<int64_t>(outstanding.size());
+  out.attached = attached;
   return out;
 }
 

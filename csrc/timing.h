@@ -75,10 +75,16 @@ uint64_t kernel_clock_now();
 std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::pair<uint64_t, uint64_t>>& windows);
 // Abandons a session (after an exception): flush, disable, detach, drop the records.
 void kernel_clock_abort();
-// Counters over the process: sessions closed, activity buffers handed to CUPTI, handed back completed, and freed
-// by us after cuptiFinalize because CUPTI never completed them (the long-run check reads these).
+// Off by default: each session ends with cuptiFinalize, so no CUPTI instrumentation is left on the user's later
+// kernels. On: sessions end with recording disabled but CUPTI attached, finalized when this is turned off again
+// (on the H200 with CUDA 13.0 every attach/finalize cycle kept ~70 KB of host memory inside libcupti).
+void kernel_clock_keep_attached(bool on);
+// Counters over the process: sessions closed, cuptiFinalize calls, activity buffers handed to CUPTI, handed back
+// completed, and freed by us after cuptiFinalize because CUPTI never completed them (the long-run check reads these).
 struct KernelClockStats {
-  int64_t sessions = 0, buffers_requested = 0, buffers_completed = 0, buffers_reclaimed = 0, buffers_outstanding = 0;
+  int64_t sessions = 0, finalizes = 0, buffers_requested = 0, buffers_completed = 0, buffers_reclaimed = 0,
+          buffers_outstanding = 0;
+  bool attached = false;
 };
 KernelClockStats kernel_clock_stats();
 

@@ -20,6 +20,7 @@ import functools
 import math
 import os
 import statistics
+import threading
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -345,6 +346,32 @@ def kernel_clock(device: int):
         ext.kernel_clock_abort()
         raise
     session.results = [(busy / 1e6, n, tuple(k)) for busy, n, k in ext.kernel_clock_end(device, session.windows)]
+
+
+_held = [0]
+_held_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def cupti_held():
+    """Inside the block the kernel clock's sessions leave CUPTI attached (recording off) instead of finalizing it
+    after each one; it is finalized once, when the outermost block ends. On the H200 (CUDA 13.0, libcupti 13)
+    every attach/finalize cycle kept ~70 KB of host memory that nothing returned (the long-run check: 14 MB over
+    200 sessions, all of our activity buffers handed back), so a loop of measured searches grew without bound.
+    Whether an attached, idle CUPTI slows the events and host clocks measured between sessions is what
+    benchmarks/cupti_attach.py measures; until it has run on the GPU nothing in the package enters this block."""
+    ext = _ext.load()
+    with _held_lock:
+        _held[0] += 1
+        if _held[0] == 1:
+            ext.kernel_clock_keep_attached(True)
+    try:
+        yield
+    finally:
+        with _held_lock:
+            _held[0] -= 1
+            if _held[0] == 0:
+                ext.kernel_clock_keep_attached(False)
 
 
 class _Session:

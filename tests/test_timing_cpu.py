@@ -289,3 +289,50 @@ def test_a_peak_that_does_not_fit_leaves_rows_without_percent_of_peak(monkeypatc
     with pytest.warns(RuntimeWarning):
         timing.peak_or_none(0, torch.float16, False)
     assert calls == [0, 0]  # asked again: memory may be free by then
+
+
+def test_cupti_held_keeps_cupti_attached_until_the_outermost_block_ends(monkeypatch):
+    # the Python side: nested blocks (a tune inside a profile) turn keeping on once and off once, also on errors
+    calls = []
+
+    class Ext:
+        def kernel_clock_keep_attached(self, on):
+            calls.append(on)
+
+    monkeypatch.setattr(timing._ext, "load", lambda: Ext())
+    with timing.cupti_held():
+        with timing.cupti_held():
+            assert calls == [True]
+        assert calls == [True]
+    assert calls == [True, False]
+    with pytest.raises(KeyError):
+        with timing.cupti_held():
+            raise KeyError("x")
+    assert calls == [True, False, True, False]
+
+
+def test_a_session_kept_attached_is_finalized_when_keeping_ends():
+    # the C++ side with the real libcupti, no GPU: registering the callbacks attaches CUPTI, enabling kernel records
+    # fails without a device, and the failed session's end must finalize only when not kept attached
+    ext = pytest.importorskip("cudnn_algos._ext").load()
+    if torch.cuda.is_available():
+        pytest.skip("CPU test: on a GPU the session would open (the GPU tests cover that)")
+
+    def failed_session():
+        with pytest.raises(RuntimeError, match="kernel clock"):
+            ext.kernel_clock_begin()
+
+    s0 = ext.kernel_clock_stats()
+    ext.kernel_clock_keep_attached(True)
+    try:
+        failed_session()
+        s1 = ext.kernel_clock_stats()
+        assert s1["sessions"] == s0["sessions"] + 1 and s1["finalizes"] == s0["finalizes"] and s1["attached"]
+        failed_session()  # attached already: registers again, still no finalize
+        assert ext.kernel_clock_stats()["finalizes"] == s0["finalizes"]
+    finally:
+        ext.kernel_clock_keep_attached(False)
+    s2 = ext.kernel_clock_stats()
+    assert s2["finalizes"] == s0["finalizes"] + 1 and not s2["attached"] and s2["buffers_outstanding"] == 0
+    failed_session()  # not kept: finalized at the session's end
+    assert ext.kernel_clock_stats()["finalizes"] == s0["finalizes"] + 2
