@@ -106,3 +106,38 @@ def test_measure_leaves_no_memory_behind():
     gc.collect()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == base
+
+
+def test_sessions_with_cupti_held_record_what_finalized_sessions_record():
+    """timing.cupti_held: the sessions inside keep CUPTI attached (one finalize when the block ends), see the same
+    kernels and busy time as sessions that finalize, and a torch.profiler session in between does not leave the next
+    held session blind (it registers its callbacks again)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from cudnn_algos import _ext, timing
+
+    ext = _ext.load()
+    x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16)
+
+    def session():
+        with timing.kernel_clock(0) as s:
+            s.window(lambda: (torch.nn.functional.conv2d(x, w, padding=1), torch.cuda.synchronize()))
+        return s.results[0]
+
+    plain = session()
+    f0 = ext.kernel_clock_stats()["finalizes"]
+    with timing.cupti_held():
+        held = [session() for _ in range(3)]
+        assert ext.kernel_clock_stats()["attached"] and ext.kernel_clock_stats()["finalizes"] == f0
+    stats = ext.kernel_clock_stats()
+    assert stats["finalizes"] == f0 + 1 and not stats["attached"] and stats["buffers_outstanding"] == 0
+    for busy, n, kernels in held:
+        assert n == plain[1] and kernels == plain[2] and 0.5 < busy / plain[0] < 2
+    with timing.cupti_held():
+        session()
+        with profile(activities=[ProfilerActivity.CUDA]):
+            torch.nn.functional.conv2d(x, w, padding=1)
+        torch.cuda.synchronize()
+        busy, n, kernels = session()
+        assert n == plain[1] and kernels == plain[2]
