@@ -3,9 +3,9 @@ what ran, errors, GPU memory and host RSS before/after, and the verdict; the sum
 
     python benchmarks/reliability_gpu.py --parts long,pressure,threads --calls 10000 --json out/reliability.json
 
-long      --calls calls each of run() (a legacy algorithm and an engine plan) and of a pinned convolution (apply()),
-          and --search-calls each of find and find_engines(measure=True), each kind in its own phase measured from
-          after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS workspace are shown
+long      --calls calls each of run() (a legacy algorithm and an engine plan), of a pinned convolution (apply()) and
+          (or --find-calls) of find, and --search-calls of find_engines(measure=True), each kind in its own phase
+          measured from after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS workspace are shown
           apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
           RSS is read after gc.collect() and malloc_trim(0) (what is still held; the raw reading is printed beside
           it), and the measured search is also run in pieces (plans only, one CUPTI session, without torch's op)
@@ -96,7 +96,7 @@ def part_long(a) -> dict:
         "run legacy": (a.calls, lambda: cudnn_algos.run(LAYER, legacy, input=x, weight=w)),
         "run engine": (a.calls, lambda: cudnn_algos.run(LAYER, engine_row, input=x, weight=w)),
         "pinned conv": (a.calls, lambda: layer(x)),
-        "find": (a.search_calls, lambda: cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16)),
+        "find": (a.find_calls or a.calls, lambda: cudnn_algos.find(LAYER, SHAPE, dtype=torch.float16)),
         "find_engines measured": (a.search_calls, lambda: cudnn_algos.find_engines(
             LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False, measure=True, repeats=1, warmup=0, screen=1,
             confirm=1)),
@@ -137,8 +137,8 @@ def part_long(a) -> dict:
     mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
     # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls
     ok = plans1 == plans0 and all(g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for g in growth.values())
-    return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.search_calls} x (find, "
-            f"find_engines measured)", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
+    return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.find_calls or a.calls} x "
+            f"find; {a.search_calls} x find_engines measured and each of its pieces", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
             "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok,
             "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
 
@@ -270,7 +270,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default="long,pressure,threads")
     p.add_argument("--calls", type=int, default=10000)
-    p.add_argument("--search-calls", type=int, default=200)
+    p.add_argument("--search-calls", type=int, default=200, help="calls of each measured-search phase")
+    p.add_argument("--find-calls", type=int, default=None, help="calls of find (default: --calls)")
     p.add_argument("--thread-iters", type=int, default=20)
     p.add_argument("--json")
     a = p.parse_args(argv)
