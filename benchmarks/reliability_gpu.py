@@ -5,8 +5,8 @@ what ran, errors, GPU memory and host RSS before/after, and the verdict; the sum
 
 long      --calls calls each of run() (a legacy algorithm and an engine plan), of a pinned convolution (apply()) and
           (or --find-calls) of find, and --search-calls of find_engines(measure=True), each kind in its own phase
-          measured from after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS workspace are shown
-          apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
+          measured from after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS
+          workspace are shown apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
           RSS is read after gc.collect() and malloc_trim(0) (what is still held; the raw reading is printed beside
           it), and the measured search is also run in pieces (plans only, one CUPTI session, without torch's op)
           so that a growing phase says which piece grows.
@@ -138,7 +138,8 @@ def part_long(a) -> dict:
     # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls
     ok = plans1 == plans0 and all(g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for g in growth.values())
     return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.find_calls or a.calls} x "
-            f"find; {a.search_calls} x find_engines measured and each of its pieces", "errors": 0, "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
+            f"find; {a.search_calls} x find_engines measured and each of its pieces", "errors": 0,
+            "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
             "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok,
             "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
 
