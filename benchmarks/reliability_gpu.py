@@ -6,7 +6,8 @@ what ran, errors, GPU memory and host RSS before/after, and the verdict; the sum
 long      --calls calls each of run() (a legacy algorithm and an engine plan), of a pinned convolution (apply()) and
           (or --find-calls) of find, and --search-calls of find_engines(measure=True), each kind in its own phase
           measured from after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS
-          workspace are shown apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth of plans held.
+          workspace are shown apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth
+          of plans held.
           RSS is read after gc.collect() and malloc_trim(0) (what is still held; the raw reading is printed beside
           it), and the measured search is also run in pieces (plans only, one CUPTI session, without torch's op)
           so that a growing phase says which piece grows.
