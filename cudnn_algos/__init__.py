@@ -30,6 +30,7 @@ __all__ = [
     "fidelity_table", "compare", "Comparison", "ConvSpec", "ConvShapes", "SearchResult", "SearchResults", "AlgoResult", "EngineRow",
     "EngineSearchResult", "EngineSearches", "TorchRun", "ModelReport", "EndToEnd", "Measurement", "Stats",
     "Environment", "CudnnError", "CudnnOutOfMemoryError", "CudaError", "CudaUnavailableError",
-    "ExtensionUnavailableError", "DIRECTIONS", "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB", "TuneResult", "Applied",
+    "ExtensionUnavailableError", "DIRECTIONS", "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB",
+    "TuneResult", "Applied",
     "chrome_trace", "write_chrome_trace",
 ]
