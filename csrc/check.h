@@ -60,6 +60,14 @@ inline std::string last_cudnn_message() {
                                  call + " at " + file + ":" + std::to_string(line));
 }
 
+// After a library call that launches kernels: a launch the driver refused (e.g. no device memory left for a
+// kernel's local memory) stays in the runtime's per-thread last-error slot, where the library's status need not
+// show it, and the next torch op would raise it as its own. Read and clear it here, so the failure is this call's.
+inline void check_launches(const char* call, const char* file, int line) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw_cuda(e, call, file, line);
+}
+
 }  // namespace cudnn_algos
 
 #define CUDNN_CHECK(call)                                                      \

@@ -502,6 +502,7 @@ void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   CUDNN_CHECK(cudnnBackendFinalize(pack.get()));
   lap(2);
   CUDNN_CHECK(cudnnBackendExecute(h, plan.get(), pack.get()));
+  check_launches("a kernel launch inside cudnnBackendExecute", __FILE__, __LINE__);
   lap(3);
 }
 

@@ -181,6 +181,7 @@ struct LegacySearch {
       const void* alpha = dbl_ ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
       const void* beta = dbl_ ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
       CUDNN_CHECK(T::execute(handle_, d_, b, algo_, ws_.get(), ws_bytes_, alpha, beta));
+      check_launches("a kernel launch inside the legacy cudnnConvolution* call", __FILE__, __LINE__);
     }
    private:
     c10::cuda::CUDAGuard guard_;
