@@ -227,14 +227,22 @@ def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], 
     if where == "cuda":
         try:
             return _reference(problem, cdir, ops, "cuda")
-        except RuntimeError as e:  # OutOfMemoryError and AcceleratorError are RuntimeErrors
-            if "out of memory" not in str(e):
+        except RuntimeError as e:
+            if not _freed_after_oom(e):
                 raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
             warnings.warn(f"{problem.describe(cdir)}: the float64 reference did not fit on the GPU "
                           f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
     return _reference(problem, cdir, ops, "cpu")
+
+
+def _freed_after_oom(e: RuntimeError) -> bool:
+    """Whether `e` says the GPU ran out of memory — the allocator's OutOfMemoryError or a CUDA runtime
+    AcceleratorError, both RuntimeErrors — and if so, torch's cached blocks handed back for what runs next."""
+    if "out of memory" not in str(e):
+        return False
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return True
 
 
 def _reference(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
@@ -299,10 +307,9 @@ def peak_or_none(device: int, dtype: torch.dtype, tf32: bool) -> float | None:
     memory free measures it."""
     try:
         return peak_tflops(device, dtype, tf32)
-    except RuntimeError as e:  # OutOfMemoryError, or an AcceleratorError saying out of memory
-        if "out of memory" not in str(e):
+    except RuntimeError as e:
+        if not _freed_after_oom(e):
             raise
-        torch.cuda.empty_cache()
         warnings.warn(f"the {peak_label(dtype, tf32)} peak did not fit on cuda:{device} ({type(e).__name__}); "
                       "rows have no % of peak", RuntimeWarning, stacklevel=2)
         return None
