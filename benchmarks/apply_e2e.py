@@ -80,13 +80,12 @@ def worker(a) -> dict:
            "steady_ms": 1e3 * statistics.median(times[a.warmup:]),
            "steady_min_ms": 1e3 * min(times[a.warmup:]), "host_ms": 1e3 * statistics.median(host[a.warmup:]),
            "loss_first": float(losses[0]), "loss_last": float(losses[-1]), "losses": [float(v) for v in losses]}
-    if not a.diagnostics:  # a repeat process: the step times only
-        if handle is not None:
-            out["calls"] = {k: sum(x[k] for x in handle.counts()) for k in ("pinned", "torch_winner", "fallback")}
-        return out
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+    if not a.diagnostics:  # a repeat process: the step times and calls only
+        return out
+    if handle is not None:
         out["fallback_reasons"] = sorted({x["reason"] for x in c if x["fallback"]})[:5]
         out["winners"] = handle.winners
         # where the operator's own host time goes (Note [host stages] in csrc/pinned.cpp), per step

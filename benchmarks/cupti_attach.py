@@ -33,9 +33,8 @@ import cudnn_algos  # noqa: E402
 from cudnn_algos import _ext, timing  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
 from fresh import rss_kept_mb  # noqa: E402
+from reliability_gpu import LAYER, SHAPE, clock_session, operands  # noqa: E402
 
-LAYER = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
-SHAPE = (8, 64, 28, 28)
 CALLS = 50
 SAMPLES = 7
 
@@ -64,11 +63,6 @@ def clocks(fns: dict) -> dict:
     return out
 
 
-def one_session(x, w) -> None:
-    with timing.kernel_clock(0) as s:
-        s.window(lambda: (torch.nn.functional.conv2d(x, w, padding=1), torch.cuda.synchronize()))
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=200)
@@ -76,8 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     a = p.parse_args(argv)
     ext = _ext.load()
-    x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
-    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16)
+    x, w = operands()
     problem = make_problem(LAYER, SHAPE, dtype=torch.float16)
     res = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)  # no CUPTI
     row = next(r for r in res.rows if r.ok)
@@ -88,17 +81,17 @@ def main(argv=None) -> int:
     with torch.no_grad():
         states = {"never attached": [clocks(fns)], "after a finalized session": [], "held between sessions": []}
         for _ in range(a.rounds):
-            one_session(x, w)  # ends with cuptiFinalize
+            clock_session(x, w)  # ends with cuptiFinalize
             states["after a finalized session"].append(clocks(fns))
             with timing.cupti_held():
-                one_session(x, w)  # ends attached
+                clock_session(x, w)  # ends attached
                 states["held between sessions"].append(clocks(fns))
         memory = {}
         for label, held in (("finalized after each", False), ("held", True)):
             before = rss_kept_mb()
             with timing.cupti_held() if held else contextlib.nullcontext():
                 for _ in range(a.sessions):
-                    one_session(x, w)
+                    clock_session(x, w)
             memory[label] = round(rss_kept_mb() - before, 2)
     table = {state: {name: {"events_ms": statistics.median(r[name][0] for r in rounds),
                             "host_ms": statistics.median(r[name][1] for r in rounds),
