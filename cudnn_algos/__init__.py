@@ -20,6 +20,7 @@ from .report import load_report, profile
 from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement, ModelReport,
                       SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
 from .spec import ConvShapes, ConvSpec
+from .timing import cupti_held
 from .trace import chrome_trace, write_chrome_trace
 from .tuning import Applied, TuneResult, TuningDB, apply, tune
 
@@ -32,5 +33,5 @@ __all__ = [
     "Environment", "CudnnError", "CudnnOutOfMemoryError", "CudaError", "CudaUnavailableError",
     "ExtensionUnavailableError", "DIRECTIONS", "MODES", "MATH_TYPES", "__version__", "tune", "apply", "TuningDB",
     "TuneResult", "Applied",
-    "chrome_trace", "write_chrome_trace",
+    "chrome_trace", "write_chrome_trace", "cupti_held",
 ]

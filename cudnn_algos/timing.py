@@ -362,11 +362,17 @@ _held_lock = threading.Lock()
 @contextlib.contextmanager
 def cupti_held():
     """Inside the block the kernel clock's sessions leave CUPTI attached (recording off) instead of finalizing it
-    after each one; it is finalized once, when the outermost block ends. On the H200 (CUDA 13.0, libcupti 13)
-    every attach/finalize cycle kept ~70 KB of host memory that nothing returned (the long-run check: 14 MB over
-    200 sessions, all of our activity buffers handed back), so a loop of measured searches grew without bound.
-    Whether an attached, idle CUPTI slows the events and host clocks measured between sessions is what
-    benchmarks/cupti_attach.py measures; until it has run on the GPU nothing in the package enters this block."""
+    after each one; it is finalized once, when the outermost block ends. Public as ``cudnn_algos.cupti_held()``.
+
+    Why: on the H200 (CUDA 13.0, libcupti 13) every attach/finalize cycle keeps ~71 KB of host memory that nothing
+    returns (14 MB over 200 sessions, every activity buffer of ours handed back), and a measured search opens
+    two sessions, so a loop of thousands of measured searches grows without bound; held, 200 sessions kept 0.06
+    MB and 200 measured searches 0.0 MB (benchmarks/cupti_attach.py, benchmarks/reliability_gpu.py).
+    Why not always: an attached CUPTI, even idle, slows every launch. Launch-bound calls of a small convolution
+    (back-to-back, ~30-40 us each) took 12-13% longer on the events and host clocks while it was held than after
+    a finalized session (alternating rounds, ranges apart), and those clocks are measured between the kernel
+    clock's sessions. So searches finalize by default (truthful clocks), and this block is for long loops of
+    measured searches where memory matters more than a few microseconds of host time per launch."""
     ext = _ext.load()
     with _held_lock:
         _held[0] += 1
