@@ -186,7 +186,7 @@ def part_pressure(a) -> dict:
     def engines():
         e = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, measure=True, repeats=2,
                                      runtime_compiled=False)
-        bad = sorted({(row.measured.error if row.measured else row.status)[:60] for row in e.rows
+        bad = sorted({(row.measured.error if row.measured else row.status).splitlines()[0][:100] for row in e.rows
                       if not row.ok or (row.measured and row.measured.error)})
         return f"{len(e.succeeded)} built, {sum(r.kernel_ms is not None for r in e.rows)} timed, not ok: {bad[:3]}"
 
@@ -237,18 +237,24 @@ def part_threads(a) -> dict:
     devices = list(range(min(2, torch.cuda.device_count())))
     x0, w0 = operands()
     eng = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)
-    rows = [r for r in eng.rows if r.ok and r.deterministic][:4]
+    names = [r.name for r in eng.rows if r.ok and r.deterministic][:4]
     per_dev, handles = {}, []
     for d in devices:
         x, w = x0.to(f"cuda:{d}"), w0.to(f"cuda:{d}")
+        # a row's plan runs on the GPU it was built on: the same configurations, built again by name on this one
+        built = {r.name: r for r in cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, configs=names,
+                                                             device=d).rows if r.ok}
+        if set(built) != set(names):
+            raise RuntimeError(f"GPU {d} did not build the same configurations: {sorted(built)} for {names}")
+        rows = [built[n] for n in names]
         layer, h = pinned_layer(device=d)
         with torch.no_grad():
             layer.weight.copy_(w0.to(layer.weight.device))
         handles.append(h)
-        per_dev[d] = (x, w, layer)
+        per_dev[d] = (x, w, layer, rows)
     serial = {}
     with torch.no_grad():
-        for d, (x, w, layer) in per_dev.items():
+        for d, (x, w, layer, rows) in per_dev.items():
             with torch.cuda.device(d):
                 serial[d] = [cudnn_algos.run(LAYER, r, input=x, weight=w) for r in rows] + [layer(x)]
             torch.cuda.synchronize(d)
@@ -258,7 +264,7 @@ def part_threads(a) -> dict:
 
     def work(k: int) -> None:
         d = devices[k % len(devices)]
-        x, w, layer = per_dev[d]
+        x, w, layer, rows = per_dev[d]
         try:
             with torch.cuda.device(d):
                 s = torch.cuda.Stream()
@@ -281,7 +287,7 @@ def part_threads(a) -> dict:
         t.join()
     for h in handles:
         h.undo()
-    return {"part": "threads", "what": f"8 threads x {a.thread_iters} x (find, run of {len(rows)} deterministic "
+    return {"part": "threads", "what": f"8 threads x {a.thread_iters} x (find, run of {len(names)} deterministic "
             f"configurations, pinned conv), each on its own stream, on GPU(s) {devices}", "errors": len(errors),
             "error_list": errors[:5], "mismatches": mismatches[0], "gpus": len(devices),
             "same_outputs_on_both_gpus": cross if len(devices) > 1 else None,

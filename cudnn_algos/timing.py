@@ -544,17 +544,19 @@ def _add_error(m: Measurement, err: str) -> Measurement:
     return replace(m, error="; ".join(x for x in (m.error, err) if x))
 
 
-def _failed(r: Runnable, e: Exception, device: int) -> Measurement:
+def _failed(r: Runnable, e: Exception, device: int, stage: str) -> Measurement:
+    """The row of a candidate whose `stage` raised: its error names the stage, the type and the message."""
     try:
         torch.cuda.synchronize(device)
     except Exception:  # noqa: S110 (the row already says what failed)
         pass
     return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
-                       heuristic_rank=r.heuristic_rank, error=f"{type(e).__name__}: {str(e)[:200]}")
+                       heuristic_rank=r.heuristic_rank, error=f"{stage}: {type(e).__name__}: {str(e)[:200]}")
 
 
 def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Measurement, float | None]:
     """Accuracy (one call into a poisoned output) and one timed call: (measurement so far, its GPU ms or None)."""
+    stage = "accuracy check"
     try:
         rel = mx = None
         err = ""
@@ -562,12 +564,13 @@ def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Mea
             rel, mx = errors(r.output(), ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
             if rel is None:
                 err = "output has non-finite values (overflow)"
+        stage = "first timed call"
         host, gpu = r.loop(1)
         return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
                            kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
                            error=err), max(gpu, 1e-4)
     except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
-        return _failed(r, e, device), None
+        return _failed(r, e, device, stage), None
 
 
 def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) -> tuple[Measurement, int]:
@@ -584,7 +587,7 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
             host.append(h / k)
         return replace(m, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k), k
     except Exception as e:
-        return _failed(r, e, device), 0
+        return _failed(r, e, device, "throughput samples"), 0
 
 
 def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],

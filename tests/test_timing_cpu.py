@@ -336,3 +336,22 @@ def test_a_session_kept_attached_is_finalized_when_keeping_ends():
     assert s2["finalizes"] == s0["finalizes"] + 1 and not s2["attached"] and s2["buffers_outstanding"] == 0
     failed_session()  # not kept: finalized at the session's end
     assert ext.kernel_clock_stats()["finalizes"] == s0["finalizes"] + 2
+
+
+def test_a_failed_candidate_row_names_the_stage_that_raised():
+    # CPU test: under memory pressure a row said only "AcceleratorError: CUDA error: out of memory", not whether its
+    # accuracy check, its first call or its samples failed
+    def boom(*_):
+        raise RuntimeError("CUDA error: out of memory")
+
+    ok_loop = lambda k: (0.1 * k, 0.1 * k)  # noqa: E731
+    r = timing.Runnable(call=lambda i: None, loop=ok_loop, output=boom)
+    m, gpu = timing._first_call(r, torch.zeros(2), device=0)
+    assert gpu is None and m.error == "accuracy check: RuntimeError: CUDA error: out of memory"
+    m, gpu = timing._first_call(timing.Runnable(call=lambda i: None, loop=boom, output=lambda: None), None, 0)
+    assert gpu is None and m.error.startswith("first timed call: RuntimeError")
+    good, _ = timing._first_call(timing.Runnable(call=lambda i: None, loop=ok_loop, output=lambda: None), None, 0)
+    assert good.error == ""
+    m, k = timing._throughput(timing.Runnable(call=lambda i: None, loop=boom, output=lambda: None), good,
+                              MeasureConfig(), 0)
+    assert k == 0 and m.error.startswith("throughput samples: RuntimeError")
