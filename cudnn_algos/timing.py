@@ -369,9 +369,9 @@ def cupti_held():
     two sessions, so a loop of thousands of measured searches grows without bound; held, 200 sessions kept 0.06
     MB and 200 measured searches 0.0 MB (benchmarks/cupti_attach.py, benchmarks/reliability_gpu.py).
     Why not always: an attached CUPTI, even idle, slows every launch. Launch-bound calls of a small convolution
-    (back-to-back, ~30-40 us each) took 12-13% longer on the events and host clocks while it was held than after
-    a finalized session (alternating rounds, ranges apart), and those clocks are measured between the kernel
-    clock's sessions. So searches finalize by default (truthful clocks), and this block is for long loops of
+    (back-to-back, ~30-50 us each; torch's op and an engine plan) took 11-22% longer on the events and host clocks
+    while it was held than after a finalized session (medians of alternating rounds, two runs), and those clocks
+    are measured between the kernel clock's sessions. So searches finalize by default (truthful clocks), and this block is for long loops of
     measured searches where memory matters more than a few microseconds of host time per launch."""
     ext = _ext.load()
     with _held_lock:

@@ -309,6 +309,7 @@ def test_cupti_held_keeps_cupti_attached_until_the_outermost_block_ends(monkeypa
         with timing.cupti_held():
             raise KeyError("x")
     assert calls == [True, False, True, False]
+    assert cudnn_algos.cupti_held is timing.cupti_held and "cupti_held" in cudnn_algos.__all__
 
 
 def test_a_session_kept_attached_is_finalized_when_keeping_ends():
