@@ -8,7 +8,7 @@ long      --calls calls each of run() (a legacy algorithm and an engine plan), o
           (or --narrow-calls), and --search-calls of find_engines(measure=True), each kind in its own phase
           measured from after its first 10 calls (one-time costs such as CUPTI's buffers and torch's cuBLAS
           workspace are shown apart), at its half and its end: GPU memory flat, host RSS growth < 10 MB, no growth
-          of plans held.
+          of plans held or of cuDNN handles made.
           RSS is read after gc.collect() and malloc_trim(0) (what is still held; the raw reading is printed beside
           it), and the measured search is also run in pieces (plans only, one CUPTI session, without torch's op)
           so that a growing phase says which piece grows.
@@ -19,7 +19,8 @@ pressure  the GPU filled to all but ~64 MB first: searches (legacy and engine, m
           cuDNN's 32-bit fields a ValueError before any allocation.
 threads   8 threads, each on its own stream, calling find, find_engines + run, and a pinned convolution at once
           (with a second GPU visible, half of them on it): no errors, outputs identical to a serial run on the same
-          GPU (and, deterministic configurations on two GPUs of one kind, to each other).
+          GPU (and, deterministic configurations on two GPUs of one kind, to each other); a second round of 8 new
+          threads makes no new cuDNN handle.
 """
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def part_long(a) -> dict:
         layer(x)
     torch.cuda.synchronize()
     mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
+    handles0 = _ext.load().cudnn_handles()["created"]
     t0 = time.perf_counter()
     # each kind of call in its own phase, memory read at its half and its end: growth that stops after the first
     # half is a cache filling, growth in both halves a leak
@@ -151,17 +153,20 @@ def part_long(a) -> dict:
               flush=True)
     h.undo()
     mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
-    # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls
+    handles1 = _ext.load().cudnn_handles()["created"]
+    # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls;
+    # no plan held and no cuDNN handle made over the run
     within = {k: g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for k, g in growth.items()}
-    ok = plans1 == plans0 and not skipped and all(within.values())
+    held_flat = plans1 == plans0 and handles1 == handles0 and not skipped
+    ok = held_flat and all(within.values())
     return {"part": "long", "what": f"{a.calls} x (run legacy, run engine, pinned conv); {a.find_calls or a.calls} x "
             f"find; {a.narrow_calls or a.calls} x a measured search of 2 configurations with CUPTI held; "
             f"{a.search_calls} x find_engines measured and each of its pieces", "errors": 0,
-            "ok_except_cupti_cycles": plans1 == plans0 and not skipped and all(
+            "ok_except_cupti_cycles": held_flat and all(
                 v for k, v in within.items() if k not in cycling),
             "outside_target": [k.strip() for k, v in within.items() if not v], "skipped": skipped,
             "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
-            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "seconds": time.perf_counter() - t0, "ok": ok,
+            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "handles_created": [handles0, handles1], "seconds": time.perf_counter() - t0, "ok": ok,
             "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
 
 
@@ -279,19 +284,25 @@ def part_threads(a) -> dict:
         except Exception as ex:  # noqa: BLE001 (each one is a finding)
             errors.append(f"thread {k} (GPU {d}): {type(ex).__name__}: {ex}"[:200])
 
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    # two rounds of 8 fresh threads: the second must make no cuDNN handle (the first round's ended threads gave
+    # theirs back to the pool)
+    created = []
     t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    for _ in range(2):
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        created.append(_ext.load().cudnn_handles()["created"])
     for h in handles:
         h.undo()
-    return {"part": "threads", "what": f"8 threads x {a.thread_iters} x (find, run of {len(names)} deterministic "
-            f"configurations, pinned conv), each on its own stream, on GPU(s) {devices}", "errors": len(errors),
-            "error_list": errors[:5], "mismatches": mismatches[0], "gpus": len(devices),
-            "same_outputs_on_both_gpus": cross if len(devices) > 1 else None,
-            "seconds": time.perf_counter() - t0, "ok": not errors and mismatches[0] == 0}
+    return {"part": "threads", "what": f"2 rounds of 8 threads x {a.thread_iters} x (find, run of {len(names)} "
+            f"deterministic configurations, pinned conv), each on its own stream, on GPU(s) {devices}",
+            "errors": len(errors), "error_list": errors[:5], "mismatches": mismatches[0], "gpus": len(devices),
+            "same_outputs_on_both_gpus": cross if len(devices) > 1 else None, "handles_created": created,
+            "seconds": time.perf_counter() - t0,
+            "ok": not errors and mismatches[0] == 0 and created[1] == created[0]}
 
 
 def main(argv=None) -> int:
@@ -320,7 +331,7 @@ def main(argv=None) -> int:
     for r in out:
         print(f"  {r['part']:<9} {'ok' if r.get('ok') else 'FAILED':<7} errors {r.get('errors')}  "
               + "  ".join(f"{k} {r[k]}" for k in ("gpu_mem_mb", "rss_mb", "plans", "mismatches", "gpus",
-                                                          "same_outputs_on_both_gpus", "notes",
+                                                          "same_outputs_on_both_gpus", "handles_created", "notes",
                                                           "ok_except_cupti_cycles", "outside_target", "skipped")
                           if k in r)[:400])
         if "kernel_clock" in r:

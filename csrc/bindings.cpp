@@ -389,6 +389,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);
+  m.def("cudnn_handles", []() {
+    const HandleCounts c = handle_counts();
+    py::dict d;
+    d["created"] = c.created;
+    d["pooled"] = c.pooled;
+    return d;
+  });
   // for the CPU tests of the translation below: raises what a failed cuDNN call with this status raises
   m.def("_raise_cudnn_status", [](int code) {
     throw_cudnn(static_cast<cudnnStatus_t>(code), "_raise_cudnn_status", __FILE__, __LINE__);

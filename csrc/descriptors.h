@@ -110,4 +110,12 @@ struct ProblemDescriptors {
 // (destroying them during interpreter exit races CUDA's own teardown).
 cudnnHandle_t handle_for(int device);
 
+// Handles made over the process, and how many of them no thread holds now (the long-run and thread checks: a
+// loop of calls, or threads that come and go, must not make more).
+struct HandleCounts {
+  long created = 0;
+  long pooled = 0;
+};
+HandleCounts handle_counts();
+
 }  // namespace cudnn_algos

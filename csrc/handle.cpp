@@ -2,6 +2,7 @@
 // threads sharing one would race on cudnnSetStream: one thread's work could land on the other's stream).
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -23,6 +24,8 @@ Pool& pool() {
   static auto* p = new Pool();
   return *p;
 }
+
+std::atomic<long> created{0};  // handles made over the process (handle_counts)
 
 struct ThreadHandles {
   std::vector<HandleBase*> held;  // per device
@@ -54,11 +57,24 @@ cudnnHandle_t handle_for(int device) {
         p.free[d].pop_back();
       }
     }
-    mine.held[d] = h != nullptr ? h : new HandleBase();  // caller holds a device guard
+    if (h == nullptr) {
+      h = new HandleBase();  // caller holds a device guard
+      ++created;
+    }
+    mine.held[d] = h;
   }
   cudnnHandle_t h = mine.held[d]->get();
   CUDNN_CHECK(cudnnSetStream(h, c10::cuda::getCurrentCUDAStream(device).stream()));
   return h;
+}
+
+HandleCounts handle_counts() {
+  HandleCounts out;
+  out.created = created.load();
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  for (const auto& per_device : p.free) out.pooled += static_cast<long>(per_device.size());
+  return out;
 }
 
 }  // namespace cudnn_algos

@@ -183,6 +183,38 @@ def test_no_leak_over_repeated_searches_and_runs():
     assert _settled_allocated() == base
 
 
+def test_threads_that_come_and_go_reuse_the_handles_of_ended_threads():
+    """One cuDNN handle per thread and device; an ended thread's handles go to a pool, so threads that come and go
+    (a DataLoader's, a server's) make at most as many handles as ever ran at once."""
+    import threading
+
+    from cudnn_algos import _ext
+
+    module, shape = CASES["3x3"]
+    errors = []
+
+    def search():
+        try:
+            cudnn_algos.find(module, shape, mode="heuristic")
+        except Exception as e:  # noqa: BLE001 (the assertion below names it)
+            errors.append(e)
+
+    def round_of(n):
+        ts = [threading.Thread(target=search) for _ in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return _ext.load().cudnn_handles()
+
+    first = round_of(4)
+    assert first["pooled"] >= 4
+    for _ in range(3):
+        later = round_of(4)
+        assert later["created"] == first["created"] and later["pooled"] == first["pooled"]
+    assert not errors
+
+
 def test_nothing_hidden_for_unusual_combinations():
     # fp64 channels_last: whatever cuDNN says, every algorithm is a row with a status
     module, shape = CASES["3x3"]
