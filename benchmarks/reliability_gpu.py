@@ -94,8 +94,6 @@ def part_long(a) -> dict:
     mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
     handles0 = _ext.load().cudnn_handles()["created"]
     t0 = time.perf_counter()
-    # each kind of call in its own phase, memory read at its half and its end: growth that stops after the first
-    # half is a cache filling, growth in both halves a leak
     # a measured search of two exact configurations, without torch's op: the same path as find_engines(measure)
     # at a cost that lets --calls (10,000) of them fit a device call
     narrow = [r.name for r in eng.rows if r.ok and not r.torch_filter][:2]
@@ -144,7 +142,8 @@ def part_long(a) -> dict:
             prev = last  # the previous phase's end
             g = growth[name] = {
                 "calls": n, "seconds": round(time.perf_counter() - t_phase, 1), "cupti_held": held,
-                "warm_gpu_mb": round((marks[0][0] - prev[0]) / 2**20, 2), "warm_rss_mb": round(marks[0][1] - prev[1], 1),
+                "warm_gpu_mb": round((marks[0][0] - prev[0]) / 2**20, 2),
+                "warm_rss_mb": round(marks[0][1] - prev[1], 1),
                 "gpu_mb": [round((m[0] - marks[0][0]) / 2**20, 2) for m in marks[1:]],
                 "rss_mb": [round(m[1] - marks[0][1], 1) for m in marks[1:]],
                 "rss_raw_mb": [round(m[2] - marks[0][2], 1) for m in marks[1:]]}
@@ -166,7 +165,8 @@ def part_long(a) -> dict:
                 v for k, v in within.items() if k not in cycling),
             "outside_target": [k.strip() for k, v in within.items() if not v], "skipped": skipped,
             "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
-            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "handles_created": [handles0, handles1], "seconds": time.perf_counter() - t0, "ok": ok,
+            "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "handles_created": [handles0, handles1],
+            "seconds": time.perf_counter() - t0, "ok": ok,
             "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
 
 
@@ -337,8 +337,9 @@ def main(argv=None) -> int:
         if "kernel_clock" in r:
             print(f"    kernel clock over the process: {r['kernel_clock']}")
         for k, g in r.get("growth_by_phase", {}).items():
-            print(f"    {k:<26} {g['calls']:>6} calls {g['seconds']:>6} s  first 10 calls: GPU {g['warm_gpu_mb']} MB, RSS {g['warm_rss_mb']} MB; then at half / "
-                  f"end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB (before collection and trim {g['rss_raw_mb']})")
+            print(f"    {k:<26} {g['calls']:>6} calls {g['seconds']:>6} s  first 10 calls: GPU {g['warm_gpu_mb']} MB, "
+                  f"RSS {g['warm_rss_mb']} MB; then at half / end: GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB "
+                  f"(before collection and trim {g['rss_raw_mb']})")
         for e in r.get("error_list", [])[:3]:
             print(f"    error: {e[:600]}")
     return 0 if all(r.get("ok") for r in out) else 1

@@ -371,8 +371,9 @@ def cupti_held():
     Why not always: an attached CUPTI, even idle, slows every launch. Launch-bound calls of a small convolution
     (back-to-back, ~30-50 us each; torch's op and an engine plan) took 11-22% longer on the events and host clocks
     while it was held than after a finalized session (medians of alternating rounds, two runs), and those clocks
-    are measured between the kernel clock's sessions. So searches finalize by default (truthful clocks), and this block is for long loops of
-    measured searches where memory matters more than a few microseconds of host time per launch."""
+    are measured between the kernel clock's sessions. So searches finalize by default (truthful clocks), and this
+    block is for long loops of measured searches where memory matters more than microseconds of host time per
+    launch."""
     ext = _ext.load()
     with _held_lock:
         _held[0] += 1
