@@ -643,14 +643,16 @@ def _reference_pass(runnables: Sequence[Runnable], out: list[Measurement], plan:
 def _work_and_ranks(runnables: Sequence[Runnable], out: list[Measurement], problem: Problem, device: int,
                     peak: bool) -> None:
     flops = problem.flops()
+    peaks: dict[bool, float | None] = {}  # per tensor-math flag, asked once per search (a miss is a warning)
     for i, m in enumerate(out):
         if m.kernel_ms is not None:
             tf = flops / (m.kernel_ms.median * 1e-3) / 1e12
             pct = None
             if peak:
                 tc = runnables[i].tensor_math
-                pk = peak_or_none(device, problem.dtype, tc and problem.dtype == torch.float32)
-                pct = None if pk is None else 100.0 * tf / pk
+                if tc not in peaks:
+                    peaks[tc] = peak_or_none(device, problem.dtype, tc and problem.dtype == torch.float32)
+                pct = None if peaks[tc] is None else 100.0 * tf / peaks[tc]
             out[i] = replace(m, tflops=tf, pct_peak=pct)
     order = sorted((i for i, m in enumerate(out) if m.kernel_ms is not None), key=lambda i: out[i].kernel_ms.median)
     for rank, i in enumerate(order):

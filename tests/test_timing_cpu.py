@@ -356,3 +356,23 @@ def test_a_failed_candidate_row_names_the_stage_that_raised():
     m, k = timing._throughput(timing.Runnable(call=lambda i: None, loop=boom, output=lambda: None), good,
                               MeasureConfig(), 0)
     assert k == 0 and m.error.startswith("throughput samples: RuntimeError")
+
+
+def test_one_search_asks_for_the_peak_once_per_math_kind(monkeypatch):
+    # CPU test: under memory pressure each row used to try the 2 x 128 MiB peak again (and warn again)
+    asked = []
+
+    def peak(device, dtype, tf32):
+        asked.append(tf32)
+        return None
+
+    monkeypatch.setattr(timing, "peak_or_none", peak)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (2, 8, 16, 16), dtype=torch.float32)
+    rows = [timing.Runnable(call=lambda i: None, loop=lambda k: (0, 0), output=lambda: None, tensor_math=tm)
+            for tm in (True, True, False, True, False)]
+    out = [timing.Measurement(kernel_ms=Stats.of([0.01 * (i + 1)]), throughput_ms=None, host_ms=None,
+                              calls_per_sample=1) for i in range(len(rows))]
+    timing._work_and_ranks(rows, out, problem, 0, peak=True)
+    assert sorted(asked) == [False, True]
+    assert all(m.tflops > 0 and m.pct_peak is None for m in out)
+    assert [m.measured_rank for m in out] == [0, 1, 2, 3, 4]
