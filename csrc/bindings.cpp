@@ -306,7 +306,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
         py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
   // the kernel clock (timing.h): one CUPTI activity session; windows are (t0, t1) pairs of kernel_clock_now()
-  m.def("kernel_clock_begin", &kernel_clock_begin);
+  m.def("kernel_clock_begin", &kernel_clock_begin, py::arg("own_timestamps") = true);
   m.def("kernel_clock_now", &kernel_clock_now);
   m.def(
       "kernel_clock_end",

@@ -5,6 +5,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -110,6 +111,27 @@ void check(CUptiResult r, const char* call) {
   throw std::runtime_error(std::string("kernel clock: ") + call + " failed: " + (text ? text : "unknown CUPTI error"));
 }
 
+// Note [whose timestamps]: CUPTI stamps records (and answers cuptiGetTimestamp) with the last timestamp source a
+// client registered, until cuptiFinalize. torch.profiler (kineto) registers one that returns raw TSC ticks, not
+// nanoseconds, and converts them itself; left registered after its session (TEARDOWN_CUPTI unset), every duration
+// this clock read was scaled by the TSC's rate in GHz (2.1x on the H200's host: the first session after a profiler
+// session read a 5.5 us kernel as 11.6 us; the next one, after our cuptiFinalize had dropped kineto's source, read
+// right). So each session registers its own nanosecond source before it enables any record kind, as CUPTI asks.
+// system_clock is what CUPTI uses by default on Linux (CLOCK_REALTIME). kineto registers its source again at the
+// start of each of its sessions, so this costs torch.profiler nothing (benchmarks/clock_after_profiler.py).
+//
+// Note [kineto's deferred teardown]: with TEARDOWN_CUPTI=1 kineto does not finalize CUPTI when its session ends; it
+// subscribes to the runtime and driver API domains and calls cuptiFinalize on the exit of the process's next CUDA
+// call. When that call was a launch inside one of our windows, it finalized our session: every record was lost and
+// the first session after such a profiler session saw no activity at all (on the H200, the held-session test and
+// the benchmark's teardown variant). So a session makes one CUDA call (cudaGetDevice) before it touches CUPTI: a
+// pending teardown happens there, and the session starts on a clean CUPTI.
+uint64_t CUPTIAPI ns_timestamp() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
 const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
                                      CUPTI_ACTIVITY_KIND_MEMCPY};
 
@@ -157,7 +179,7 @@ uint64_t union_ns(std::vector<std::pair<uint64_t, uint64_t>>& iv) {
 
 }  // namespace
 
-void kernel_clock_begin() {
+void kernel_clock_begin(bool own_timestamps) {
   std::lock_guard<std::mutex> lock(session_mutex);
   if (active) throw std::runtime_error("kernel clock: a session is already open");
   {
@@ -165,10 +187,14 @@ void kernel_clock_begin() {
     records.clear();
     names = Names();  // CUPTI may reuse a name's address after cuptiFinalize: intern per session
   }
+  int current = 0;
+  (void)cudaGetDevice(&current);  // Note [kineto's deferred teardown]: its pending cuptiFinalize runs here
   try {
     // registered again even when still attached: a torch.profiler session in between registers its own
     check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
     attached = true;
+    if (own_timestamps)  // Note [whose timestamps]; false only to show what happens without (a benchmark)
+      check(cuptiActivityRegisterTimestampCallback(ns_timestamp), "cuptiActivityRegisterTimestampCallback");
     for (CUpti_ActivityKind k : kKinds) check(cuptiActivityEnable(k), "cuptiActivityEnable");
   } catch (...) {
     stop_recording();

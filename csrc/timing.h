@@ -69,8 +69,10 @@ struct WindowActivity {
 // memset and memcpy records; now() is CUPTI's timestamp (the clock the records use); end() flushes, disables,
 // detaches CUPTI (cuptiFinalize: its instrumentation left attached slows later kernels) and attributes every record
 // of `device` to the window its start falls in. Not re-entrant: one session at a time (a mutex enforces it), and
-// never inside another CUPTI client's session (torch.profiler's): the Python side checks that.
-void kernel_clock_begin();
+// never inside another CUPTI client's session (torch.profiler's): the Python side checks that. own_timestamps: register
+// the session's nanosecond timestamp source (Note [whose timestamps] in kernel_clock.cpp); false leaves whatever
+// source another client registered (benchmarks/clock_after_profiler.py shows what that does).
+void kernel_clock_begin(bool own_timestamps = true);
 uint64_t kernel_clock_now();
 std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::pair<uint64_t, uint64_t>>& windows);
 // Abandons a session (after an exception): flush, disable, detach, drop the records.

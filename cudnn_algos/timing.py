@@ -335,15 +335,17 @@ def _profiler_active() -> bool:
 
 
 @contextlib.contextmanager
-def kernel_clock(device: int):
+def kernel_clock(device: int, own_timestamps: bool = True):
     """A CUPTI session of the extension's kernel clock. Yields window(loop_fn): runs loop_fn between two CUPTI
     timestamps and returns the window's index. After the block, ``session.results[i]`` is (busy ms, activities,
-    kernel names) of window i."""
+    kernel names) of window i. The session stamps records with its own nanosecond source; own_timestamps=False
+    keeps whatever source another CUPTI client left registered (torch.profiler's counts TSC ticks: Note [whose
+    timestamps] in csrc/kernel_clock.cpp) and exists only to show that difference."""
     ext = _ext.load()
     if _profiler_active():
         raise KernelClockUnavailable("a torch.profiler session is open: CUPTI has one client at a time")
     try:
-        ext.kernel_clock_begin()
+        ext.kernel_clock_begin(own_timestamps)
     except RuntimeError as e:
         raise KernelClockUnavailable(str(e)) from e
     session = _Session(ext)
@@ -414,9 +416,10 @@ def kernels_of(runnables: Sequence[Runnable], device: int) -> list[tuple[str, ..
 
 # ------------------------------------------------------------------------------------------- the reference clock
 def _cupti_teardown() -> None:
-    """Unless the user decided (TEARDOWN_CUPTI set), have torch's profiler finalize CUPTI at the end of its session:
-    left attached, CUPTI's instrumentation slowed every later kernel (on the H200 small convolutions up to 18%,
-    benchmarks/profiler_effect.py). torch disables teardown before CUDA 12.6 (it crashed with CUDA graphs there)."""
+    """Unless the user decided (TEARDOWN_CUPTI set), have torch's profiler finalize CUPTI after its session: left
+    attached, CUPTI's instrumentation slowed later kernels (docs/HISTORY.md has the measurement). kineto finalizes on
+    the process's next CUDA call, which the kernel clock makes before it opens a session (Note [kineto's deferred
+    teardown] in csrc/kernel_clock.cpp). torch disables teardown before CUDA 12.6 (it crashed with CUDA graphs)."""
     cuda = torch.version.cuda or "0"
     try:
         new_enough = tuple(int(v) for v in cuda.split(".")[:2]) >= (12, 6)
