@@ -14,7 +14,7 @@ if ! "$PY" -c "import importlib.util as u, setuptools, sys; v = tuple(int(p) for
   "$PY" -m pip install -q "setuptools>=70.1"
 fi
 missing=""
-for mod in ninja pytest numpy pandas matplotlib; do
+for mod in ninja pytest hypothesis numpy pandas matplotlib; do
   "$PY" -c "import $mod" 2>/dev/null || missing="$missing $mod"
 done
 if [ -n "$missing" ]; then

@@ -574,7 +574,6 @@ def test_tune_checks_its_arguments(fake_tune, tmp_path):
 
 
 def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accepts(fake_tune, tmp_path):
-    from cudnn_algos.errors import CudaUnavailableError
     from cudnn_algos.tuning import SEARCHES
 
     search = fake_tune()
@@ -585,9 +584,11 @@ def test_quick_tuning_searches_torch_lists_only_with_options_find_engines_accept
     assert search.kw["compare_torch"] is False and search.kw["repeats"] <= 3
     with TuningDB(tmp_path / "t.sqlite") as t:
         assert all(json.loads(w["settings"])["search"] == "quick" for w in t.winners())
-    for name, make_options in SEARCHES.items():  # find_engines validates them before it needs a GPU
-        with pytest.raises(CudaUnavailableError):
-            cudnn_algos.find_engines(torch.nn.Conv2d(3, 8, 3), (2, 3, 8, 8), measure=True,
+    for name, make_options in SEARCHES.items():
+        # find_engines checks its options before the problem: with options it refused, the error would name one of
+        # them; accepted, it reaches the input's channel count (wrong on purpose), on any machine, GPU or not
+        with pytest.raises(ValueError, match="has 4 channels but the layer expects 3"):
+            cudnn_algos.find_engines(torch.nn.Conv2d(3, 8, 3), (2, 4, 8, 8), measure=True,
                                      **make_options(7, 3, 3, 32, True))
     with pytest.raises(ValueError, match="search"):
         cudnn_algos.tune(_small_model(), torch.randn(2, 3, 8, 8), tmp_path / "t.sqlite", search="slow")
