@@ -28,6 +28,9 @@ __all__ = ["SCHEMA_VERSION", "DIRECTIONS", "Environment", "Stats", "MeasureConfi
 
 
 # ============================================================================================ measurements
+
+TEXT_WIDTH = 120  # what printed tables fit (the widest a terminal or a pasted block usually shows)
+
 @dataclass(frozen=True)
 class Stats:
     """Summary of timing samples, ms per call. ``spread`` is the inter-quartile range over the median."""
@@ -231,8 +234,8 @@ class SearchResult(Saved):
                 f"sm_{e.compute_capability.replace('.', '')} cuDNN {Environment.version_str(e.cudnn_runtime)}")
 
     MEASURED_HEADERS = ("algorithm", "math", "status", "kernel", "±", "thrpt", "host", "cuDNN", "vs best", "TFLOP/s",
-                        "% peak", "rel err", "workspace", "determ.", "h-rank", "m-rank", "note")
-    HEADERS = ("algorithm", "id", "status", "cuDNN", "vs best", "workspace", "determ.", "math", "rank", "note")
+                        "% peak", "rel err", "workspace", "det.", "h-rank", "m-rank", "note")
+    HEADERS = ("algorithm", "id", "status", "cuDNN", "vs best", "workspace", "det.", "math", "rank", "note")
 
     def _headers_and_rows(self):
         best = self.best
@@ -259,9 +262,20 @@ class SearchResult(Saved):
                         _yes(r.deterministic), r.math_type or "-", _int(r.rank), r.note])
         return self.HEADERS, out, {1, 3, 4, 5, 8}
 
-    def __str__(self) -> str:
+    def text_table(self, width: int = TEXT_WIDTH) -> list[str]:
+        """The rows as text in `width` columns (measured: fastest kernel first, then the others as found; long
+        math types, statuses and notes as keys with a legend; TFLOP/s, % peak and the ranks left out first when
+        it does not fit). The full table is _repr_html_ / to_dataframe."""
         headers, rows, right = self._headers_and_rows()
-        lines = [self.title(), *aligned(headers, rows, right=right)]
+        if not self.is_measured:
+            return fit_table(headers, rows, right, width=width, legend={7: 9, 2: 13, 9: 24})
+        order = sorted(range(len(rows)), key=lambda i: (not self.rows[i].ok, self.rows[i].kernel_ms is None,
+                                                        self.rows[i].kernel_ms or 0.0))
+        return fit_table(headers, [rows[i] for i in order], right, width=width, legend={1: 9, 2: 13, 16: 16},
+                         drop=(9, 15, 10, 14, 5, 8, 4))
+
+    def __str__(self) -> str:
+        lines = [self.title()]
         b = self.best
         tail = f"best: {b.algo} ({b.math_type})" if b else "best: none succeeded"
         if b is not None and b.kernel_ms is not None:
@@ -279,7 +293,7 @@ class SearchResult(Saved):
                          f"{(self.flops or 0) / 1e9:.2f} GFLOP per call; peak: {peaks or '-'}; L2 {self.measure.l2} "
                          f"({self.measure.buffer_sets} operand set(s)); {self.measure.repeats} samples after "
                          f"{self.measure.warmup} warm-up calls; times in ms")
-        return "\n".join(lines)
+        return "\n".join(_wrap(lines[:1]) + self.text_table() + _wrap(lines[1:]))
 
     def _repr_html_(self) -> str:
         headers, rows, _ = self._headers_and_rows()
@@ -480,13 +494,36 @@ class EngineSearchResult(Saved):
                          ",".join(s.replace("heuristic_", "h") for s in r.sources), notes])
         return rows
 
+    TEXT_HEADERS = ("config", "status", "kernel", "thrpt", "host", "rel err", "workspace", "det.", "A#", "torch",
+                    "src", "notes")
+    _SRC = {"heuristic_instant": "I", "heuristic_a": "A", "heuristic_b": "B", "fallback": "F", "exhaustive": "X",
+            "refine": "R", "exact": "E"}
+
+    def text_table(self, width: int = TEXT_WIDTH) -> list[str]:
+        """The rows fastest first by kernel time (unmeasured, then failed rows last) in `width` columns: long
+        configuration names, statuses, torch cells and notes as keys with a legend (names stay whole, pasteable
+        into --config); the full table is _repr_html_ / to_dataframe."""
+        order = sorted(self.rows, key=lambda r: (not r.ok, r.kernel_ms is None, r.kernel_ms or 0.0))
+        rows = []
+        for r in order:
+            m = r.measured
+            notes = ",".join(r.numerical_notes + r.behavior_notes)
+            notes = "; ".join(x for x in (notes, f"stopped at {r.stage}" if r.stage else "", _measure_note(m)) if x)
+            rows.append([r.name, r.status, _st(m, "kernel_ms"), _st(m, "throughput_ms"), _st(m, "host_ms"),
+                         f"{m.rel_err:.1e}" if m and m.rel_err is not None else "-", format_bytes(r.workspace_bytes),
+                         _yes(r.deterministic), _int(r.rank_a), _torch_cell(r),
+                         "".join(self._SRC.get(x, "?") for x in r.sources), notes or "-"])
+        lines = fit_table(self.TEXT_HEADERS, rows, right={2, 3, 4, 5, 6, 8}, width=width,
+                          legend={0: 16, 1: 13, 9: 12, 11: 18}, drop=(10, 7, 3))
+        return lines + _wrap(["(A#: rank in heuristic A's list; src: where a configuration came from: I, A, B heuristic"
+                              " lists, F fallback, X exhaustive, R refine, E asked for by name)"], width)
+
     def __str__(self) -> str:
         b = self.best
         tail = f"best: {b.name}" + (f" {format_ms(b.kernel_ms)} kernel" if b and b.kernel_ms else "") if b else \
             "best: none"
-        lines = [self.title(), *aligned(self.HEADERS, self._table(), right={3, 4, 5, 6, 7, 9}),
-                 f"{tail}; search (enumerate + build plans) took {self.search_ms:.0f} ms"]
-        return "\n".join(lines + self.torch_lines())
+        tail = f"{tail}; search (enumerate + build plans) took {self.search_ms:.0f} ms"
+        return "\n".join(_wrap([self.title()]) + self.text_table() + _wrap([tail, *self.torch_lines()]))
 
     def _repr_html_(self) -> str:
         return _html_table(self.title(), self.HEADERS, self._table())
@@ -667,6 +704,7 @@ class ModelReport(Saved):
     e2e: EndToEnd | None = None
     interrupted: bool = False
     search_s: float = 0.0  # wall seconds of the searches (enumerate, build, time, check)
+    stopped_by: str = ""  # with interrupted: "budget" (budget_s ran out: a re-run with the store continues) or "ctrl-c"
     torch_search_ms: float = 0.0  # Σ torch's benchmark-on first calls of each problem (its search), this process
     wall_s: float = 0.0
     n_conv_calls: int = 0
@@ -731,8 +769,9 @@ class ModelReport(Saved):
                  f"{', '.join(self.directions)}; cuDNN's engine configurations beside torch's convolution; kernel "
                  "clock: CUPTI"]
         if self.interrupted:
-            lines.append("INTERRUPTED (Ctrl-C or the time budget): the report covers only the searches done before "
-                         "it stopped")
+            why = {"budget": "the time budget ran out", "ctrl-c": "Ctrl-C"}.get(self.stopped_by,
+                                                                                 "Ctrl-C or the time budget")
+            lines.append(f"STOPPED EARLY ({why}): the report covers only the searches done before it stopped")
         failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]
         if failed:
             lines.append(f"{len(failed)} search(es) failed and are left out of the totals: " + "; ".join(failed[:5])
@@ -1235,6 +1274,60 @@ def _int(v: int | None) -> str:
 
 def _shape(t: tuple[int, ...]) -> str:
     return "(" + ",".join(str(v) for v in t) + ")"
+
+
+def fit_table(headers: Sequence[str], rows: list[list[str]], right: set[int], *, width: int = TEXT_WIDTH,
+              legend: dict[int, int] | None = None, drop: Sequence[int] = ()) -> list[str]:
+    """Text table lines no wider than `width` where possible. A cell of a column in `legend` (index -> widest cell)
+    longer than that is printed as a key, ``[1]`` (a configuration keeps its engine: ``eng62[1]``), and its whole
+    text once in a legend under the table, unbroken (a configuration name stays pasteable into ``--config``); then,
+    while the table is still too wide, the columns in `drop` are left out in that order, and a last line names them.
+    The data behind the table keeps everything (to_dataframe, to_html, JSON)."""
+    import textwrap
+
+    legend = legend or {}
+    keys: dict[str, str] = {}
+    rows = [list(r) for r in rows]
+    blank = [i for i in range(1, len(headers)) if rows and all(r[i] in ("", "-") for r in rows) and i not in right]
+    drop = [*blank, *(d for d in drop if d not in blank)]  # a column with nothing to say goes first, unnamed
+    for r in rows:
+        for i, cap in legend.items():
+            text = r[i]
+            if len(text) <= cap:
+                continue
+            if text not in keys:
+                keys[text] = f"[{len(keys) + 1}]"
+            head = text.split("{", 1)[0] if "{" in text and len(text.split("{", 1)[0]) + 4 <= cap else ""
+            r[i] = head + keys[text]
+    cols = list(range(len(headers)))
+    dropped: list[str] = []
+    lines = aligned([headers[i] for i in cols], [[r[i] for i in cols] for r in rows], {cols.index(i) for i in right})
+    for d in drop:
+        if max(map(len, lines)) <= width:
+            break
+        cols.remove(d)
+        if d not in blank:
+            dropped.append(headers[d])
+        lines = aligned([headers[i] for i in cols], [[r[i] for i in cols] for r in rows],
+                        {cols.index(i) for i in right if i in cols})
+    for text, key in keys.items():
+        lines += textwrap.wrap(f"{key} {text}", width, subsequent_indent=" " * (len(key) + 1), break_long_words=False,
+                               break_on_hyphens=False)
+    if dropped:
+        lines.append(f"(columns left out to fit {width}: {', '.join(dropped)}; the DataFrame, HTML and JSON keep them)")
+    return lines
+
+
+def _wrap(lines: Sequence[str], width: int = TEXT_WIDTH) -> list[str]:
+    """Prose lines wrapped to `width` (table lines are already that narrow); words are never broken, so a
+    configuration name stays whole."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False,
+                             drop_whitespace=True) if len(line) > width else [line]
+    return out
 
 
 def aligned(headers: Sequence[str], rows: list[list[str]], right: set[int]) -> list[str]:
