@@ -1,7 +1,9 @@
 """``cudnn-algos`` / ``python -m cudnn_algos``: info, find (one layer, legacy algorithms), engines (one layer, the
 graph API's engine configurations) and profile (a whole model).
 
-Exit codes: 0 ok; 1 the GPU, cuDNN or the extension failed (one line on stderr, no traceback); 2 bad arguments.
+Exit codes: 0 ok; 1 the GPU, cuDNN or the extension failed (one line on stderr, no traceback); 2 bad arguments;
+3 profile or tune stopped at --budget-s as planned (what was done is kept: the same command again continues);
+130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
@@ -31,8 +33,21 @@ EXAMPLES = f"""examples:
 _CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
 
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
 class UsageError(Exception):
     pass
+
+
+def _stop_status(stopped_by: str, resume: str) -> int:
+    """The exit status of a run that stopped early, with its last line saying so (on stderr, so that a --json or
+    table on stdout stays clean)."""
+    if stopped_by == "budget":
+        print(f"cudnn-algos: stopped at the time budget (--budget-s) as planned: {resume}", file=sys.stderr)
+        return EXIT_BUDGET
+    print(f"cudnn-algos: interrupted: {resume}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def parse_conv(text: str):
@@ -40,6 +55,8 @@ def parse_conv(text: str):
     accepted (nothing is evaluated)."""
     import torch
 
+    if not isinstance(text, str) or not text.strip():  # argparse hands `--conv=--` over as a list
+        raise UsageError(f"--conv {text!r}: give a call such as Conv2d(64, 128, 3, padding=1)")
     if len(text) > 1000:
         raise UsageError(f"--conv is {len(text)} characters long: give a call such as Conv2d(64, 128, 3, padding=1)")
     try:
@@ -64,6 +81,10 @@ def parse_conv(text: str):
 
 
 def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
+    if not isinstance(text, str):  # argparse hands `--input=--` over as a list
+        raise UsageError(f"{flag} {text!r} must be comma-separated ints, e.g. {DEFAULT_INPUT}")
+    if len(text) > 1000:
+        raise UsageError(f"{flag} is {len(text)} characters long: give a shape such as {DEFAULT_INPUT}")
     try:
         shape = tuple(int(v) for v in text.replace("x", ",").split(",") if v.strip())
     except ValueError:
@@ -91,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare}")
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
@@ -256,7 +278,12 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     print(r)
-    return 0 if not r.failed else 1
+    if r.failed:
+        return EXIT_FAILED
+    if r.interrupted:
+        return _stop_status(r.stopped_by, f"{r.searched} of {r.todo} searches stored in {r.db}; the same command "
+                                          "again continues with the rest")
+    return EXIT_OK
 
 
 def _cmd_db(a: argparse.Namespace) -> int:
@@ -354,7 +381,12 @@ def _cmd_profile(a: argparse.Namespace) -> int:
     if a.plot:
         for p in report.plot(a.plot):
             print(f"wrote {p}")
-    return 0 if not report.interrupted else 130
+    if not report.interrupted:
+        return EXIT_OK
+    store = a.store or (a.json + ".searches.jsonl" if a.json else None)
+    return _stop_status(report.stopped_by, f"{len(report.problems)} problem(s) searched; " + (
+        f"they are kept in {store}: the same command again continues with the rest" if store else
+        "nothing was kept for a re-run: add --store PATH (or --json PATH) to make the next run resumable"))
 
 
 def _load(path: str):
@@ -532,11 +564,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cudnn-algos: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # torch.OutOfMemoryError and the like: one line, no traceback
+    except Exception as e:  # torch.OutOfMemoryError and anything unexpected: one line, no traceback
         if type(e).__name__ == "OutOfMemoryError":
-            print(f"cudnn-algos: out of GPU memory: {str(e).splitlines()[0]}", file=sys.stderr)
-            return 1
-        raise
+            print(f"cudnn-algos: out of GPU memory: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
+            return EXIT_FAILED
+        if a.debug:
+            raise
+        print(f"cudnn-algos: unexpected {type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]} (run again "
+              "with --debug before the command for the traceback)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -419,10 +419,11 @@ def profile(
     bar = _Progress(len(keyed) * len(directions), progress, f"searching {name or type(model).__name__}")
     t_search = time.perf_counter()
     store = ResultStore(store, environment(dev)) if store else None
-    problems, torch_search, interrupted = _search_problems(
+    problems, torch_search, stopped_by = _search_problems(
         keyed, directions, bar, dev, legacy, check_clock,
         dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
              runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s)
+    interrupted = bool(stopped_by)
     if torch_off and problems and not interrupted:
         problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
     search_s = time.perf_counter() - t_search
@@ -433,31 +434,35 @@ def profile(
             e2e = end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt,
                              fmt=fmt, device=dev, fresh_process=fresh_process)
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted, stopped_by = True, "ctrl-c"
     return ModelReport(
         model=name or type(model).__name__, problems=tuple(problems), directions=directions, env=environment(dev),
-        e2e=e2e, interrupted=interrupted, search_s=search_s, torch_search_ms=torch_search,
+        e2e=e2e, interrupted=interrupted, stopped_by=stopped_by, search_s=search_s, torch_search_ms=torch_search,
         wall_s=time.perf_counter() - t_start, n_conv_calls=len(uses),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         measure=MeasureConfig(repeats=repeats, check_clock=check_clock))
 
 
+class _BudgetSpent(Exception):
+    """The time budget ran out between two searches."""
+
+
 def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
                      options: dict, store: ResultStore | None, deadline: float | None = None
-                     ) -> tuple[list[ProblemEntry], float, bool]:
+                     ) -> tuple[list[ProblemEntry], float, str]:
     """Each distinct problem and direction searched (find_engines, and find with legacy), or taken from `store`
-    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, whether Ctrl-C or the `deadline`
-    (perf_counter) stopped it; no new search starts after the deadline)."""
+    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, what stopped it early: "" (nothing),
+    "ctrl-c", or "budget" (the `deadline`, perf_counter: no new search starts after it))."""
     problems: list[ProblemEntry] = []
     torch_search = 0.0
-    interrupted = False
+    interrupted = ""
     try:
         for (spec, shape, dname, fmt), names in keyed.items():
             engines, legacy_res, errors = {}, {}, {}
             try:
                 for d in directions:
                     if deadline is not None and time.perf_counter() > deadline:
-                        raise KeyboardInterrupt  # the time budget: stop as Ctrl-C does, keeping what was done
+                        raise _BudgetSpent  # stop as Ctrl-C does, keeping what was done
                     try:
                         engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
                                              lambda: _without_plans(find_engines(
@@ -475,7 +480,9 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                         errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
                     bar.update(f"{spec} {d}")
             except KeyboardInterrupt:
-                interrupted = True
+                interrupted = "ctrl-c"
+            except _BudgetSpent:
+                interrupted = "budget"
             if engines or legacy_res or errors:
                 problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
                                              layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))

@@ -298,6 +298,8 @@ class TuneResult:
     db: str
     build_s: float = 0.0  # of `seconds`: cuDNN enumerating configurations and building their plans
     store_s: float = 0.0  # of `seconds`: writing to the database
+    stopped_by: str = ""  # with interrupted: "budget" (budget_s ran out; a re-run continues) or "ctrl-c"
+    todo: int = 0  # searches the database lacked when tune() began
 
     def __str__(self) -> str:
         where = (f" ({self.build_s:.1f} s building plans, {self.store_s:.1f} s storing, the rest measuring)"
@@ -305,8 +307,14 @@ class TuneResult:
         s = (f"tune: {self.searched} searches run, {self.already} already in the database, {self.unsupported} "
              f"problem(s) apply() does not run (padding_mode other than zeros), {len(self.failed)} failed; "
              f"{self.seconds:.1f} s{where}"
-             f"{' (stopped: time budget or Ctrl-C)' if self.interrupted else ''}; database {self.db}")
+             f"{self._stopped()}; database {self.db}")
         return s + "".join(f"\n  failed: {k}: {v}" for k, v in self.failed.items())
+
+    def _stopped(self) -> str:
+        if not self.interrupted:
+            return ""
+        return {"budget": " (stopped: the time budget ran out)", "ctrl-c": " (stopped: Ctrl-C)"}.get(
+            self.stopped_by, " (stopped: time budget or Ctrl-C)")
 
 
 def problem_key(problem, direction: str, deterministic: bool | None = None, allow_tf32: bool | None = None) -> str:
@@ -416,14 +424,14 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     searched = already = unsupported = 0
     build_s = store_s = 0.0
     failed: dict[str, str] = {}
-    interrupted = False
+    interrupted, stopped_by, todo = False, "", []
     bar = None
     try:
         todo, already, unsupported = _tuning_todo(model, example_input, dtype, memory_format, dirs, store, ekey)
         bar = _bar(len(todo), progress)
         for spec, shape, dname, fmt, d, key in todo:
             if budget_s is not None and time.perf_counter() - t0 > budget_s:
-                interrupted = True
+                interrupted, stopped_by = True, "budget"
                 break
             if store.winner(ekey, key) is not None:  # stored meanwhile by another process tuning into this file
                 already += 1
@@ -443,14 +451,14 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             if bar is not None:
                 bar.update(1)
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted, stopped_by = True, "ctrl-c"
     finally:
         if bar is not None:
             bar.close()
         if own:
             store.close()
     return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path),
-                      build_s, store_s)
+                      build_s, store_s, stopped_by, len(todo))
 
 
 def _tuning_todo(model, example_input, dtype, memory_format, dirs, store: TuningDB, ekey: str):

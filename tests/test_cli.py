@@ -166,3 +166,39 @@ def test_compare_two_real_runs(tmp_path):
     assert len(t) > 1000 and {"ratio", "beyond_spread", "kernel_a_ms", "kernel_b_ms"} <= set(t.columns)
     assert (t.ratio - t.kernel_b_ms / t.kernel_a_ms).abs().max() < 1e-9
     assert 0.95 < t.ratio.median() < 1.05  # the same GPU and software, another process: mostly the same times
+
+
+@pytest.mark.parametrize("stopped_by,status,says", [("budget", 3, "stopped at the time budget (--budget-s) as planned"),
+                                                     ("ctrl-c", 130, "interrupted")])
+def test_a_stop_at_the_budget_has_its_own_exit_status_and_says_how_to_resume(monkeypatch, capsys, make, tmp_path,
+                                                                             stopped_by, status, says):
+    """CPU (profile and tune replaced by fakes): a planned, resumable stop at --budget-s exits 3, not Ctrl-C's 130,
+    and the last line says how to continue."""
+    import dataclasses
+
+    from cudnn_algos import problem, report, tuning
+
+    monkeypatch.setattr(problem, "device_index", lambda d: 0)
+    rep = dataclasses.replace(make.model_report(), interrupted=True, stopped_by=stopped_by)
+    monkeypatch.setattr(report, "profile", lambda *a, **k: rep)
+    store = tmp_path / "run.jsonl"
+    assert cli.main(["profile", "resnet50", "--batch", "1", "--budget-s", "5", "--store", str(store)]) == status
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert says in last and f"kept in {store}: the same command again continues" in last
+    assert cli.main(["profile", "resnet50", "--batch", "1", "--budget-s", "5"]) == status
+    assert "add --store PATH" in capsys.readouterr().err.strip().splitlines()[-1]
+
+    done = tuning.TuneResult(searched=4, already=0, unsupported=0, failed={}, seconds=5.0, interrupted=True,
+                             db=str(tmp_path / "t.sqlite"), stopped_by=stopped_by, todo=9)
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: done)
+    assert cli.main(["tune", "resnet50", "--batch", "1", "--budget-s", "5", "--db", done.db]) == status
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert says in last and "4 of 9 searches stored" in last and "the same command again continues" in last
+
+
+@pytest.mark.parametrize("args", [["find", "--input=--"], ["find", "--input", ""], ["find", "--conv=--"],
+                                  ["engines", "--input=--"], ["find", "--workspace-limit", str(2**63)],
+                                  ["find", "--workspace-limit", "-1"], ["find", "--repeats", "0", "--measure"]])
+def test_odd_argument_values_are_usage_errors_without_a_traceback(args):
+    r = _run(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "error:" in r.stderr, r.stderr

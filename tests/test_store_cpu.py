@@ -82,7 +82,8 @@ def test_a_time_budget_stops_cleanly_and_a_rerun_continues(fake_gpu, tmp_path, m
     monkeypatch.setattr(report.time, "perf_counter", lambda: float(next(clock)))
     r = report.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
                        end_to_end_check=False, progress=False, store=str(store), budget_s=25)
-    assert r.interrupted and 0 < len(calls) < 6 and "INTERRUPTED" in str(r)
+    assert r.interrupted and r.stopped_by == "budget" and 0 < len(calls) < 6
+    assert "STOPPED EARLY (the time budget ran out)" in str(r)
     monkeypatch.undo()
     with pytest.raises(ValueError, match="budget_s=0"):
         report.profile(_Net(), torch.randn(2, 8, 8, 8), budget_s=0)
