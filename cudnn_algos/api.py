@@ -235,6 +235,7 @@ def run(
     """
     spec = ConvSpec.coerce(conv)
     check_choice("direction", direction, DIRECTIONS)
+    limit = parse_workspace_limit(workspace_limit)
     need = {"forward": ("input", "weight"), "backward_data": ("weight", "grad_output"),
             "backward_filter": ("input", "grad_output")}[direction]
     given = {"input": input, "weight": weight, "grad_output": grad_output}
@@ -245,6 +246,14 @@ def run(
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
     first = given[need[0]]
+    if input_shape is not None and isinstance(input, torch.Tensor):
+        try:
+            same = tuple(input_shape) == tuple(input.shape)
+        except TypeError:
+            raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints") from None
+        if not same:
+            raise ValueError(f"input_shape={tuple(input_shape)} disagrees with input.shape={tuple(input.shape)} "
+                             "(give one of them, or the same shape)")
     if input_shape is None:
         if input is None:
             raise ValueError(f"direction={direction!r} needs input_shape= (or input=) to know the input's size")
@@ -262,7 +271,6 @@ def run(
             raise ValueError(f"{name} is on {t.device}; run() needs CUDA tensors")
         if t.dtype != problem.dtype:
             raise ValueError(f"{name} has dtype {t.dtype} but {need[0]} has {problem.dtype}")
-    limit = parse_workspace_limit(workspace_limit)
     dev = first.device.index if first.device.index is not None else torch.cuda.current_device()
     cdir = problem.cudnn_direction(direction)
     execute = _executor(problem, algo, cdir, math, limit)

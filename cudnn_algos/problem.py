@@ -143,6 +143,9 @@ def parse_workspace_limit(limit: Any) -> int:
         raise TypeError(f"workspace_limit={limit!r} must be an int number of bytes or None")
     if limit < 0:
         raise ValueError(f"workspace_limit={limit} must be >= 0 bytes (None for no limit)")
+    if limit >= 2**63:
+        raise ValueError(f"workspace_limit={limit} bytes does not fit cuDNN's 64-bit size (< 2**63; None for no "
+                         "limit)")
     return limit
 
 

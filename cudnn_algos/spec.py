@@ -99,11 +99,17 @@ class ConvSpec:
 
     def __post_init__(self) -> None:
         ks = self.kernel_size
-        if isinstance(ks, int) and not isinstance(ks, bool):
+        if as_int(ks) is not None:  # an int, a numpy integer, a 0-d integer tensor: the dimensionality is unknown
             raise ValueError(
-                f"kernel_size={ks!r}: give a tuple whose length is the dimensionality, e.g. ({ks}, {ks}) for 2-d"
+                f"kernel_size={ks!r}: give a tuple whose length is the dimensionality, e.g. ({int(ks)}, {int(ks)}) "
+                "for 2-d"
             )
-        ks = tuple(ks)
+        if isinstance(ks, (bool, float, str, bytes)) or ks is None:
+            raise TypeError(f"kernel_size={ks!r} must be a tuple of 1, 2 or 3 ints")
+        try:
+            ks = tuple(ks)
+        except TypeError:
+            raise TypeError(f"kernel_size={ks!r} must be a tuple of 1, 2 or 3 ints") from None
         nd = len(ks)
         if nd not in (1, 2, 3):
             raise ValueError(f"kernel_size={self.kernel_size!r}: only 1-, 2- and 3-d convolutions exist in cuDNN's legacy API here")

@@ -65,6 +65,9 @@ def test_bad_memory_format(conv, shape, fmt, match):
         (dict(mode="fast"), "mode='fast' is not one of: find, find_ex, heuristic"),
         (dict(math="tf32"), "math='tf32' is not one of: default, tensor_op, tensor_op_allow_conversion, fma"),
         (dict(workspace_limit=-1), "workspace_limit=-1 must be >= 0"),
+        (dict(workspace_limit=2**63), "workspace_limit=9223372036854775808 bytes does not fit"),
+        (dict(workspace_limit=2**64), "workspace_limit=18446744073709551616 bytes does not fit"),
+        (dict(workspace_limit=10**30), "workspace_limit=1000000000000000000000000000000 bytes does not fit"),
     ],
 )
 def test_bad_choices(kwargs, match):
@@ -116,6 +119,13 @@ def test_run_argument_checks():
         cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=w)
     with pytest.raises(TypeError, match="input must be a torch.Tensor"):
         cudnn_algos.run(CONV, "GEMM", input=[1, 2], weight=w)
+    # input_shape that disagrees with the input is refused here, before any GPU work (CPU tensors: it comes first)
+    with pytest.raises(ValueError, match=r"input_shape=\(2, 64, 9, 9\) disagrees with input.shape=\(2, 64, 8, 8\)"):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=w, input_shape=(2, 64, 9, 9))
+    with pytest.raises(TypeError, match="input_shape=5 must be a sequence"):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=w, input_shape=5)
+    with pytest.raises(ValueError, match="workspace_limit=.* does not fit"):
+        cudnn_algos.run(CONV, "GEMM", input=torch.randn(2, 64, 8, 8), weight=w, workspace_limit=2**63)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error; a GPU is visible")
