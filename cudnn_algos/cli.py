@@ -463,11 +463,11 @@ def _cmd_find(a: argparse.Namespace) -> int:
     kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
                   workspace_limit=a.workspace_limit, device=a.device)
     try:
-        validate(conv, shape, **kwargs)
-        if a.measure:
+        if a.measure:  # argument checks first; validate() ends with the check that a GPU is usable
             from .timing import check_config
 
             check_config(a.repeats, 3, a.l2, "cuda")
+        validate(conv, shape, **kwargs)
     except (ValueError, TypeError) as e:  # only argument errors are usage errors
         raise UsageError(str(e)) from None
     res = find(conv, shape, measure=a.measure, repeats=a.repeats, l2=a.l2, check_clock=a.check_clock, **kwargs)

@@ -28,10 +28,12 @@ def test_heuristic_best_is_first_rank(make):
 
 def test_table_text(make):
     lines = str(make.legacy_result()).splitlines()
-    assert "Conv2d(64, 128, kernel_size=3, padding=1) forward" in lines[0]
-    assert "float16 channels_last" in lines[0] and "cuDNN 9.19.0" in lines[0] and "sm_90" in lines[0]
-    assert lines[1].split()[:3] == ["algorithm", "id", "status"]
-    body = "\n".join(lines[3:])
+    h = next(i for i, ln in enumerate(lines) if ln.startswith("algorithm "))
+    title = " ".join(ln.strip() for ln in lines[:h])  # wrapped to 120 columns
+    assert "Conv2d(64, 128, kernel_size=3, padding=1) forward" in title
+    assert "float16 channels_last" in title and "cuDNN 9.19.0" in title and "sm_90" in title
+    assert lines[h].split()[:3] == ["algorithm", "id", "status"]
+    body = "\n".join(lines[h + 2:])
     for needle in ("IMPLICIT_PRECOMP_GEMM", "1.25x", "300.0 MiB", "NOT_SUPPORTED", "NOT_RETURNED", "1.0 MiB"):
         assert needle in body
     assert lines[-1].startswith("best: IMPLICIT_PRECOMP_GEMM (tensor_op) 0.2 (cuDNN's reported time)")
@@ -194,3 +196,48 @@ def test_compare_flags_only_changes_beyond_both_spreads_and_the_floor(make):
     assert "beyond both runs' spread and 3%" in str(c)
     with pytest.raises(ValueError, match="floor"):
         compare(a, a, floor=1.5)
+
+
+def _table_lines(text: str) -> list[str]:
+    """Every line but a legend line that is one unbroken name ("[3] eng62{...}"): those may be wider, whole."""
+    return [ln for ln in text.splitlines() if not (ln.startswith("[") and " " not in ln.split(" ", 1)[1])]
+
+
+@pytest.mark.parametrize("fixture", ["profile_r3d_18_fp32_b1_engines.json.gz",
+                                     "profile_resnet50_fp16-nhwc_b32_fwd_bwd-data_legacy_engines.json.gz"])
+def test_every_search_of_a_saved_profile_prints_within_120_columns(fixture):
+    """CPU, on H200 profiles: engine and measured legacy tables fit 120 columns, keep every row, print each long
+    configuration name whole (pasteable into --config) in the legend, and list rows fastest first."""
+    from pathlib import Path
+
+    report = load_json(str(Path(__file__).parent / "fixtures" / fixture))
+    searches = [r for p in report.problems for r in (*p.engines.values(), *(p.legacy or {}).values())]
+    assert any(type(r).__name__ == "SearchResult" for r in searches) or "legacy" not in fixture
+    for r in searches:
+        text = str(r)
+        assert max(map(len, _table_lines(text))) <= 120, text
+        for row in r.rows:
+            name = getattr(row, "algo", None) or row.name
+            assert name in text, (name, text)  # every row is printed; a long name whole, in the legend
+        timed = [row for row in r.rows if row.ok and row.kernel_ms is not None]
+        if timed:  # the first data row (two lines after the header) is the fastest
+            body = text.splitlines()
+            fastest = min(timed, key=lambda x: x.kernel_ms)
+            header = next(i for i, ln in enumerate(body) if ln.startswith(("config ", "algorithm ")))
+            label = fastest.algo if hasattr(fastest, "algo") else f"eng{fastest.engine_id}"
+            assert body[header + 2].startswith(label), (body[header + 2], fastest)
+
+
+def test_engine_table_is_in_kernel_time_order_with_failures_last(make):
+    rows = (make.engine_row(3, [("fallback", 0)], status="NOT_SUPPORTED"),
+            make.engine_row(7, [("heuristic_a", 0)], ms=0.030),
+            make.engine_row(5, [("heuristic_a", 1)], ms=0.010,
+                            name="eng5{TILE_SIZE=12,TILEK=2,STAGES=3,IDX_MODE=1,LDGC=2,SPECFILT=0,SPLIT_K=4}"))
+    text = str(make.engine_result(rows=rows))
+    lines = text.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("config "))
+    assert [ln.split()[0] for ln in lines[header + 2:header + 5]] == ["eng5[1]", "eng7", "eng3"]
+    assert "[1] eng5{TILE_SIZE=12,TILEK=2,STAGES=3,IDX_MODE=1,LDGC=2,SPECFILT=0,SPLIT_K=4}" in lines
+    assert max(map(len, lines)) <= 120
+    df = make.engine_result(rows=rows).to_dataframe()  # the full names stay in the data
+    assert "eng5{TILE_SIZE=12,TILEK=2,STAGES=3,IDX_MODE=1,LDGC=2,SPECFILT=0,SPLIT_K=4}" in set(df["candidate"])
