@@ -10,6 +10,9 @@ process, on one small convolution (torch's op, benchmark off, 1x1 40->120 on 16x
   3. three readings again; then torch.profiler's own reading of the same calls (kineto after our sessions), and
      the same inside cudnn_algos.cupti_held() (our source still registered when kineto's session starts).
 
+A session that another CUPTI client finalized under it (KernelClockLost) is measured again, as searches do; the
+last column counts those.
+
 Variants: the fix (the session registers its nanosecond source), without it (own_timestamps=False: whatever
 source was left), kineto told to tear CUPTI down (TEARDOWN_CUPTI=1: it finalizes CUPTI on the process's next CUDA
 call, Note [kineto's deferred teardown]), and an idle pause instead of the profiler (without the fix: is it the
@@ -58,17 +61,27 @@ def child(variant: str) -> dict:
             F.conv2d(x, w)
         torch.cuda.synchronize()
 
-    def reading() -> tuple[float, float]:
-        """(kernel us per call, median of WINDOWS windows; CUPTI units per host ns over a 20 ms sleep)."""
-        with timing.kernel_clock(0, own_timestamps=own) as s:
-            for _ in range(WINDOWS):
-                s.window(loop)
-            h0 = time.perf_counter_ns()
-            i = s.window(lambda: time.sleep(0.02))
-            host = time.perf_counter_ns() - h0
+    lost = []
+
+    def session() -> tuple[float, float]:
+        try:
+            with timing.kernel_clock(0, own_timestamps=own) as s:
+                for _ in range(WINDOWS):
+                    s.window(loop)
+                h0 = time.perf_counter_ns()
+                i = s.window(lambda: time.sleep(0.02))
+                host = time.perf_counter_ns() - h0
+        except timing.KernelClockLost:
+            lost.append(len(lost))
+            raise
         us = statistics.median(busy / CALLS * 1e3 for busy, _, _ in s.results[:WINDOWS])
         t0, t1 = s.windows[i]
         return us, (t1 - t0) / host
+
+    def reading() -> tuple[float, float]:
+        """(kernel us per call, median of WINDOWS windows; CUPTI units per host ns over a 20 ms sleep), measured
+        again when the session was lost, as measure_rows does (`lost` counts those)."""
+        return timing.again_if_lost(session)
 
     def kineto_us() -> float:
         return timing.reference_kernel_ms([(0, loop, CALLS)], 0)[0] * 1e3
@@ -91,7 +104,8 @@ def child(variant: str) -> dict:
     return {"variant": variant, "before_us": [u for u, _ in before], "before_rate": [r for _, r in before],
             "after_us": [u for u, _ in after], "after_rate": [r for _, r in after],
             "kineto_after_ours_us": kineto_after_ours, "held_us": held[0], "kineto_after_held_us": kineto_after_held,
-            "held_after_kineto_us": held_after_kineto[0], "held_after_kineto_rate": held_after_kineto[1]}
+            "held_after_kineto_us": held_after_kineto[0], "held_after_kineto_rate": held_after_kineto[1],
+            "sessions_lost": len(lost)}
 
 
 def main() -> int:
@@ -113,14 +127,15 @@ def main() -> int:
     f = lambda v: " ".join(f"{x:6.2f}" for x in v)  # noqa: E731
     print("kernel clock, 1x1 40->120 @28 fp32 (torch's op): us per call; rate = CUPTI units per host ns")
     print(f"{'variant':<9} {'before':>13}  {'after (1st 2nd 3rd)':>20}  {'rate before/after1':>18}  "
-          f"{'kineto':>6}  {'held':>6}  {'kineto|held':>11}  {'held|kineto':>11}")
+          f"{'kineto':>6}  {'held':>6}  {'kineto|held':>11}  {'held|kineto':>11}  lost")
     for o in out:
         if "error" in o:
             print(f"{o['variant']:<9} error: {o['error']}")
             continue
         print(f"{o['variant']:<9} {f(o['before_us']):>13}  {f(o['after_us']):>20}  "
               f"{o['before_rate'][0]:8.3f}/{o['after_rate'][0]:<8.3f}  {o['kineto_after_ours_us']:6.2f}  "
-              f"{o['held_us']:6.2f}  {o['kineto_after_held_us']:11.2f}  {o['held_after_kineto_us']:11.2f}")
+              f"{o['held_us']:6.2f}  {o['kineto_after_held_us']:11.2f}  {o['held_after_kineto_us']:11.2f}  "
+              f"{o.get('sessions_lost', '?')}")
     return 0
 
 

@@ -46,6 +46,7 @@ std::mutex session_mutex;  // one session at a time; guards the three flags belo
 bool active = false;         // a session is recording
 bool attached = false;       // CUPTI initialized by a session and not finalized since
 bool keep_attached = false;  // sessions end without cuptiFinalize (kernel_clock_keep_attached)
+bool lost = false;           // the last session's buffers were not all handed back (Note [kineto's deferred teardown])
 
 constexpr size_t kBufferBytes = 4 << 20;
 
@@ -125,7 +126,11 @@ void check(CUptiResult r, const char* call) {
 // call. When that call was a launch inside one of our windows, it finalized our session: every record was lost and
 // the first session after such a profiler session saw no activity at all (on the H200, the held-session test and
 // the benchmark's teardown variant). So a session makes one CUDA call (cudaGetDevice) before it touches CUPTI: a
-// pending teardown happens there, and the session starts on a clean CUPTI.
+// pending teardown happens there, and the session starts on a clean CUPTI. That is a race, though: kineto arms its
+// teardown from a thread of its own, which may not have armed it yet when a session starts right after torch's
+// profiler returned. So a session also notices when it was finalized under it (a buffer CUPTI never handed back,
+// or no activity in any window) and says so: kernel_clock_end throws "session lost", and the Python side measures
+// again.
 uint64_t CUPTIAPI ns_timestamp() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -156,6 +161,9 @@ void stop_recording() {
   {
     std::lock_guard<std::mutex> lock(buffers_mutex);
     ++stats.sessions;
+    // a forced flush hands every buffer CUPTI holds back; one it never returns belongs to a CUPTI that another
+    // client finalized during the session, and so do its records
+    lost = !outstanding.empty();
   }
   if (!keep_attached) detach();
 }
@@ -223,6 +231,10 @@ std::vector<WindowActivity> kernel_clock_end(int device, const std::vector<std::
     stop_recording();
     std::lock_guard<std::mutex> rl(records_mutex);
     got.swap(records);
+    if (lost)
+      throw std::runtime_error(
+          "kernel clock: session lost: another CUPTI client finalized CUPTI during it (torch.profiler with "
+          "TEARDOWN_CUPTI=1 does so on the next CUDA call after its session)");
   }
   // windows are disjoint and in time order: sort the records by start and sweep
   std::sort(got.begin(), got.end(), [](const Record& a, const Record& b) { return a.start < b.start; });

@@ -246,14 +246,7 @@ def run(
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
     first = given[need[0]]
-    if input_shape is not None and isinstance(input, torch.Tensor):
-        try:
-            same = tuple(input_shape) == tuple(input.shape)
-        except TypeError:
-            raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints") from None
-        if not same:
-            raise ValueError(f"input_shape={tuple(input_shape)} disagrees with input.shape={tuple(input.shape)} "
-                             "(give one of them, or the same shape)")
+    _check_input_shape(input_shape, input)
     if input_shape is None:
         if input is None:
             raise ValueError(f"direction={direction!r} needs input_shape= (or input=) to know the input's size")
@@ -294,6 +287,19 @@ def run(
     if not spec.transposed and direction == "backward_data" and sh.has_pre_pad:
         result = _unpad_grad(result, sh)
     return result
+
+
+def _check_input_shape(input_shape, input) -> None:
+    """run()'s input_shape, when an input is given too, must be its shape (checked before any GPU work)."""
+    if input_shape is None or not isinstance(input, torch.Tensor):
+        return
+    try:
+        same = tuple(input_shape) == tuple(input.shape)
+    except TypeError:
+        raise TypeError(f"input_shape={input_shape!r} must be a sequence of ints") from None
+    if not same:
+        raise ValueError(f"input_shape={tuple(input_shape)} disagrees with input.shape={tuple(input.shape)} (give "
+                         "one of them, or the same shape)")
 
 
 def _roles(spec: ConvSpec, sh: ConvShapes, direction: str, input, weight, grad_output) -> dict[str, torch.Tensor]:

@@ -335,7 +335,11 @@ def torch_off_runs(items: list[dict], device: int, timeout: float = 900) -> tupl
 
 
 # ------------------------------------------------------------------------------------------------ profile
-def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max) -> tuple[str, ...]:
+def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s
+                        ) -> tuple[str, ...]:
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                 or not budget_s > 0):
+        raise ValueError(f"budget_s={budget_s!r} must be a positive number of seconds (None: no budget)")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     directions = tuple([directions] if isinstance(directions, str) else directions)
@@ -405,10 +409,7 @@ def profile(
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
     (``interrupted=True``), and with a store a re-run continues.
     """
-    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max)
-    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
-                                 or not budget_s > 0):
-        raise ValueError(f"budget_s={budget_s!r} must be a positive number of seconds (None: no budget)")
+    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s)
     dt = parse_dtype(dtype) if dtype is not None else None
     t_start = time.perf_counter()
     uses = discover(model, example_input)

@@ -1020,7 +1020,7 @@ def fidelity_table(results: Iterable[Any], tolerance: float = 0.05) -> list[str]
     dev = sorted(kept, key=lambda p: -abs(p["kernel_ms"] / p["reference_ms"] - 1))
     if kept:
         lines.append(f"all: {share(kept):.1f}% within {100 * tolerance:.0f}%; worst: " + "; ".join(
-            f"{p['kind']} {p['name'][:40]} {format_ms(p['kernel_ms'])} vs {format_ms(p['reference_ms'])}"
+            f"{p['kind']} {p['name']} {format_ms(p['kernel_ms'])} vs {format_ms(p['reference_ms'])}"
             for p in dev[:3]))
     if traced:
         acts = [p["activities_per_call"] for p in traced if p.get("activities_per_call")]
@@ -1030,7 +1030,7 @@ def fidelity_table(results: Iterable[Any], tolerance: float = 0.05) -> list[str]
             f", kernel clock/events {statistics.median(p['kernel_ms'] / p['events_ms'] for p in traced):.2f}"
             + (f", median {statistics.median(acts):.0f} GPU activities per call" if acts else "")
             + f"): tracing stretched them; counting them too, {share(pairs):.1f}% of {len(pairs)} rows agree")
-    return lines
+    return _wrap(lines)  # names whole (a wrapped line breaks between words only)
 
 
 # ============================================================================================ JSON

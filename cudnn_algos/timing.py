@@ -327,6 +327,12 @@ class KernelClockUnavailable(RuntimeError):
     """The kernel clock could not open its CUPTI session (no GPU, another CUPTI client active, ...)."""
 
 
+class KernelClockLost(KernelClockUnavailable):
+    """Another CUPTI client finalized CUPTI during a session and its records are gone (torch.profiler with
+    TEARDOWN_CUPTI=1 does so on the process's next CUDA call: Note [kineto's deferred teardown] in
+    csrc/kernel_clock.cpp). A session run again right after is whole."""
+
+
 def _profiler_active() -> bool:
     try:
         return bool(torch.autograd.profiler._is_profiler_enabled)  # noqa: SLF001 (torch's own flag)
@@ -354,7 +360,16 @@ def kernel_clock(device: int, own_timestamps: bool = True):
     except BaseException:
         ext.kernel_clock_abort()
         raise
-    session.results = [(busy / 1e6, n, tuple(k)) for busy, n, k in ext.kernel_clock_end(device, session.windows)]
+    try:
+        got = ext.kernel_clock_end(device, session.windows)
+    except RuntimeError as e:
+        if "session lost" in str(e):
+            raise KernelClockLost(str(e)) from None
+        raise
+    session.results = [(busy / 1e6, n, tuple(k)) for busy, n, k in got]
+    if session.results and not any(n for _, n, _ in session.results):  # every window launched GPU work
+        raise KernelClockLost("kernel clock: session lost: no window saw any GPU activity (CUPTI was finalized "
+                              "before its first record)")
 
 
 _held = [0]
@@ -404,14 +419,17 @@ class _Session:
 def kernels_of(runnables: Sequence[Runnable], device: int) -> list[tuple[str, ...] | None]:
     """The kernels one call of each runnable launches (one kernel-clock session, one call each; None where the call
     failed)."""
-    idx: list[int | None] = []
-    with kernel_clock(device) as s:
-        for r in runnables:
-            try:
-                idx.append(s.window(lambda r=r: (r.call(0), torch.cuda.synchronize(device))))
-            except Exception:
-                idx.append(None)
-    return [None if i is None else s.results[i][2] for i in idx]
+    def session():
+        idx: list[int | None] = []
+        with kernel_clock(device) as s:
+            for r in runnables:
+                try:
+                    idx.append(s.window(lambda r=r: (r.call(0), torch.cuda.synchronize(device))))
+                except Exception:
+                    idx.append(None)
+        return [None if i is None else s.results[i][2] for i in idx]
+
+    return again_if_lost(session)
 
 
 # ------------------------------------------------------------------------------------------- the reference clock
@@ -599,18 +617,8 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
     """One kernel-clock session: per runnable, its samples as windows of min(K, KERNEL_CALLS) back-to-back calls."""
     if not plan:
         return
-    wins: dict[int, list[int]] = {}
-    failed: dict[int, str] = {}
     try:
-        with kernel_clock(device) as s:
-            for i, (k, n) in plan.items():
-                try:
-                    with _nvtx(runnables[i], "kernel clock"), _phase(phases[i], "kernel clock"):
-                        wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
-                                   for _ in range(n)]
-                except Exception as e:
-                    torch.cuda.synchronize(device)
-                    failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
+        s, wins, failed = again_if_lost(lambda: _kernel_session(runnables, plan, device, phases))
     except KernelClockUnavailable as e:
         for i in plan:
             out[i] = _add_error(out[i], f"kernel clock unavailable: {str(e)[:150]}")
@@ -626,6 +634,32 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
             continue
         out[i] = replace(out[i], kernel_ms=Stats.of([busy / kc for busy, _, _ in res]), kernel_clock="cupti",
                          kernel_calls=kc, kernels=max((k for _, _, k in res), key=len), activities_per_call=acts)
+
+
+def _kernel_session(runnables: Sequence[Runnable], plan: dict[int, tuple[int, int]], device: int,
+                    phases: dict[int, list]) -> tuple[Any, dict[int, list[int]], dict[int, str]]:
+    """The kernel pass's session: (the session, runnable -> its windows, runnable -> why it failed)."""
+    wins: dict[int, list[int]] = {}
+    failed: dict[int, str] = {}
+    with kernel_clock(device) as s:
+        for i, (k, n) in plan.items():
+            try:
+                with _nvtx(runnables[i], "kernel clock"), _phase(phases[i], "kernel clock"):
+                    wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
+                               for _ in range(n)]
+            except Exception as e:
+                torch.cuda.synchronize(device)
+                failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
+    return s, wins, failed
+
+
+def again_if_lost(session: Callable[[], Any]) -> Any:
+    """session() (a function that opens a kernel-clock session and returns what it read), run once more if another
+    CUPTI client finalized CUPTI under it (KernelClockLost); a second loss is raised."""
+    try:
+        return session()
+    except KernelClockLost:
+        return session()
 
 
 def _reference_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],

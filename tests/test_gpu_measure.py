@@ -177,10 +177,12 @@ def test_a_row_reads_the_same_right_after_a_torch_profiler_session(monkeypatch, 
 
 
 @pytest.mark.parametrize("teardown", ["0", "1"])
-def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_before(monkeypatch, teardown):
+def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_before(monkeypatch, record_property,
+                                                                                      teardown):
     """A kernel-clock session opened right after a torch.profiler session, with no CUDA call in between: kineto's
     timestamp source is still registered (TEARDOWN_CUPTI=0, Note [whose timestamps]) or its cuptiFinalize waits for
-    the next CUDA call (TEARDOWN_CUPTI=1, Note [kineto's deferred teardown]). Same kernels, same busy time (5%)."""
+    the next CUDA call (TEARDOWN_CUPTI=1, Note [kineto's deferred teardown]: the session may be lost, and is then
+    measured again, as measure_rows does). Same kernels, same busy time (5%)."""
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
@@ -194,18 +196,28 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
             F.conv2d(x, w)
         torch.cuda.synchronize()
 
+    lost = []
+
     def session():
         with timing.kernel_clock(0) as s:
             for _ in range(5):
                 s.window(loop)
         return statistics.median(b for b, _, _ in s.results), s.results[0][1], s.results[0][2]
 
+    def counted():
+        try:
+            return session()
+        except timing.KernelClockLost:  # kineto's finalize beat the session's first CUDA call: measured again
+            lost.append(1)
+            raise
+
     loop()
     before = [session() for _ in range(2)]
     with profile(activities=[ProfilerActivity.CUDA]):
         F.conv2d(x, w)
         torch.cuda.synchronize()
-    busy, n, kernels = session()
+    busy, n, kernels = timing.again_if_lost(counted)
+    record_property("sessions_lost_and_measured_again", len(lost))
     assert (n, kernels) == before[0][1:], (before, (busy, n, kernels))
     ref = sum(b for b, _, _ in before) / 2
     assert abs(busy / ref - 1) < 0.05, (before, busy)

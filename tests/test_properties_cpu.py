@@ -46,8 +46,9 @@ def test_a_bad_convspec_field_is_named_in_its_error(case):
     # an odd value that is also a valid one (0 padding, a 3 that torch takes as an int) may construct: fine
 
 
-class _Reached(Exception):
-    """The CLI got past its argument checks to the search."""
+class _Reached(BaseException):
+    """The CLI got past its argument checks to the search (a BaseException: main's last handler turns every
+    Exception into one line and exit 1, and must not swallow this one)."""
 
 
 TOKENS = st.sampled_from([

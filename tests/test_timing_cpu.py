@@ -118,6 +118,47 @@ def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
             pass
 
 
+def test_a_session_another_cupti_client_finalized_is_measured_again(monkeypatch):
+    """The Python side of a lost session (Note [kineto's deferred teardown]), with a stand-in for the extension:
+    kernel_clock_end saying "session lost", or windows that saw no activity at all, raise KernelClockLost;
+    again_if_lost runs the session once more, and a second loss is raised."""
+    ends = []
+
+    class Ext:
+        def kernel_clock_begin(self, own_timestamps=True):
+            pass
+
+        def kernel_clock_now(self):
+            return 0
+
+        def kernel_clock_abort(self):
+            pass
+
+        def kernel_clock_end(self, device, windows):
+            ends.append(len(windows))
+            how = outcomes.pop(0)
+            if how == "lost":
+                raise RuntimeError("kernel clock: session lost: another CUPTI client finalized CUPTI during it")
+            return [(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
+
+    monkeypatch.setattr(timing._ext, "load", lambda: Ext())
+
+    def session():
+        with timing.kernel_clock(0) as s:
+            s.window(lambda: None)
+            s.window(lambda: None)
+        return s.results
+
+    outcomes = ["lost", "ok"]
+    assert timing.again_if_lost(session) == [(0.002, 1, ("k",))] * 2 and ends == [2, 2]
+    outcomes = ["silent", "ok"]
+    assert timing.again_if_lost(session)[0][1] == 1
+    outcomes = ["lost", "silent"]
+    with pytest.raises(timing.KernelClockLost, match="no window saw any GPU activity"):
+        timing.again_if_lost(session)
+    assert issubclass(timing.KernelClockLost, timing.KernelClockUnavailable)  # rows say "unavailable" after two
+
+
 @NO_GPU
 def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
