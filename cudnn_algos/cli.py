@@ -287,13 +287,20 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
 
 def _cmd_db(a: argparse.Namespace) -> int:
-    from .tuning import TuningDB
+    from .tuningdb import TuningDB, default_path
+
+    from .files import check_distinct
 
     if a.action in ("export", "import") and not a.file:
         raise UsageError(f"db {a.action} needs a FILE")
     if (a.action == "reselect") != (a.torch_margin is not None):
         raise UsageError("--torch-margin goes with db reselect, and db reselect needs it")
-    with TuningDB(a.db) as db:
+    if a.action == "export":
+        try:
+            check_distinct({"--db": a.db or default_path()}, {"export FILE": a.file})
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    with TuningDB(a.db, read_only=a.action in ("info", "list", "export")) as db:
         if a.action == "info":
             i = db.info()
             print(f"tuning database {i['path']} (schema {i['schema']}): {i['winners']} winners, "
@@ -301,7 +308,10 @@ def _cmd_db(a: argparse.Namespace) -> int:
             for env, n in i["environments"].items():
                 print(f"  {n:6d}  {env}")
         elif a.action == "list":
-            for w in db.winners():
+            ws = db.winners()
+            if not ws:
+                print(f"no winners stored in {db.path} (cudnn-algos tune ... stores them)")
+            for w in ws:
                 t = f"{w['kernel_ms']:.4g} ms" if w["kernel_ms"] is not None else "-"
                 on = f" (torch {w['torch_on_ms']:.4g} ms)" if w["torch_on_ms"] is not None else ""
                 print(f"{w['config']:<48} {t}{on}  {w['key']}  [{w['env']}]")
@@ -310,9 +320,13 @@ def _cmd_db(a: argparse.Namespace) -> int:
         elif a.action == "import":
             try:
                 n = db.import_(a.file)
+            except FileNotFoundError:
+                raise UsageError(f"{a.file}: no such file") from None
             except (OSError, ValueError) as e:
                 raise UsageError(str(e)) from None
-            print(f"imported {n} winners from {a.file}")
+            print(f"imported {n} winners and {n.candidates} candidates from {a.file}" + (
+                f"; left out {n.orphans} candidate(s) whose winner is in neither the file nor the database (an "
+                "export taken while another process was writing?)" if n.orphans else ""))
         elif a.action == "reselect":
             try:
                 c = db.reselect(a.torch_margin)
@@ -531,7 +545,8 @@ def _cmd_engines(a: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .errors import CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError
+    from .errors import (CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError, ResultFileError,
+                         TuningDBError)
 
     parser = build_parser()
     a = parser.parse_args(argv)
@@ -558,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"cudnn-algos: error: {e}", file=sys.stderr)
         return 2
-    except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError) as e:
+    except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError, TuningDBError,
+            ResultFileError) as e:
         print(f"cudnn-algos: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

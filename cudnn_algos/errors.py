@@ -49,3 +49,52 @@ class CudaUnavailableError(RuntimeError):
 
 class ExtensionUnavailableError(ImportError):
     """The C++ extension cudnn_algos._C is neither built nor buildable here; the message says why."""
+
+
+class ResultFileError(ValueError):
+    """A saved result or results store that cannot be read: damaged (cut short, not JSON, a bad gzip stream),
+    foreign (another program's file, another schema) or refused (it would inflate past the stated limit). ``path``
+    names the file; the message says what was wrong."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = str(path), reason
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
+
+
+class TuningDBError(RuntimeError):
+    """The tuning database at ``path`` cannot be used as asked; the message says why and what to do. Nothing
+    stored is lost when this is raised: a file that is not ours is never written, moved or deleted."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"tuning database {path}: {reason}")
+        self.path, self.reason = str(path), reason
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
+
+
+class TuningDBUnavailable(TuningDBError):
+    """The path cannot hold a database: a directory, a path with no file name, no permission, no file
+    descriptors left."""
+
+
+class TuningDBLocked(TuningDBError):
+    """Another connection held the database locked for longer than the timeout."""
+
+
+class TuningDBReadOnly(TuningDBError):
+    """A write (put, clear, import, reselect) to a database opened read-only (the file or its directory is not
+    writable); reads work."""
+
+
+class TuningDBForeign(TuningDBError):
+    """An SQLite database that is not a cudnn_algos tuning database (another program's), or one of another schema
+    version: refused, never written."""
+
+
+class TuningDBDamaged(TuningDBError):
+    """The database's pages are damaged (SQLite: "database disk image is malformed"). Opening it again moves it
+    aside (with its -wal and -shm files) and starts a fresh one."""

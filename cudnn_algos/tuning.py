@@ -13,17 +13,12 @@ stored winner's plan and falls back to torch's convolution for anything the data
 """
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import json
 import os
-import sqlite3
 import statistics
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple
 
 import torch
 
@@ -33,251 +28,13 @@ from .errors import CudaError, CudaUnavailableError, CudnnError
 from .problem import (DIRECTIONS, Environment, check_choice, device_index, environment, make_problem,
                       parse_dtype)
 from .report import discover, distinct_problems
-
-SCHEMA = 1
-ENV_VAR = "CUDNN_ALGOS_DB"
-TORCH_WINNER = "torch"  # the stored winner is torch's own op: nothing measured beat it
-
-
-def default_path() -> Path:
-    """$CUDNN_ALGOS_DB, else $XDG_CACHE_HOME/cudnn_algos/tuning.sqlite (~/.cache when XDG_CACHE_HOME is unset)."""
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cudnn_algos" / "tuning.sqlite"
-
+from .tuningdb import (ENV_VAR, SCHEMA, TORCH_WINNER, TuningDB, check_margin, default_path,  # noqa: F401 (API)
+                       now, torch_wins)
 
 def env_key(env: Environment) -> str:
     """What must match for a stored winner to be used: the GPU and every version that can change the answer."""
     return (f"{env.gpu_name}|sm{env.compute_capability}|driver {env.driver_version or env.cuda_driver_api}"
             f"|cuda {env.cuda_runtime}|cudnn {env.cudnn_runtime}|torch {env.torch_version}")
-
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
-CREATE TABLE IF NOT EXISTS winners (
-  env TEXT, key TEXT, settings TEXT, direction TEXT, config TEXT, engine_id INTEGER, knobs TEXT,
-  kernel_ms REAL, host_ms REAL, rel_err REAL, runner_up TEXT, runner_up_ms REAL, torch_on TEXT, torch_on_ms REAL,
-  source TEXT, measured_at TEXT, environment TEXT, PRIMARY KEY (env, key, settings));
-CREATE TABLE IF NOT EXISTS candidates (
-  env TEXT, key TEXT, settings TEXT, direction TEXT, name TEXT, engine_id INTEGER, status TEXT, kernel_ms REAL,
-  throughput_ms REAL, host_ms REAL, rel_err REAL, workspace_bytes INTEGER, torch_filter TEXT, sources TEXT,
-  measured_at TEXT, PRIMARY KEY (env, key, settings, name));
-"""
-_WINNER_COLS = ("env", "key", "settings", "direction", "config", "engine_id", "knobs", "kernel_ms", "host_ms",
-                "rel_err", "runner_up", "runner_up_ms", "torch_on", "torch_on_ms", "source", "measured_at",
-                "environment")
-_CANDIDATE_COLS = ("env", "key", "settings", "direction", "name", "engine_id", "status", "kernel_ms",
-                   "throughput_ms", "host_ms", "rel_err", "workspace_bytes", "torch_filter", "sources", "measured_at")
-
-
-class TuningDB:
-    """The tuning database at `path` (default: :func:`default_path`). Several processes may read and write it at
-    once (SQLite WAL, a busy timeout, one transaction per stored search). A file that is not this database (corrupt,
-    or another schema version) is moved aside with a warning and a fresh one is made."""
-
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path).expanduser() if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.con = self._open()
-        except (sqlite3.DatabaseError, _Foreign) as e:
-            aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(self.path, aside)
-            for ext in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(str(self.path) + ext)
-            warnings.warn(f"tuning database {self.path} could not be used ({e}); moved aside to {aside.name}, "
-                          f"starting a fresh one", RuntimeWarning, stacklevel=2)
-            self.con = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA busy_timeout=60000")
-            row = None
-            with contextlib.suppress(sqlite3.OperationalError):
-                row = con.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
-            if row is not None and row[0] != str(SCHEMA):
-                raise _Foreign(f"schema {row[0]}, this cudnn_algos reads schema {SCHEMA}")
-            if row is None:
-                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if tables - {"meta", "winners", "candidates"}:
-                    raise _Foreign(f"tables {sorted(tables)} are not a cudnn_algos tuning database")
-                con.executescript(_TABLES)  # IF NOT EXISTS / OR IGNORE: two processes creating it at once agree
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (_now(),))
-        except BaseException:
-            con.close()
-            raise
-        return con
-
-    def close(self) -> None:
-        self.con.close()
-
-    def __enter__(self) -> "TuningDB":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # ---- reading
-    def winners(self, env: str | None = None) -> list[dict[str, Any]]:
-        """Stored winners (of one environment key, or all), newest first per (env, key)."""
-        q = "SELECT * FROM winners" + (" WHERE env = ?" if env is not None else "") + " ORDER BY measured_at DESC"
-        return [dict(zip(_WINNER_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
-
-    def winner(self, env: str, key: str) -> dict[str, Any] | None:
-        r = self.con.execute("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
-                             (env, key)).fetchone()
-        return dict(zip(_WINNER_COLS, r)) if r else None
-
-    def candidates(self, env: str | None = None) -> list[dict[str, Any]]:
-        q = "SELECT * FROM candidates" + (" WHERE env = ?" if env is not None else "")
-        return [dict(zip(_CANDIDATE_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
-
-    def info(self) -> dict[str, Any]:
-        envs = dict(self.con.execute("SELECT env, COUNT(*) FROM winners GROUP BY env").fetchall())
-        return {"path": str(self.path), "schema": SCHEMA, "winners": sum(envs.values()),
-                "candidates": self.con.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
-                "environments": envs}
-
-    # ---- writing
-    def put(self, winner: dict[str, Any], candidates: Sequence[dict[str, Any]] = ()) -> None:
-        """One search's winner and its candidates, in one transaction (a concurrent writer waits; a crash keeps
-        either all of it or none)."""
-        self.con.execute("BEGIN IMMEDIATE")
-        try:
-            self.con.execute(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(_WINNER_COLS))})",
-                             [winner.get(c) for c in _WINNER_COLS])
-            self.con.executemany(
-                f"INSERT OR REPLACE INTO candidates VALUES ({','.join('?' * len(_CANDIDATE_COLS))})",
-                [[c.get(k) for k in _CANDIDATE_COLS] for c in candidates])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-
-    def clear(self, env: str | None = None) -> int:
-        """Deletes the winners and candidates (of one environment key, or all); returns the winners deleted."""
-        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
-        self.con.execute("BEGIN IMMEDIATE")
-        n = self.con.execute("DELETE FROM winners" + where, args).rowcount
-        self.con.execute("DELETE FROM candidates" + where, args)
-        self.con.execute("COMMIT")
-        return n
-
-    def reselect(self, torch_margin: float, env: str | None = None) -> dict[str, int]:
-        """Applies Note [torch's op as the winner] again with another `torch_margin`, from what is stored (no GPU):
-        a problem whose winner is torch's op gets its best configuration (the stored runner-up) where torch's op was
-        not faster by more than the margin, and a configuration gives way to torch's op where it was. The winner's
-        times, error, runner-up and settings follow (a new runner-up from the stored candidates; torch's host time
-        and error, which are stored only when it won, are None). Problems searched without torch's op (quick
-        tuning) keep their winner, and so does a search whose new settings would equal those of another search of
-        the same problem already stored (nothing stored is overwritten). Returns counts: to_config, to_torch,
-        unchanged, skipped (those)."""
-        _check_margin(torch_margin)
-        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
-        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
-        self.con.execute("BEGIN IMMEDIATE")
-        try:
-            for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
-                w = dict(zip(_WINNER_COLS, row))
-                new = _reselected(w, torch_margin, self._eligible(w))
-                if new is not None and new["settings"] != w["settings"] and self.con.execute(
-                        "SELECT 1 FROM winners WHERE env = ? AND key = ? AND settings = ?",
-                        (w["env"], w["key"], new["settings"])).fetchone():
-                    counts["skipped"] += 1  # another search of this problem is stored under those settings
-                    continue
-                if new is None or new["config"] == w["config"]:
-                    counts["unchanged"] += 1
-                    if new is None:
-                        continue  # (else: the same winner, its settings now naming the margin)
-                else:
-                    counts["to_torch" if new["engine_id"] < 0 else "to_config"] += 1
-                self.con.execute("DELETE FROM winners WHERE env = ? AND key = ? AND settings = ?",
-                                 (w["env"], w["key"], w["settings"]))
-                self.con.execute(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(_WINNER_COLS))})",
-                                 [new.get(c) for c in _WINNER_COLS])
-                self.con.execute("UPDATE OR REPLACE candidates SET settings = ? WHERE env = ? AND key = ? AND "
-                                 "settings = ?", (new["settings"], w["env"], w["key"], w["settings"]))
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        return counts
-
-    def _eligible(self, w: dict[str, Any]) -> list[dict[str, Any]]:
-        """The stored candidates of `w`'s search that torch would accept and that were timed, fastest first."""
-        rows = self.con.execute("SELECT * FROM candidates WHERE env = ? AND key = ? AND settings = ? AND "
-                                "status = 'SUCCESS' AND kernel_ms IS NOT NULL AND (torch_filter IS NULL OR "
-                                "torch_filter = '') ORDER BY kernel_ms", (w["env"], w["key"], w["settings"]))
-        return [dict(zip(_CANDIDATE_COLS, r)) for r in rows]
-
-    def export(self, path: str | os.PathLike) -> int:
-        """Writes every winner and candidate as JSON lines (to share with machines of the same kind)."""
-        n = 0
-        with open(path, "w") as f:
-            f.write(json.dumps({"cudnn_algos_tuning_export": SCHEMA}) + "\n")
-            for w in self.winners():
-                f.write(json.dumps({"winner": w}) + "\n")
-                n += 1
-            for c in self.candidates():
-                f.write(json.dumps({"candidate": c}) + "\n")
-        return n
-
-    def import_(self, path: str | os.PathLike) -> int:
-        """Reads what :meth:`export` wrote; returns the winners imported (an entry already here is replaced)."""
-        with open(path) as f:
-            head = json.loads(f.readline() or "{}")
-            if head.get("cudnn_algos_tuning_export") != SCHEMA:
-                raise ValueError(f"{path}: not a cudnn_algos tuning export of schema {SCHEMA} (first line {head})")
-            rows = [json.loads(line) for line in f if line.strip()]
-        ws = [r["winner"] for r in rows if "winner" in r]
-        cs = [r["candidate"] for r in rows if "candidate" in r]
-        for w in ws:
-            self.put(w, [c for c in cs if (c["env"], c["key"], c["settings"]) == (w["env"], w["key"], w["settings"])])
-        return len(ws)
-
-
-def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The winner row `w` under `margin` (TuningDB.reselect), or None where it stays as it is."""
-    torch_ms = w["kernel_ms"] if w["engine_id"] < 0 else w["torch_on_ms"]
-    best_name = w["runner_up"] if w["engine_id"] < 0 else w["config"]
-    best_ms = w["runner_up_ms"] if w["engine_id"] < 0 else w["kernel_ms"]
-    if torch_ms is None or best_name is None or best_ms is None:
-        return None  # torch's op was not compared, or no configuration torch would accept was timed
-    torch_wins = _torch_wins(torch_ms, best_ms, margin)
-    settings = json.dumps({**json.loads(w["settings"] or "{}"), "torch_margin": margin}, sort_keys=True)
-    if torch_wins == (w["engine_id"] < 0):
-        return None if settings == w["settings"] else {**w, "settings": settings}
-    others = [c for c in eligible if c["name"] != best_name]
-    if torch_wins:
-        return {**w, "settings": settings, "config": TORCH_WINNER, "engine_id": -1, "knobs": "[]",
-                "kernel_ms": torch_ms, "host_ms": None, "rel_err": None, "runner_up": best_name,
-                "runner_up_ms": best_ms}
-    cand = next((c for c in eligible if c["name"] == best_name), {})
-    engine_id, knobs = parse_config(best_name)
-    return {**w, "settings": settings, "config": best_name, "engine_id": engine_id,
-            "knobs": json.dumps([list(k) for k in knobs]), "kernel_ms": best_ms, "host_ms": cand.get("host_ms"),
-            "rel_err": cand.get("rel_err"), "runner_up": others[0]["name"] if others else None,
-            "runner_up_ms": others[0]["kernel_ms"] if others else None,
-            "source": cand.get("sources", w["source"])}
-
-
-def _check_margin(torch_margin) -> None:
-    if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
-        raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
-
-
-class _Foreign(Exception):
-    """The file is an SQLite database, but not this schema of ours."""
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _db(db: TuningDB | str | os.PathLike | None) -> tuple[TuningDB, bool]:
@@ -334,12 +91,6 @@ def problem_key(problem, direction: str, deterministic: bool | None = None, allo
 TORCH_MARGIN = 0.03
 
 
-def _torch_wins(torch_ms: float, best_ms: float, margin: float) -> bool:
-    """Note [torch's op as the winner]: torch's op is stored only when faster than the best configuration by more
-    than `margin` (tune() and TuningDB.reselect decide by this one rule)."""
-    return torch_ms * (1 + margin) < best_ms
-
-
 def winner_entry(result, env: Environment, key: str, settings: str,
                  torch_margin: float = TORCH_MARGIN) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The database rows of one measured engine search: the winner (the fastest configuration torch would accept, or
@@ -350,27 +101,27 @@ def winner_entry(result, env: Environment, key: str, settings: str,
     ok = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
                 key=lambda r: r.kernel_ms)
     runner = ok[1] if len(ok) > 1 else None
-    torch_wins = best is None or (on is not None and on.kernel_ms is not None
-                                  and _torch_wins(on.kernel_ms, best.kernel_ms, torch_margin))
-    now = _now()
+    to_torch = best is None or (on is not None and on.kernel_ms is not None
+                                and torch_wins(on.kernel_ms, best.kernel_ms, torch_margin))
+    at = now()
     w = {"env": env_key(env), "key": key, "settings": settings, "direction": result.direction,
-         "config": TORCH_WINNER if torch_wins else best.name, "engine_id": -1 if torch_wins else best.engine_id,
-         "knobs": json.dumps([] if torch_wins else [list(k) for k in parse_config(best.name)[1]]),
-         "kernel_ms": (on.kernel_ms if torch_wins and on else best.kernel_ms if best else None),
-         "host_ms": (on.host_ms if torch_wins and on else best.host_ms if best else None),
-         "rel_err": (on.measured.rel_err if torch_wins and on and on.measured else
+         "config": TORCH_WINNER if to_torch else best.name, "engine_id": -1 if to_torch else best.engine_id,
+         "knobs": json.dumps([] if to_torch else [list(k) for k in parse_config(best.name)[1]]),
+         "kernel_ms": (on.kernel_ms if to_torch and on else best.kernel_ms if best else None),
+         "host_ms": (on.host_ms if to_torch and on else best.host_ms if best else None),
+         "rel_err": (on.measured.rel_err if to_torch and on and on.measured else
                      best.measured.rel_err if best and best.measured else None),
-         "runner_up": (best.name if torch_wins and best else runner.name if runner else None),
-         "runner_up_ms": (best.kernel_ms if torch_wins and best else runner.kernel_ms if runner else None),
+         "runner_up": (best.name if to_torch and best else runner.name if runner else None),
+         "runner_up_ms": (best.kernel_ms if to_torch and best else runner.kernel_ms if runner else None),
          "torch_on": ",".join(on.matches) if on and on.matches else (f"({on.match})" if on else None),
          "torch_on_ms": on.kernel_ms if on else None, "source": ",".join(best.sources) if best else "",
-         "measured_at": now, "environment": json.dumps(asdict(env))}
+         "measured_at": at, "environment": json.dumps(asdict(env))}
     cands = [{"env": w["env"], "key": key, "settings": settings, "direction": result.direction, "name": r.name,
               "engine_id": r.engine_id, "status": r.status, "kernel_ms": r.kernel_ms,
               "throughput_ms": r.measured.throughput_ms.median if r.measured and r.measured.throughput_ms else None,
               "host_ms": r.host_ms, "rel_err": r.measured.rel_err if r.measured else None,
               "workspace_bytes": r.workspace_bytes, "torch_filter": r.torch_filter, "sources": ",".join(r.sources),
-              "measured_at": now} for r in result.rows]
+              "measured_at": at} for r in result.rows]
     return w, cands
 
 
@@ -413,7 +164,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
     check_choice("search", search, SEARCHES)
-    _check_margin(torch_margin)
+    check_margin(torch_margin)
     dev = device_index(device)
     env = environment(dev)
     ekey = env_key(env)

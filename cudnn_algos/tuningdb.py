@@ -1,0 +1,528 @@
+"""The tuning database: one SQLite file (WAL) of stored winners and their measured candidates, per environment and
+problem key; what tune() writes and apply() reads (cudnn_algos.tuning).
+
+Nothing a user stored is lost here. Opening tells a damaged file from a passing failure: a file that is not SQLite
+at all, or an SQLite file of ours whose pages are damaged, is moved aside together with its -wal and -shm files
+(never deleted) and a fresh database is made; a lock held by another connection is waited for (with a warning,
+up to the timeout) and then refused; a directory, a path with no name, a missing permission or no file descriptors
+left is refused; another program's SQLite database, or another schema of ours, is refused and never written. A
+database whose file or directory is read-only opens read-only: reads work, writes say so. Writes are one
+transaction each (an import too: all of it or nothing), numbers must be finite, and an export is one consistent
+snapshot written to a temporary file and renamed, never over the database itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import sqlite3
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import quote
+
+from .engines import parse_config
+from .errors import (TuningDBDamaged, TuningDBError, TuningDBForeign, TuningDBLocked, TuningDBReadOnly,
+                     TuningDBUnavailable)
+from .files import atomic_write, check_distinct
+
+SCHEMA = 1
+ENV_VAR = "CUDNN_ALGOS_DB"
+TORCH_WINNER = "torch"  # the stored winner is torch's own op: nothing measured beat it
+EXPORT_HEAD = "cudnn_algos_tuning_export"
+QUICK_CHECK_MAX_BYTES = 256 << 20  # PRAGMA quick_check on open up to this size (it reads every page)
+LOCK_NOTICE_S = 2.0  # a lock held longer than this is waited for with a warning
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS winners (
+  env TEXT, key TEXT, settings TEXT, direction TEXT, config TEXT, engine_id INTEGER, knobs TEXT,
+  kernel_ms REAL, host_ms REAL, rel_err REAL, runner_up TEXT, runner_up_ms REAL, torch_on TEXT, torch_on_ms REAL,
+  source TEXT, measured_at TEXT, environment TEXT, PRIMARY KEY (env, key, settings));
+CREATE TABLE IF NOT EXISTS candidates (
+  env TEXT, key TEXT, settings TEXT, direction TEXT, name TEXT, engine_id INTEGER, status TEXT, kernel_ms REAL,
+  throughput_ms REAL, host_ms REAL, rel_err REAL, workspace_bytes INTEGER, torch_filter TEXT, sources TEXT,
+  measured_at TEXT, PRIMARY KEY (env, key, settings, name));
+"""
+WINNER_COLS = ("env", "key", "settings", "direction", "config", "engine_id", "knobs", "kernel_ms", "host_ms",
+               "rel_err", "runner_up", "runner_up_ms", "torch_on", "torch_on_ms", "source", "measured_at",
+               "environment")
+CANDIDATE_COLS = ("env", "key", "settings", "direction", "name", "engine_id", "status", "kernel_ms",
+                  "throughput_ms", "host_ms", "rel_err", "workspace_bytes", "torch_filter", "sources", "measured_at")
+_REAL = {"kernel_ms", "host_ms", "rel_err", "runner_up_ms", "torch_on_ms", "throughput_ms"}
+_INT = {"engine_id", "workspace_bytes"}
+_REQUIRED = {"winner": ("env", "key", "settings", "config", "engine_id"), "candidate": ("env", "key", "settings",
+                                                                                        "name")}
+_INT64 = 2**63
+
+
+def default_path() -> Path:
+    """$CUDNN_ALGOS_DB, else $XDG_CACHE_HOME/cudnn_algos/tuning.sqlite (~/.cache when XDG_CACHE_HOME is unset)."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cudnn_algos" / "tuning.sqlite"
+
+
+def torch_wins(torch_ms: float, best_ms: float, margin: float) -> bool:
+    """Note [torch's op as the winner] (cudnn_algos.tuning): torch's op is stored only when faster than the best
+    configuration by more than `margin` (tune() and TuningDB.reselect decide by this one rule)."""
+    return torch_ms * (1 + margin) < best_ms
+
+
+def check_margin(torch_margin) -> None:
+    if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
+        raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class _Damaged(Exception):
+    """The file is not SQLite, or SQLite found its pages damaged."""
+
+
+def _is_damage(e: sqlite3.DatabaseError) -> bool:
+    text = str(e).lower()
+    return "malformed" in text or "not a database" in text or "file is encrypted" in text
+
+
+class TuningDB:
+    """The tuning database at `path` (default: :func:`default_path`). Several processes may read and write it at
+    once (SQLite WAL, one transaction per stored search). `timeout`: seconds to wait for a lock another connection
+    holds (a warning says so after LOCK_NOTICE_S) before TuningDBLocked. `read_only`: open for reading only (also
+    chosen by itself when the file or its directory is not writable). Raises the TuningDBError kinds of
+    cudnn_algos.errors; see the module's docstring for what happens to a damaged file."""
+
+    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 60.0, read_only: bool = False):
+        self.path = _checked_path(path)
+        self.timeout = float(timeout)
+        self.read_only = bool(read_only)
+        self.moved_aside: Path | None = None  # where a damaged file went, when this open moved it
+        self.con = self._open()
+
+    # ---- opening
+    def _open(self) -> sqlite3.Connection:
+        p = self.path
+        if not p.exists() or p.stat().st_size == 0:
+            self._prepare_new()
+        else:
+            if not self.read_only and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+                self.read_only = True  # reads work; writes say read-only
+            if not _looks_like_sqlite(p):
+                return self._aside_and_fresh("is not an SQLite database")
+        try:
+            return self._connect_checked()
+        except _Damaged as e:
+            return self._aside_and_fresh(f"is damaged ({e})")
+
+    def _prepare_new(self) -> None:
+        p = self.path
+        if self.read_only:
+            raise TuningDBUnavailable(str(p), "does not exist (opened read-only)")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TuningDBUnavailable(str(p), f"its directory cannot be made ({e.strerror or e})") from None
+        if not os.access(p.parent, os.W_OK):
+            raise TuningDBUnavailable(str(p), f"does not exist, and its directory {p.parent} is not writable")
+
+    def _connect_checked(self) -> sqlite3.Connection:
+        """A connection whose file is ours (or new and now ours); waits for a lock with a warning."""
+        try:
+            return self._connect(min(self.timeout, LOCK_NOTICE_S))
+        except TuningDBLocked:
+            if self.timeout <= LOCK_NOTICE_S:
+                raise
+            warnings.warn(f"tuning database {self.path} is locked by another connection; waiting up to "
+                          f"{self.timeout:.0f} s", RuntimeWarning, stacklevel=4)
+            return self._connect(self.timeout)
+
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        try:
+            if self.read_only:
+                con = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=timeout,
+                                      isolation_level=None)
+            else:
+                con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+        except sqlite3.Error as e:
+            raise _translate(e, self.path, timeout) from None
+        try:
+            con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self._check_schema(con)  # before anything is written: another program's file stays as it was
+            if not self.read_only:
+                con.execute("PRAGMA journal_mode=WAL")
+        except BaseException as e:
+            con.close()
+            if isinstance(e, sqlite3.DatabaseError) and _is_damage(e):
+                raise _Damaged(str(e)) from None
+            if isinstance(e, sqlite3.Error):
+                raise _translate(e, self.path, timeout) from None
+            raise
+        return con
+
+    def _check_schema(self, con: sqlite3.Connection) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0  # (":memory:" has no file)
+        if 0 < size <= QUICK_CHECK_MAX_BYTES:  # damage first: a damaged meta looks foreign
+            res = con.execute("PRAGMA quick_check").fetchone()
+            if not res or res[0] != "ok":
+                raise _Damaged(f"quick_check: {res[0] if res else 'no answer'}")
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            if self.read_only:
+                raise TuningDBUnavailable(str(self.path), "is an empty database (opened read-only)")
+            con.execute("PRAGMA journal_mode=WAL")
+            con.executescript(_TABLES)  # IF NOT EXISTS / OR IGNORE: two processes creating it at once agree
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (now(),))
+            return
+        ours = {"meta", "winners", "candidates"}
+        cols = {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in tables & ours}
+        schema = None
+        if cols.get("meta") == ["k", "v"]:
+            row = con.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+            schema = row[0] if row else None
+        if tables - ours or schema is None or (cols.get("winners") and tuple(cols["winners"]) != WINNER_COLS) \
+                or (cols.get("candidates") and tuple(cols["candidates"]) != CANDIDATE_COLS):
+            raise TuningDBForeign(str(self.path), f"is an SQLite database but not a cudnn_algos tuning database "
+                                                  f"(tables {sorted(tables)}): refused, nothing written; give "
+                                                  "another --db path")
+        if schema != str(SCHEMA):
+            raise TuningDBForeign(str(self.path), f"holds schema {schema}; this cudnn_algos reads schema {SCHEMA}: "
+                                                  "use the version that wrote it, or another --db path")
+        if tables != ours and not self.read_only:  # a creator killed between its statements
+            con.executescript(_TABLES)
+
+    def _aside_and_fresh(self, why: str) -> sqlite3.Connection:
+        """Moves the file and its -wal/-shm aside (never deletes them), warns, and opens a fresh database."""
+        p = self.path
+        if self.read_only:
+            raise TuningDBDamaged(str(p), f"{why}; it is read-only here, so it was left as it is")
+        aside = p.with_name(f"{p.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(str(p) + suffix):
+                    os.replace(str(p) + suffix, str(aside) + suffix)
+        except OSError as e:
+            raise TuningDBUnavailable(str(p), f"{why}, and it cannot be moved aside ({e.strerror or e}); nothing "
+                                              "was changed") from None
+        self.moved_aside = aside
+        warnings.warn(f"tuning database {p} {why}; moved aside to {aside.name} (with its -wal and -shm files), "
+                      "starting a fresh one", RuntimeWarning, stacklevel=4)
+        self._prepare_new()
+        return self._connect_checked()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "TuningDB":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- reading
+    @contextlib.contextmanager
+    def _reading(self):
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            if _is_damage(e):
+                raise TuningDBDamaged(str(self.path), f"is damaged ({e}); opening it again moves it aside (with its "
+                                                      "-wal and -shm files) and starts a fresh one") from None
+            raise _translate(e, self.path, self.timeout) from None
+
+    def winners(self, env: str | None = None) -> list[dict[str, Any]]:
+        """Stored winners (of one environment key, or all), newest first per (env, key)."""
+        q = "SELECT * FROM winners" + (" WHERE env = ?" if env is not None else "") + " ORDER BY measured_at DESC"
+        with self._reading():
+            return [dict(zip(WINNER_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+
+    def winner(self, env: str, key: str) -> dict[str, Any] | None:
+        with self._reading():
+            r = self.con.execute("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
+                                 (env, key)).fetchone()
+        return dict(zip(WINNER_COLS, r)) if r else None
+
+    def candidates(self, env: str | None = None) -> list[dict[str, Any]]:
+        q = "SELECT * FROM candidates" + (" WHERE env = ?" if env is not None else "")
+        with self._reading():
+            return [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+
+    def info(self) -> dict[str, Any]:
+        with self._reading():
+            envs = dict(self.con.execute("SELECT env, COUNT(*) FROM winners GROUP BY env").fetchall())
+            n = self.con.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
+        return {"path": str(self.path), "schema": SCHEMA, "winners": sum(envs.values()), "candidates": n,
+                "environments": envs, "read_only": self.read_only}
+
+    # ---- writing
+    @contextlib.contextmanager
+    def _writing(self):
+        """One write transaction (BEGIN IMMEDIATE: a concurrent writer waits), rolled back on any error."""
+        self._check_writable()
+        with self._reading():
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self.con.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("ROLLBACK")
+                raise
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise TuningDBReadOnly(str(self.path), "is read-only here (the file or its directory is not writable): "
+                                                   "reads work, this write was refused")
+
+    def put(self, winner: dict[str, Any], candidates: Sequence[dict[str, Any]] = ()) -> None:
+        """One search's winner and its candidates, in one transaction (a crash keeps all of it or none). Numbers
+        must be finite (ValueError naming the field)."""
+        check_entry("winner", winner)
+        for c in candidates:
+            check_entry("candidate", c)
+        with self._writing():
+            self._insert([winner], candidates)
+
+    def _insert(self, winners: Sequence[dict[str, Any]], candidates: Sequence[dict[str, Any]]) -> None:
+        self.con.executemany(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(WINNER_COLS))})",
+                             [[w.get(c) for c in WINNER_COLS] for w in winners])
+        self.con.executemany(f"INSERT OR REPLACE INTO candidates VALUES ({','.join('?' * len(CANDIDATE_COLS))})",
+                             [[c.get(k) for k in CANDIDATE_COLS] for c in candidates])
+
+    def clear(self, env: str | None = None) -> int:
+        """Deletes the winners and candidates (of one environment key, or all); returns the winners deleted."""
+        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
+        with self._writing():
+            n = self.con.execute("DELETE FROM winners" + where, args).rowcount
+            self.con.execute("DELETE FROM candidates" + where, args)
+        return n
+
+    def reselect(self, torch_margin: float, env: str | None = None) -> dict[str, int]:
+        """Applies Note [torch's op as the winner] again with another `torch_margin`, from what is stored (no GPU):
+        a problem whose winner is torch's op gets its best configuration (the stored runner-up) where torch's op was
+        not faster by more than the margin, and a configuration gives way to torch's op where it was. The winner's
+        times, error, runner-up and settings follow (a new runner-up from the stored candidates; torch's host time
+        and error, which are stored only when it won, are None). Problems searched without torch's op (quick
+        tuning) keep their winner, and so does a search whose new settings would equal those of another search of
+        the same problem already stored (nothing stored is overwritten). Returns counts: to_config, to_torch,
+        unchanged, skipped (those)."""
+        check_margin(torch_margin)
+        where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
+        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
+        with self._writing():
+            for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
+                w = dict(zip(WINNER_COLS, row))
+                new = _reselected(w, torch_margin, self._eligible(w))
+                if new is not None and new["settings"] != w["settings"] and self.con.execute(
+                        "SELECT 1 FROM winners WHERE env = ? AND key = ? AND settings = ?",
+                        (w["env"], w["key"], new["settings"])).fetchone():
+                    counts["skipped"] += 1  # another search of this problem is stored under those settings
+                    continue
+                if new is None or new["config"] == w["config"]:
+                    counts["unchanged"] += 1
+                    if new is None:
+                        continue  # (else: the same winner, its settings now naming the margin)
+                else:
+                    counts["to_torch" if new["engine_id"] < 0 else "to_config"] += 1
+                self.con.execute("DELETE FROM winners WHERE env = ? AND key = ? AND settings = ?",
+                                 (w["env"], w["key"], w["settings"]))
+                self._insert([new], [])
+                self.con.execute("UPDATE OR REPLACE candidates SET settings = ? WHERE env = ? AND key = ? AND "
+                                 "settings = ?", (new["settings"], w["env"], w["key"], w["settings"]))
+        return counts
+
+    def _eligible(self, w: dict[str, Any]) -> list[dict[str, Any]]:
+        """The stored candidates of `w`'s search that torch would accept and that were timed, fastest first."""
+        rows = self.con.execute("SELECT * FROM candidates WHERE env = ? AND key = ? AND settings = ? AND "
+                                "status = 'SUCCESS' AND kernel_ms IS NOT NULL AND (torch_filter IS NULL OR "
+                                "torch_filter = '') ORDER BY kernel_ms", (w["env"], w["key"], w["settings"]))
+        return [dict(zip(CANDIDATE_COLS, r)) for r in rows]
+
+    # ---- moving between machines
+    def export(self, path: str | os.PathLike) -> int:
+        """Writes every winner and candidate as strict JSON lines (to share with machines of the same kind): one
+        consistent snapshot (one read transaction), to a temporary file renamed over `path`. Refuses a `path`
+        that is this database (or its -wal/-shm). Returns the winners written."""
+        check_distinct({"--db": self.path}, {"export": path})
+        with self._reading():
+            self.con.execute("BEGIN")
+            try:
+                ws = [dict(zip(WINNER_COLS, r)) for r in self.con.execute("SELECT * FROM winners")]
+                cs = [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute("SELECT * FROM candidates")]
+            finally:
+                self.con.execute("COMMIT")
+        lines = [json.dumps({EXPORT_HEAD: SCHEMA})]
+        lines += [json.dumps({"winner": w}, allow_nan=False) for w in ws]
+        lines += [json.dumps({"candidate": c}, allow_nan=False) for c in cs]
+        atomic_write(path, "\n".join(lines) + "\n")
+        return len(ws)
+
+    def import_(self, path: str | os.PathLike) -> "ImportCount":
+        """Reads what :meth:`export` wrote, all of it or nothing: every entry is checked first (ValueError naming
+        the file, the line and what is wrong), then one transaction. A candidate whose winner is neither in the
+        file nor here (an export taken while another process wrote) is left out and counted. Returns the counts
+        (an int-like: the winners imported; an entry already here is replaced)."""
+        self._check_writable()
+        winners, candidates = read_export(path)
+        with self._writing():
+            have = {(w["env"], w["key"], w["settings"]) for w in winners}
+            keep, orphans = [], 0
+            for c in candidates:
+                k = (c["env"], c["key"], c["settings"])
+                if k in have or self.con.execute("SELECT 1 FROM winners WHERE env = ? AND key = ? AND settings = ?",
+                                                 k).fetchone():
+                    keep.append(c)
+                else:
+                    orphans += 1
+            self._insert(winners, keep)
+        return ImportCount(len(winners), len(keep), orphans)
+
+
+class ImportCount(int):
+    """The winners an import stored (an int), with ``candidates`` stored and ``orphans`` left out."""
+
+    def __new__(cls, winners: int, candidates: int, orphans: int):
+        obj = super().__new__(cls, winners)
+        obj.candidates, obj.orphans = candidates, orphans
+        return obj
+
+
+def check_entry(kind: str, e: Any, where: str = "") -> None:
+    """One winner or candidate as put() and import take it: a JSON object with the required fields, text where
+    text goes, ints in range, finite numbers. ValueError naming `where`, the field and the value."""
+    at = f"{where}: " if where else ""
+    if not isinstance(e, dict):
+        raise ValueError(f"{at}a {kind} is a JSON object, not {type(e).__name__}")
+    cols = WINNER_COLS if kind == "winner" else CANDIDATE_COLS
+    for f in _REQUIRED[kind]:
+        if e.get(f) is None:
+            raise ValueError(f"{at}the {kind} has no {f}")
+    for f, v in e.items():
+        if f not in cols:
+            raise ValueError(f"{at}the {kind} has a field {f!r} that is not one of {', '.join(cols)}")
+        if v is None:
+            continue
+        if f in _REAL:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{at}the {kind}'s {f}={v!r} must be a finite number or null")
+        elif f in _INT:
+            if isinstance(v, bool) or not isinstance(v, int) or not -_INT64 <= v < _INT64:
+                raise ValueError(f"{at}the {kind}'s {f}={v!r} must be an integer that fits 64 bits")
+        elif not isinstance(v, str):
+            raise ValueError(f"{at}the {kind}'s {f}={v!r} must be text")
+    if kind == "winner":
+        for f in ("settings", "knobs", "environment"):
+            if isinstance(e.get(f), str) and e[f]:
+                try:
+                    json.loads(e[f])
+                except ValueError:
+                    raise ValueError(f"{at}the winner's {f} is not JSON text: {e[f][:80]!r}") from None
+
+
+def read_export(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The winners and candidates of an export file, every entry checked (check_entry); ValueError naming the
+    file and line of the first bad one."""
+    p = str(path)
+    if os.path.isdir(p):
+        raise ValueError(f"{p} is a directory, not a tuning export")
+    winners, candidates = [], []
+    with open(p, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            where = f"{p} line {n}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                hint = " (gzip-compressed: gunzip it first)" if raw[:2] == b"\x1f\x8b" else ""
+                raise ValueError(f"{where}: not UTF-8 text{hint}: not a cudnn_algos tuning export") from None
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line, parse_constant=_no_constant)
+            except (ValueError, RecursionError) as e:
+                raise ValueError(f"{where}: not JSON ({str(e)[:100]})") from None
+            if n == 1:
+                if not isinstance(d, dict) or d.get(EXPORT_HEAD) != SCHEMA:
+                    raise ValueError(f"{where}: not a cudnn_algos tuning export of schema {SCHEMA} (it begins "
+                                     f"{line.strip()[:80]!r})")
+                continue
+            if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in ("winner", "candidate"):
+                raise ValueError(f"{where}: an entry is {{\"winner\": {{...}}}} or {{\"candidate\": {{...}}}}, not "
+                                 f"{line.strip()[:80]!r}")
+            kind, entry = next(iter(d.items()))
+            check_entry(kind, entry, where)
+            (winners if kind == "winner" else candidates).append(entry)
+    if not winners and not candidates and os.path.getsize(p) == 0:
+        raise ValueError(f"{p} is empty: not a cudnn_algos tuning export")
+    return winners, candidates
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _checked_path(path: str | os.PathLike | None) -> Path:
+    p = Path(path).expanduser() if path is not None else default_path()
+    if p.name in ("", ".", ".."):
+        raise TuningDBUnavailable(str(path), "names no file: give a file path such as ./tuning.sqlite")
+    if p.is_dir():
+        raise TuningDBUnavailable(str(p), "is a directory: give a file path such as "
+                                          f"{p / 'tuning.sqlite'}; nothing was moved or written")
+    return p
+
+
+def _looks_like_sqlite(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError as e:
+        raise TuningDBUnavailable(str(p), f"cannot be read ({e.strerror or e})") from None
+
+
+def _translate(e: sqlite3.Error, path: Path, timeout: float) -> TuningDBError:
+    """sqlite3's error as the TuningDBError kind it means."""
+    text = str(e)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return TuningDBLocked(str(path), f"still locked by another connection after {timeout:.0f} s ({text}); "
+                                         "nothing was changed: try again when it is free")
+    if "readonly" in low or "read-only" in low:
+        return TuningDBReadOnly(str(path), f"is read-only here ({text}): reads work, this write was refused")
+    if "unable to open" in low or "disk i/o" in low or "cannot open" in low:
+        return TuningDBUnavailable(str(path), f"cannot be opened ({text}): no permission, a missing directory, or "
+                                              "no file descriptors left")
+    return TuningDBError(str(path), f"{type(e).__name__}: {text}")
+
+
+def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The winner row `w` under `margin` (TuningDB.reselect), or None where it stays as it is."""
+    torch_ms = w["kernel_ms"] if w["engine_id"] < 0 else w["torch_on_ms"]
+    best_name = w["runner_up"] if w["engine_id"] < 0 else w["config"]
+    best_ms = w["runner_up_ms"] if w["engine_id"] < 0 else w["kernel_ms"]
+    if torch_ms is None or best_name is None or best_ms is None:
+        return None  # torch's op was not compared, or no configuration torch would accept was timed
+    wins = torch_wins(torch_ms, best_ms, margin)
+    settings = json.dumps({**json.loads(w["settings"] or "{}"), "torch_margin": margin}, sort_keys=True)
+    if wins == (w["engine_id"] < 0):
+        return None if settings == w["settings"] else {**w, "settings": settings}
+    others = [c for c in eligible if c["name"] != best_name]
+    if wins:
+        return {**w, "settings": settings, "config": TORCH_WINNER, "engine_id": -1, "knobs": "[]",
+                "kernel_ms": torch_ms, "host_ms": None, "rel_err": None, "runner_up": best_name,
+                "runner_up_ms": best_ms}
+    cand = next((c for c in eligible if c["name"] == best_name), {})
+    engine_id, knobs = parse_config(best_name)
+    return {**w, "settings": settings, "config": best_name, "engine_id": engine_id,
+            "knobs": json.dumps([list(k) for k in knobs]), "kernel_ms": best_ms, "host_ms": cand.get("host_ms"),
+            "rel_err": cand.get("rel_err"), "runner_up": others[0]["name"] if others else None,
+            "runner_up_ms": others[0]["kernel_ms"] if others else None,
+            "source": cand.get("sources", w["source"])}
+
+
+__all__ = ["TuningDB", "ImportCount", "default_path", "check_entry", "read_export", "torch_wins", "check_margin",
+           "SCHEMA", "ENV_VAR", "TORCH_WINNER", "WINNER_COLS", "CANDIDATE_COLS"]
