@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 from typing import Sequence
 
@@ -37,7 +38,34 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 13
 
 
 class UsageError(Exception):
-    pass
+    """A bad argument: exit 2, the usage line, then the message."""
+
+    show_usage = True
+
+
+class FileError(UsageError):
+    """A named input file that cannot be used (missing, damaged, not a result): exit 2, the message alone."""
+
+    show_usage = False
+
+
+def _check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None:
+    """Before any work: no output over an input or over another output, each output's directory there and
+    writable, a figures directory not an existing file. UsageError naming the flag."""
+    from .files import check_distinct, writable_dir_of
+
+    try:
+        check_distinct(inputs, outputs)
+        for flag, path in outputs.items():
+            writable_dir_of(flag, path)
+        for flag, path in (dirs or {}).items():
+            if path and os.path.exists(path) and not os.path.isdir(path):
+                raise ValueError(f"{flag} {path} is a file: give a directory for the figures")
+            if path:
+                writable_dir_of(flag, os.path.join(path, "x"), must_not_exist_as_dir=False) if os.path.isdir(path) \
+                    else writable_dir_of(flag, path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _stop_status(stopped_by: str, resume: str) -> int:
@@ -287,19 +315,22 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
 
 def _cmd_db(a: argparse.Namespace) -> int:
-    from .tuningdb import TuningDB, default_path
-
     from .files import check_distinct
+    from .tuningdb import TuningDB, default_path
 
     if a.action in ("export", "import") and not a.file:
         raise UsageError(f"db {a.action} needs a FILE")
     if (a.action == "reselect") != (a.torch_margin is not None):
         raise UsageError("--torch-margin goes with db reselect, and db reselect needs it")
+    path = a.db or default_path()
     if a.action == "export":
         try:
-            check_distinct({"--db": a.db or default_path()}, {"export FILE": a.file})
+            check_distinct({"--db": path}, {"export FILE": a.file})
         except ValueError as e:
             raise UsageError(str(e)) from None
+    if a.action in ("info", "list") and not os.path.exists(path):
+        print(f"no tuning database at {path} yet (cudnn-algos tune ... makes it)")
+        return EXIT_OK
     with TuningDB(a.db, read_only=a.action in ("info", "list", "export")) as db:
         if a.action == "info":
             i = db.info()
@@ -363,6 +394,9 @@ def _cmd_profile(a: argparse.Namespace) -> int:
                                 ("--plot", a.plot, "matplotlib")):
         if given:
             _needs(flag, module)
+    store = a.store or (a.json + ".searches.jsonl" if a.json else None)
+    _check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
+                   {"--json": a.json, "--csv": a.csv, "--html": a.html, "--store": store}, {"--plot": a.plot})
     model, example, name, directions, fmt = _model_from_args(a)
     device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
     try:
@@ -371,7 +405,7 @@ def _cmd_profile(a: argparse.Namespace) -> int:
                          runtime_compiled=not a.no_runtime_compiled,
                          torch_off=not a.no_torch_off, check_clock=a.check_clock, end_to_end_check=not a.no_e2e,
                          progress=not a.no_progress, device=a.device, name=name,
-                         store=a.store or (a.json + ".searches.jsonl" if a.json else None), budget_s=a.budget_s)
+                         store=store, budget_s=a.budget_s)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     if a.json:  # the primary file first: a report that fails later must not lose the run
@@ -397,29 +431,33 @@ def _cmd_profile(a: argparse.Namespace) -> int:
             print(f"wrote {p}")
     if not report.interrupted:
         return EXIT_OK
-    store = a.store or (a.json + ".searches.jsonl" if a.json else None)
     return _stop_status(report.stopped_by, f"{len(report.problems)} problem(s) searched; " + (
         f"they are kept in {store}: the same command again continues with the rest" if store else
         "nothing was kept for a re-run: add --store PATH (or --json PATH) to make the next run resumable"))
 
 
 def _load(path: str):
+    from .errors import ResultFileError
     from .results import load_json
 
     try:
         return load_json(path)
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
+        raise FileError(f"{path}: no such file") from None
+    except ResultFileError as e:  # names the file itself
+        raise FileError(str(e)) from None
     except (ValueError, KeyError, TypeError) as e:  # not JSON, another schema, not a result
-        raise UsageError(f"{path}: {e}") from None
+        raise FileError(f"{path}: {e}") from None
 
 
 def _cmd_show(a: argparse.Namespace) -> int:
+    from .files import atomic_write
     from .results import ModelReport, fidelity_table
 
     for flag, given, module in (("--csv", a.csv, "pandas"), ("--plot", a.plot, "matplotlib")):
         if given:
             _needs(flag, module)
+    _check_outputs({"FILE": a.file}, {"--csv": a.csv, "--html": a.html, "--trace": a.trace}, {"--plot": a.plot})
     obj = _load(a.file)
     if a.plot and not isinstance(obj, ModelReport):
         raise UsageError(f"--plot draws model reports; {a.file} holds a {type(obj).__name__}")
@@ -427,12 +465,11 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if a.fidelity:
         print("\n".join(fidelity_table([obj])))
     if a.csv:
-        obj.to_dataframe().to_csv(a.csv, index=False)
+        atomic_write(a.csv, obj.to_dataframe().to_csv(index=False))
         print(f"wrote {a.csv}")
     if a.html:
         html = obj.to_html() if isinstance(obj, ModelReport) else f"<html><body>{obj._repr_html_()}</body></html>"
-        with open(a.html, "w") as f:
-            f.write(html)
+        atomic_write(a.html, html)
         print(f"wrote {a.html}")
     if a.plot:
         for path in obj.plot(a.plot):
@@ -440,9 +477,11 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if a.trace:
         from .trace import write_chrome_trace
 
-        n = write_chrome_trace(obj, a.trace)
-        print(f"wrote {a.trace} ({n} phase slices" + ("" if n else ": this result was saved before phases were "
-                                                         "recorded") + ")")
+        try:
+            n = write_chrome_trace(obj, a.trace)
+        except ValueError as e:
+            raise UsageError(f"--trace: {e}") from None
+        print(f"wrote {a.trace} ({n} phase slices)")
     return 0
 
 
@@ -452,13 +491,16 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
     if a.top < 0:
         raise UsageError(f"--top {a.top} must be >= 0")
+    _check_outputs({"A": a.a, "B": a.b}, {"--csv": a.csv})
     try:
         c = compare(_load(a.a), _load(a.b), floor=a.floor)
     except ValueError as e:
         raise UsageError(f"--floor: {e}") from None
     print("\n".join(c.summary_lines(top=a.top)))
     if a.csv:
-        c.table.to_csv(a.csv, index=False)
+        from .files import atomic_write
+
+        atomic_write(a.csv, c.table.to_csv(index=False))
         print(f"wrote {a.csv}")
     return 0
 
@@ -473,6 +515,7 @@ def _layer(a: argparse.Namespace):
 def _cmd_find(a: argparse.Namespace) -> int:
     from .api import find, validate
 
+    _check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
     kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
                   workspace_limit=a.workspace_limit, device=a.device)
@@ -498,6 +541,7 @@ def _cmd_engines(a: argparse.Namespace) -> int:
     from .problem import DIRECTIONS, check_choice
     from .results import EngineSearches
 
+    _check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
@@ -570,7 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_compare(a)
         return _cmd_find(a)
     except UsageError as e:
-        parser.print_usage(sys.stderr)
+        if e.show_usage:
+            parser.print_usage(sys.stderr)
         print(f"cudnn-algos: error: {e}", file=sys.stderr)
         return 2
     except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError, TuningDBError,

@@ -51,29 +51,30 @@ class ExtensionUnavailableError(ImportError):
     """The C++ extension cudnn_algos._C is neither built nor buildable here; the message says why."""
 
 
-class ResultFileError(ValueError):
-    """A saved result or results store that cannot be read: damaged (cut short, not JSON, a bad gzip stream),
-    foreign (another program's file, another schema) or refused (it would inflate past the stated limit). ``path``
-    names the file; the message says what was wrong."""
+class _AboutAFile:
+    """An error about one file: ``path`` names it, ``reason`` says what was wrong; the message is
+    ``<what><path>: <reason>``."""
+
+    _what = ""
 
     def __init__(self, path: str, reason: str):
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{self._what}{path}: {reason}")
         self.path, self.reason = str(path), reason
 
     def __reduce__(self):
         return (type(self), (self.path, self.reason))
 
 
-class TuningDBError(RuntimeError):
+class ResultFileError(_AboutAFile, ValueError):
+    """A saved result or results store that cannot be read: damaged (cut short, not JSON, a bad gzip stream),
+    foreign (another program's file, another schema) or refused (it would inflate past the stated limit)."""
+
+
+class TuningDBError(_AboutAFile, RuntimeError):
     """The tuning database at ``path`` cannot be used as asked; the message says why and what to do. Nothing
     stored is lost when this is raised: a file that is not ours is never written, moved or deleted."""
 
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"tuning database {path}: {reason}")
-        self.path, self.reason = str(path), reason
-
-    def __reduce__(self):
-        return (type(self), (self.path, self.reason))
+    _what = "tuning database "
 
 
 class TuningDBUnavailable(TuningDBError):

@@ -7,6 +7,7 @@ Formatting (text tables, HTML, DataFrames, JSON) lives here; none of it needs a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import json
 import statistics
@@ -15,6 +16,8 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Sequence
 
+from .errors import ResultFileError
+from .files import atomic_write, read_json_object
 from .problem import DIRECTIONS, Environment
 from .spec import ConvShapes, ConvSpec
 
@@ -867,8 +870,7 @@ class ModelReport(Saved):
         text = (f"<html><head><meta charset='utf-8'><title>{html.escape(self.model)}</title></head><body>"
                 f"{self._repr_html_()}</body></html>")
         if path:
-            with open(path, "w") as f:
-                f.write(text)
+            atomic_write(path, text)
         return text
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -898,7 +900,7 @@ class ModelReport(Saved):
 
     def to_csv(self, path: str) -> None:
         """The long-form table as CSV (samples as space-separated numbers)."""
-        self.to_dataframe().to_csv(path, index=False)
+        atomic_write(path, self.to_dataframe().to_csv(index=False))
 
 
     @classmethod
@@ -1058,6 +1060,14 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return {"schema": SCHEMA_VERSION, "kind": obj.KIND, **encode(obj)}
 
 
+@functools.lru_cache(maxsize=None)
+def _saved_fields(tp: type) -> tuple[tuple[str, Any], ...]:
+    """(name, resolved type) of a dataclass's saved init fields, once per class (resolving the hints per object
+    was three quarters of loading a large result)."""
+    hints = typing.get_type_hints(tp)
+    return tuple((f.name, hints[f.name]) for f in fields(tp) if f.init and f.metadata.get("saved", True))
+
+
 def decode(tp: Any, v: Any) -> Any:
     """The object of type `tp` that encode() wrote as `v` (keys it does not know are ignored)."""
     if v is None:
@@ -1072,10 +1082,9 @@ def decode(tp: Any, v: Any) -> Any:
             return decode(dcs[0], v)
         return _tuples(v)  # e.g. ConvSpec's `tuple | int | str` fields
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        kw = {f.name: decode(hints[f.name], v[f.name]) for f in fields(tp)
-              if f.init and f.metadata.get("saved", True) and f.name in v}
-        return tp(**kw)
+        if not isinstance(v, dict):
+            raise ValueError(f"a {tp.__name__} is a JSON object, not {type(v).__name__}")
+        return tp(**{name: decode(hint, v[name]) for name, hint in _saved_fields(tp) if name in v})
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -1094,42 +1103,51 @@ def _tuples(v: Any) -> Any:
 
 
 def from_dict(d: dict[str, Any]) -> Any:
-    """The result object a to_dict() wrote; ValueError naming the schema when it was written by another version."""
+    """The result object a to_dict() wrote; ValueError naming the schema when it was written by another version,
+    or saying what is wrong when the content is not a result's (a field of the wrong type)."""
     if not isinstance(d, dict):
         raise ValueError(f"a saved result is a JSON object, not {type(d).__name__}")
     schema, kind = d.get("schema"), d.get("kind")
+    if "schema" not in d and "traceEvents" in d:
+        raise ValueError("this is a Chrome trace (show --trace writes them), not a saved result: open it in Perfetto "
+                         "or chrome://tracing")
     if schema != SCHEMA_VERSION or kind not in _KINDS:
         raise ValueError(f"this file holds result schema {schema!r} (kind {kind!r}); this version of cudnn_algos reads "
                          f"schema {SCHEMA_VERSION} ({', '.join(_KINDS)}): re-run the search to compare")
-    return decode(_KINDS[kind], d)
-
-
-def _open(path: str, mode: str):
-    import gzip
-
-    return gzip.open(path, mode + "t") if str(path).endswith(".gz") else open(path, mode)
+    try:
+        return decode(_KINDS[kind], d)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as e:
+        raise ValueError(f"not a valid saved {kind}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 def write_json(d: dict[str, Any], path: str | None = None, **kwargs: Any) -> str:
-    """JSON text of `d` (strict: no NaN), also written to `path` when given (gzip-compressed for a .gz path)."""
+    """JSON text of `d` (strict: no NaN), also written to `path` when given (gzip-compressed for a .gz path), to a
+    temporary file renamed over it (a crash leaves the old file or the new one)."""
     text = json.dumps(d, indent=kwargs.pop("indent", 1), allow_nan=False, **kwargs)
     if path is not None:
-        with _open(path, "w") as f:
-            f.write(text)
+        atomic_write(path, text)
     return text
 
 
 def read_json(source: str) -> dict[str, Any]:
-    """A JSON object from a string holding it or from a file path (.gz read as gzip)."""
+    """A JSON object from a string holding it or from a file path (gzip read by its first bytes, inflation
+    bounded: cudnn_algos.files.read_text). ResultFileError names a file that is not one."""
     if source.lstrip().startswith("{"):
         return json.loads(source)
-    with _open(source, "r") as f:
-        return json.load(f)
+    return read_json_object(source)
 
 
 def load_json(source: str) -> Any:
-    """Reads what any result's ``to_json`` wrote (a JSON string or a file path) back into an equal object."""
-    return from_dict(read_json(source))
+    """Reads what any result's ``to_json`` wrote (a JSON string or a file path) back into an equal object.
+    ResultFileError (a ValueError) names a file that is damaged, foreign or not a result, and says what was
+    wrong."""
+    d = read_json(source)
+    try:
+        return from_dict(d)
+    except ValueError as e:
+        if source.lstrip().startswith("{"):
+            raise
+        raise ResultFileError(source, str(e)) from None
 
 
 # ============================================================================================ formatting helpers

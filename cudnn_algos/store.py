@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any
 
+from .errors import ResultFileError
 from .problem import Environment
 from .results import SCHEMA_VERSION, from_dict, to_dict
 
@@ -21,44 +23,67 @@ def _env_key(env: Environment) -> list:
 
 
 class ResultStore:
-    """Searches keyed by what changes their answer, appended one JSON line each to `path` (created if missing)."""
+    """Searches keyed by what changes their answer, appended one JSON line each to `path` (created if missing).
 
-    def __init__(self, path: str, env: Environment):
-        self.path, self.env = path, env
+    Reading never fails on a line: one that is cut short, not UTF-8, not a JSON object, nested too deeply or not a
+    result is skipped and counted (``damaged``), and so is one from another environment or schema (``other``,
+    expected when a store is shared); a warning says how many of each. A last line cut short by a kill is left as
+    it is and the next append starts on a new line, so it never glues onto it."""
+
+    def __init__(self, path: str, env: Environment, warn: bool = True):
+        self.path, self.env = str(path), env
         self.results: dict[str, Any] = {}
-        self.skipped = 0  # lines not reused: cut short, another schema, another environment
-        if os.path.exists(path):
+        self.damaged = 0  # lines that are not a stored search (cut short, not JSON, not ours)
+        self.other = 0  # searches of another environment or schema: not reused
+        self._needs_newline = False
+        if os.path.isdir(self.path):
+            raise ResultFileError(self.path, "is a directory: give the results store a file path")
+        if os.path.exists(self.path):
             self._read()
+            if warn and (self.damaged or self.other):
+                warnings.warn(f"results store {self.path}: reusing {len(self.results)} search(es); skipped "
+                              f"{self.damaged} damaged line(s) (cut short by a kill, or not a stored search) and "
+                              f"{self.other} from another GPU, cuDNN, torch or schema", RuntimeWarning, stacklevel=2)
+
+    @property
+    def skipped(self) -> int:
+        """Lines not reused, for any reason (damaged + other)."""
+        return self.damaged + self.other
 
     @staticmethod
     def key(**parts: Any) -> str:
         return json.dumps(parts, sort_keys=True, default=str)
 
     def _read(self) -> None:
-        with open(self.path) as f:
-            for line in f:
-                if not line.strip():
+        with open(self.path, "rb") as f:
+            data = f.read()
+        self._needs_newline = bool(data) and not data.endswith(b"\n")
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                d = json.loads(raw.decode("utf-8"))
+                if not isinstance(d, dict) or "key" not in d or "result" not in d:
+                    raise ValueError("not a stored search")
+                if d.get("schema") != SCHEMA_VERSION or d.get("env") != _env_key(self.env):
+                    self.other += 1
                     continue
-                try:
-                    d = json.loads(line)
-                    if d.get("schema") != SCHEMA_VERSION or d.get("env") != _env_key(self.env):
-                        self.skipped += 1
-                        continue
-                    self.results[d["key"]] = from_dict(d["result"])
-                except (ValueError, KeyError, TypeError):  # a line cut short by a kill, or not ours
-                    self.skipped += 1
+                self.results[d["key"]] = from_dict(d["result"])
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # UnicodeDecodeError too
+                self.damaged += 1
 
     def get(self, key: str) -> Any:
         return self.results.get(key)
 
     def add(self, key: str, result: Any) -> None:
-        """Appends one line and flushes it to disk before returning."""
+        """Appends one line (on a line of its own) and flushes it to disk before returning."""
         line = json.dumps({"schema": SCHEMA_VERSION, "key": key, "env": _env_key(self.env),
                            "result": to_dict(result)}, allow_nan=False)
         with open(self.path, "a") as f:
-            f.write(line + "\n")
+            f.write(("\n" if self._needs_newline else "") + line + "\n")
             f.flush()
             os.fsync(f.fileno())
+        self._needs_newline = False
         self.results[key] = result
 
     def __len__(self) -> int:

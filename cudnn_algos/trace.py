@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from .files import atomic_write
 from .results import (EngineSearches, EngineSearchResult, Measurement, ModelReport, SearchResult, SearchResults,
                       format_ms)
 
@@ -77,10 +78,15 @@ def chrome_trace(result: Any) -> dict[str, Any]:
 
 
 def write_chrome_trace(result: Any, path: str | Path) -> int:
-    """Writes :func:`chrome_trace` to `path`; returns how many phase slices it holds."""
+    """Writes :func:`chrome_trace` to `path`; returns how many phase slices it holds. ValueError (nothing written)
+    when the result has none (saved before phases were recorded)."""
     t = chrome_trace(result)
-    Path(path).write_text(json.dumps(t))
-    return sum(1 for e in t["traceEvents"] if e["ph"] == "X")
+    n = sum(1 for e in t["traceEvents"] if e["ph"] == "X")
+    if not n:
+        raise ValueError("this result has no recorded measuring phases (saved before they were recorded, or not "
+                         "measured): no trace written")
+    atomic_write(path, json.dumps(t))
+    return n
 
 
 __all__ = ["chrome_trace", "write_chrome_trace"]

@@ -87,3 +87,38 @@ def test_a_time_budget_stops_cleanly_and_a_rerun_continues(fake_gpu, tmp_path, m
     monkeypatch.undo()
     with pytest.raises(ValueError, match="budget_s=0"):
         report.profile(_Net(), torch.randn(2, 8, 8, 8), budget_s=0)
+
+
+def test_a_resume_after_a_cut_last_line_never_glues_the_next_search_onto_it(fake_gpu, tmp_path):
+    calls, _ = fake_gpu
+    store = tmp_path / "run.jsonl"
+    _profile(store)
+    text = store.read_text()
+    lines = text.splitlines()
+    store.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # killed mid-write
+    calls.clear()
+    with pytest.warns(RuntimeWarning, match="reusing 5 search.*skipped 1 damaged line"):
+        _profile(store)
+    assert len(calls) == 1, "only the search whose line was cut is measured again"
+    calls.clear()
+    with pytest.warns(RuntimeWarning, match="reusing 6 search.*skipped 1 damaged line"):
+        _profile(store)  # the resumed search's line was not glued onto the fragment: nothing measured again
+    assert calls == []
+
+
+@pytest.mark.parametrize("line", [b"\xff\xfe not utf-8", b"null", b"42", b"[1, 2, 3]", b'"text"', b"{}",
+                                  b'{"key": "k"}', b'{"key": "k", "result": 5, "schema": 3}',
+                                  b"[" * 100000 + b"]" * 100000])
+def test_a_store_line_of_any_kind_is_skipped_and_counted_never_a_crash(make, tmp_path, line):
+    store = tmp_path / "run.jsonl"
+    store.write_bytes(line + b"\n")
+    with pytest.warns(RuntimeWarning, match="reusing 0 search"):
+        s = ResultStore(str(store), make.env)
+    assert len(s) == 0 and s.skipped == 1  # damaged, or (the schema-3 line without an env) from elsewhere
+
+
+def test_a_directory_as_the_store_is_one_clear_error(make, tmp_path):
+    from cudnn_algos.errors import ResultFileError
+
+    with pytest.raises(ResultFileError, match="is a directory"):
+        ResultStore(str(tmp_path), make.env)
