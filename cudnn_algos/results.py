@@ -14,7 +14,7 @@ import statistics
 import types
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .errors import ResultFileError
 from .files import atomic_write, read_json_object
@@ -1060,46 +1060,63 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return {"schema": SCHEMA_VERSION, "kind": obj.KIND, **encode(obj)}
 
 
-@functools.lru_cache(maxsize=None)
-def _saved_fields(tp: type) -> tuple[tuple[str, Any], ...]:
-    """(name, resolved type) of a dataclass's saved init fields, once per class (resolving the hints per object
-    was three quarters of loading a large result)."""
-    hints = typing.get_type_hints(tp)
-    return tuple((f.name, hints[f.name]) for f in fields(tp) if f.init and f.metadata.get("saved", True))
-
-
 def decode(tp: Any, v: Any) -> Any:
     """The object of type `tp` that encode() wrote as `v` (keys it does not know are ignored)."""
-    if v is None:
-        return None
+    return _decoder(tp)(v)
+
+
+@functools.lru_cache(maxsize=None)
+def _decoder(tp: Any) -> Callable[[Any], Any]:
+    """decode() for one type, worked out once per type (type hints, origins, field lists) instead of once per
+    value: that work was most of loading a large result."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        dcs = [a for a in args if dataclasses.is_dataclass(a)]
         if len(args) == 1:
-            return decode(args[0], v)
-        if dcs and isinstance(v, dict):
-            return decode(dcs[0], v)
-        return _tuples(v)  # e.g. ConvSpec's `tuple | int | str` fields
+            return _decoder(args[0])
+        dcs = [a for a in args if dataclasses.is_dataclass(a)]
+        if dcs:
+            inner = _decoder(dcs[0])
+            return lambda v: None if v is None else inner(v) if isinstance(v, dict) else _tuples(v)
+        return _tuples  # e.g. ConvSpec's `tuple | int | str` fields
     if dataclasses.is_dataclass(tp):
-        if not isinstance(v, dict):
-            raise ValueError(f"a {tp.__name__} is a JSON object, not {type(v).__name__}")
-        return tp(**{name: decode(hint, v[name]) for name, hint in _saved_fields(tp) if name in v})
+        return _dataclass_decoder(tp)
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(decode(args[0], x) for x in v)
-        return tuple(decode(a, x) for a, x in zip(args, v)) if args else tuple(v)
+            item = _decoder(args[0])
+            return lambda v: None if v is None else tuple(item(x) for x in v)
+        if args:
+            items = [_decoder(a) for a in args]
+            return lambda v: None if v is None else tuple(f(x) for f, x in zip(items, v))
+        return lambda v: None if v is None else tuple(v)
     if origin is dict:
-        _, vt = typing.get_args(tp)
-        return {k: decode(vt, x) for k, x in v.items()}
-    if tp is float and isinstance(v, int):
-        return float(v)
-    return v
+        value = _decoder(typing.get_args(tp)[1])
+        return lambda v: None if v is None else {k: value(x) for k, x in v.items()}
+    if tp is float:
+        return lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    return lambda v: v
+
+
+def _dataclass_decoder(tp: type) -> Callable[[Any], Any]:
+    fields_: list[tuple[str, Callable[[Any], Any]]] = []  # filled at the first call (types may refer to each other)
+
+    def dec(v: Any) -> Any:
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ValueError(f"a {tp.__name__} is a JSON object, not {type(v).__name__}")
+        if not fields_:  # one assignment: a second thread racing here computes the same list
+            hints = typing.get_type_hints(tp)
+            fields_[:] = [(f.name, _decoder(hints[f.name])) for f in fields(tp)
+                          if f.init and f.metadata.get("saved", True)]
+        return tp(**{name: f(v[name]) for name, f in fields_ if name in v})
+
+    return dec
 
 
 def _tuples(v: Any) -> Any:
-    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v  # (None stays None)
 
 
 def from_dict(d: dict[str, Any]) -> Any:

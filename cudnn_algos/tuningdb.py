@@ -142,11 +142,11 @@ class TuningDB:
                           f"{self.timeout:.0f} s", RuntimeWarning, stacklevel=4)
             return self._connect(self.timeout)
 
-    def _connect(self, timeout: float) -> sqlite3.Connection:
+    def _connect(self, timeout: float, immutable: bool = False) -> sqlite3.Connection:
         try:
             if self.read_only:
-                con = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=timeout,
-                                      isolation_level=None)
+                con = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro{'&immutable=1' if immutable else ''}",
+                                      uri=True, timeout=timeout, isolation_level=None)
             else:
                 con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
         except sqlite3.Error as e:
@@ -160,6 +160,12 @@ class TuningDB:
             con.close()
             if isinstance(e, sqlite3.DatabaseError) and _is_damage(e):
                 raise _Damaged(str(e)) from None
+            wal = str(self.path) + "-wal"
+            if isinstance(e, sqlite3.Error) and self.read_only and not immutable and "unable to open" in str(e) \
+                    and (not os.path.exists(wal) or os.path.getsize(wal) == 0):
+                # a WAL database in a directory we cannot write: SQLite cannot make its -shm file to read it; with
+                # no WAL content left, the main file is the whole database and can be read as it is
+                return self._connect(timeout, immutable=True)
             if isinstance(e, sqlite3.Error):
                 raise _translate(e, self.path, timeout) from None
             raise
