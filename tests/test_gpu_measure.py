@@ -141,7 +141,9 @@ def test_sessions_with_cupti_held_record_what_finalized_sessions_record():
         with profile(activities=[ProfilerActivity.CUDA]):
             torch.nn.functional.conv2d(x, w, padding=1)
         torch.cuda.synchronize()
-        busy, n, kernels = session()
+        # with TEARDOWN_CUPTI=1 (set by any earlier check_clock in the process) kineto may finalize CUPTI inside the
+        # next session: that session is lost and measured again, as searches do (Note [kineto's deferred teardown])
+        busy, n, kernels = timing.again_if_lost(session)
         assert n == plain[1] and kernels == plain[2]
 
 
