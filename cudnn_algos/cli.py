@@ -52,18 +52,14 @@ class FileError(UsageError):
 def _check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None:
     """Before any work: no output over an input or over another output, each output's directory there and
     writable, a figures directory not an existing file. UsageError naming the flag."""
-    from .files import check_distinct, writable_dir_of
+    from .files import check_distinct, writable_dir, writable_dir_of
 
     try:
         check_distinct(inputs, outputs)
         for flag, path in outputs.items():
             writable_dir_of(flag, path)
         for flag, path in (dirs or {}).items():
-            if path and os.path.exists(path) and not os.path.isdir(path):
-                raise ValueError(f"{flag} {path} is a file: give a directory for the figures")
-            if path:
-                writable_dir_of(flag, os.path.join(path, "x"), must_not_exist_as_dir=False) if os.path.isdir(path) \
-                    else writable_dir_of(flag, path)
+            writable_dir(flag, path)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -617,14 +613,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.show_usage:
             parser.print_usage(sys.stderr)
         print(f"cudnn-algos: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError, TuningDBError,
             ResultFileError) as e:
         print(f"cudnn-algos: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("cudnn-algos: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # torch.OutOfMemoryError and anything unexpected: one line, no traceback
         if type(e).__name__ == "OutOfMemoryError":
             print(f"cudnn-algos: out of GPU memory: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)

@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import ResultFileError
 
@@ -49,7 +49,7 @@ def read_text(path: str | os.PathLike, limit: int | None = None) -> str:
         with open(p, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise
+        raise  # the caller says "no such file" its own way
     except OSError as e:
         raise ResultFileError(p, f"cannot be read: {e.strerror or e}") from None
     if raw[:2] == GZIP_MAGIC:
@@ -65,14 +65,12 @@ def read_text(path: str | os.PathLike, limit: int | None = None) -> str:
                     if out.tell() > cap:
                         raise ResultFileError(p, f"inflates past {cap:,} bytes ({len(raw):,} compressed): refused "
                                                  f"(at most {MAX_RATIO}x the file and {MAX_INFLATED >> 30} GiB)")
+        except ResultFileError:
+            raise
         except (EOFError, gzip.BadGzipFile, OSError, ValueError) as e:
-            if isinstance(e, ResultFileError):
-                raise
             raise ResultFileError(p, f"is a damaged gzip stream ({type(e).__name__}: {e}); cut short by a copy "
                                      "or a kill?") from None
-        raw = out.getvalue()
-    elif p.endswith(".gz") and raw:
-        pass  # named .gz but plain: read as it is
+        raw = out.getvalue()  # (a file named .gz that is not gzip is read as it is)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -116,13 +114,13 @@ def check_distinct(inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
                     raise ValueError(f"{k} {v} would be written over {k2} {v2}: give another path")
 
 
-def writable_dir_of(flag: str, path: Any, must_not_exist_as_dir: bool = True) -> None:
+def writable_dir_of(flag: str, path: Any) -> None:
     """ValueError naming `flag` when `path` cannot be written: its directory is missing or not writable, or the
     path is a directory. Checked before the work that produces it."""
     if not path:
         return
     p = Path(str(path)).expanduser()
-    if must_not_exist_as_dir and p.is_dir():
+    if p.is_dir():
         raise ValueError(f"{flag} {path} is a directory: give a file path")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
@@ -131,5 +129,16 @@ def writable_dir_of(flag: str, path: Any, must_not_exist_as_dir: bool = True) ->
         raise ValueError(f"{flag} {path}: the directory {parent} is not writable")
 
 
-def existing(paths: Iterable[Any]) -> list[str]:
-    return [str(p) for p in paths if p and os.path.exists(str(p))]
+def writable_dir(flag: str, path: Any) -> None:
+    """ValueError naming `flag` when `path` cannot become or be a directory of output files: an existing file, an
+    unwritable directory, or no writable ancestor to make it in."""
+    if not path:
+        return
+    p = Path(str(path)).expanduser()
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{flag} {path} is a file: give a directory")
+    q = p
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if not os.access(q, os.W_OK):
+        raise ValueError(f"{flag} {path}: {q} is not writable")

@@ -407,7 +407,7 @@ def profile(
     (``interrupted=True``). store: a JSON-lines file each finished search is appended to as soon as it is measured;
     a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
-    (``interrupted=True``), and with a store a re-run continues.
+    (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
     """
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s)
     dt = parse_dtype(dtype) if dtype is not None else None
@@ -456,7 +456,7 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
     "ctrl-c", or "budget" (the `deadline`, perf_counter: no new search starts after it))."""
     problems: list[ProblemEntry] = []
     torch_search = 0.0
-    interrupted = ""
+    stopped_by = ""
     try:
         for (spec, shape, dname, fmt), names in keyed.items():
             engines, legacy_res, errors = {}, {}, {}
@@ -481,17 +481,17 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                         errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
                     bar.update(f"{spec} {d}")
             except KeyboardInterrupt:
-                interrupted = "ctrl-c"
+                stopped_by = "ctrl-c"
             except _BudgetSpent:
-                interrupted = "budget"
+                stopped_by = "budget"
             if engines or legacy_res or errors:
                 problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
                                              layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))
-            if interrupted:
+            if stopped_by:
                 break
     finally:
         bar.close()
-    return problems, torch_search, interrupted
+    return problems, torch_search, stopped_by
 
 
 def _search(store: ResultStore | None, kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict,
