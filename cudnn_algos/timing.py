@@ -1,6 +1,6 @@
 """The clocks and the one measuring path every search and benchmark uses (``measure_rows``).
 
-Clocks (README, "What each number means"):
+Clocks (docs/measuring.md):
   kernel      CUPTI activity records (kernels, memsets, copies) of K eager back-to-back calls, the union of their
               intervals / K, read by the extension's own CUPTI session (csrc/kernel_clock.cpp): what Nsight Systems
               shows for the same calls. The kernels' names come with it (how torch's choice is identified).

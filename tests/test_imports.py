@@ -1,4 +1,4 @@
-"""CPU: the package's shape (the layout README.md's "Layout" section describes): imports run one way (no circle), no module imports another's underscore
+"""CPU: the package's shape (docs/layout.md): imports run one way (no circle), no module imports another's underscore
 names (the extension loader _ext and the build finder _build are the package's own private modules), no public
 function is shadowed by a submodule of the same name, and no function runs past 80 lines without saying why."""
 import ast

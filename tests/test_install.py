@@ -22,6 +22,17 @@ def _run(*cmd, **kw):
     return r
 
 
+def readme_install_lines() -> list[list[str]]:
+    """The `pip install ...` lines of the README's code blocks, as argument lists (comments dropped)."""
+    import shlex
+
+    out = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("pip install"):
+            out.append(shlex.split(line.split("#", 1)[0]))
+    return out
+
+
 def test_fresh_venv_install(tmp_path):
     tree = tmp_path / "src"
     shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", "build", "*.so", "__pycache__", "*.egg-info",
@@ -29,9 +40,11 @@ def test_fresh_venv_install(tmp_path):
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
     py = str(venv / "bin" / "python")
-    # the README's install: build requirements first, then the editable build without isolation
-    _run(py, "-m", "pip", "install", "-q", "setuptools>=70.1", "ninja")
-    _run(py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "-e", str(tree))
+    # the README's install, word for word: its `pip install` lines (torch is the machine's, seen by the venv)
+    lines = readme_install_lines()
+    assert len(lines) == 2 and lines[1][-2:] == ["-e", "."], lines
+    for args in lines:
+        _run(py, "-m", *args[:2], "-q", *[str(tree) if a == "." else a for a in args[2:]])
     r = _run(py, "-c", "from cudnn_algos import info; print(info().extension)", cwd=tmp_path)
     assert r.stdout.startswith("installed (") and str(tree) in r.stdout
     assert _run(str(venv / "bin" / "cudnn-algos"), "--version").stdout.startswith("cudnn-algos ")

@@ -1,0 +1,67 @@
+"""CPU: the README holds true. It is a user's document (at most 12 KB); every `cudnn-algos` line in its code blocks
+names a command that exists and flags that command takes (checked against the real parser, with --help); every
+docs/ page it points to exists; every Python name its API block calls is in the package."""
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudnn_algos
+from cudnn_algos import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def _cli_lines() -> list[list[str]]:
+    lines, cont = [], ""
+    for block in _blocks("bash"):
+        for line in block.splitlines():
+            line = cont + line.split("   #")[0].strip()
+            if line.endswith("\\"):
+                cont = line[:-1] + " "
+                continue
+            cont = ""
+            if line.startswith("cudnn-algos"):
+                lines.append(shlex.split(line)[1:])
+    return lines
+
+
+def test_the_readme_is_a_users_document():
+    assert len(README.encode()) <= 12 * 1024
+    for heading in ("## Set-up: two commands", "## Python API", "## CLI", "## Limitations"):
+        assert heading in README
+    assert "bash scripts/run" in README and "bash scripts/test" in README
+
+
+def test_every_docs_page_the_readme_names_exists():
+    for page in set(re.findall(r"docs/[\w./-]+\.md", README)):
+        assert (ROOT / page).is_file(), page
+
+
+@pytest.mark.parametrize("argv", _cli_lines(), ids=lambda a: " ".join(a)[:60])
+def test_every_cli_line_of_the_readme_names_real_flags(argv):
+    parser = cli.build_parser()
+    command = argv[0]
+    sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices  # noqa: SLF001
+    assert command in sub, argv
+    known = {s for act in sub[command]._actions for s in act.option_strings}  # noqa: SLF001
+    for tok in (t.strip("[]") for t in argv[1:]):  # [--db PATH]: optional, still a real flag
+        if tok.startswith("--"):
+            assert tok.split("=")[0] in known, (tok, argv)
+    r = subprocess.run([sys.executable, "-m", "cudnn_algos", command, "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "usage:" in r.stdout
+
+
+def test_every_name_the_api_block_calls_is_public():
+    (block,) = [b for b in _blocks("python") if "cudnn_algos.profile" in b]
+    for name in set(re.findall(r"cudnn_algos\.(\w+)", block)):
+        assert name in cudnn_algos.__all__ and hasattr(cudnn_algos, name), name
