@@ -175,6 +175,22 @@ def test_read_only_opening_reads_and_refuses_every_write(tmp_path):
         TuningDB(tmp_path / "none.sqlite", read_only=True)
 
 
+def test_a_healthy_database_in_an_unwritable_directory_opens_read_only(tmp_path, monkeypatch):
+    """The directory is reported unwritable (os.access, as for a user without write permission; root writes
+    anyway, so the permission itself is not what is tested): the database opens read-only, reads work, a write
+    is one TuningDBReadOnly, and nothing is moved aside."""
+    db = filled(tmp_path / "t.sqlite")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(tmp_path) and m == os.W_OK else real(p, m))
+    with TuningDB(db) as d:
+        assert d.read_only and d.info()["winners"] == 3 and d.moved_aside is None
+        with pytest.raises(TuningDBReadOnly, match="read-only here"):
+            d.clear()
+    assert cli.main(["db", "info", "--db", str(db)]) == 0
+    assert cli.main(["db", "clear", "--all", "--db", str(db)]) == 1
+    assert [p.name for p in tmp_path.iterdir() if ".bad-" in p.name] == []
+
+
 def test_no_database_in_an_unwritable_directory_is_one_clear_error(tmp_path, monkeypatch):
     ro = tmp_path / "ro"
     ro.mkdir()
