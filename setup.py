@@ -19,7 +19,11 @@ _st = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit()
 if _st < (70, 1) and importlib.util.find_spec("wheel") is None:
     sys.exit(f"cudnn_algos: setuptools {setuptools.__version__} is too old to build here; "
              "run `pip install 'setuptools>=70.1'` first (pip install --no-build-isolation uses this environment's)")
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+try:
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:
+    sys.exit("cudnn_algos builds against the torch you run, and none is importable here: install torch first "
+             "(pip install torch), then build without isolation: pip install --no-build-isolation -e .")
 
 ROOT = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("_cudnn_algos_build", ROOT / "cudnn_algos" / "_build.py")

@@ -24,7 +24,7 @@ from .timing import cupti_held
 from .trace import chrome_trace, write_chrome_trace
 from .tuning import Applied, TuneResult, TuningDB, apply, tune
 
-__version__ = "0.2.0"
+from ._version import __version__
 
 __all__ = [
     "find", "run", "find_engines", "identify_torch", "profile", "info", "load_json", "load_report", "default_math",

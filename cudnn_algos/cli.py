@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare}")
+    p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
@@ -584,12 +585,33 @@ def _cmd_engines(a: argparse.Namespace) -> int:
     return 0
 
 
+def _misspelled_option(args: list[str], parser: argparse.ArgumentParser) -> str:
+    """An option before the command that is not one of the top level's (``--versoin``): argparse would only say that
+    a command is required; this names the option and the nearest real one. "" when there is none."""
+    import difflib
+
+    if not args or not args[0].startswith("-"):
+        return ""
+    top = [s for act in parser._actions for s in act.option_strings]  # noqa: SLF001 (argparse's own list)
+    opt = args[0].split("=", 1)[0]
+    if opt in top:
+        return ""
+    near = difflib.get_close_matches(opt, top, n=1)
+    return f"unrecognized option {opt!r}" + (f" (did you mean {near[0]}?)" if near else "; give a command first")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .errors import (CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError, ResultFileError,
                          TuningDBError)
 
     parser = build_parser()
-    a = parser.parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    misspelled = _misspelled_option(args, parser)
+    if misspelled:
+        parser.print_usage(sys.stderr)
+        print(f"cudnn-algos: error: {misspelled}", file=sys.stderr)
+        return EXIT_USAGE
+    a = parser.parse_args(args)
     try:
         if a.command == "info":
             from .sysinfo import info
@@ -610,8 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_compare(a)
         return _cmd_find(a)
     except UsageError as e:
-        if e.show_usage:
-            parser.print_usage(sys.stderr)
+        if e.show_usage:  # the command's own usage line, not the top-level one
+            a._commands.get(a.command, parser).print_usage(sys.stderr)
         print(f"cudnn-algos: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError, TuningDBError,

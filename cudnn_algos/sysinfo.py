@@ -35,7 +35,7 @@ class Info:
             lines.append(
                 f"             built against cuDNN {Environment.version_str(v['cudnn_build'])} and torch "
                 f"{v['torch_build']}; running cuDNN {Environment.version_str(v['cudnn_runtime'])}, CUDA runtime "
-                f"{v['cuda_runtime']}, driver API {v['cuda_driver']}"
+                f"{_cuda_version(v['cuda_runtime'])}, driver API {_cuda_version(v['cuda_driver'])}"
             )
         if self.build_config:
             lines.append(f"build        {self.build_config}")
@@ -84,3 +84,8 @@ def info() -> Info:
         driver_version=driver_release(),
         cudnn_handle=handle,
     )
+
+
+def _cuda_version(v: int) -> str:
+    """CUDA's integer version (13000) as people write it (13.0); 0 means no driver was found."""
+    return f"{v // 1000}.{v % 1000 // 10}" if v else "none (no driver)"

@@ -202,3 +202,20 @@ def test_a_stop_at_the_budget_has_its_own_exit_status_and_says_how_to_resume(mon
 def test_odd_argument_values_are_usage_errors_without_a_traceback(args):
     r = _run(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "error:" in r.stderr, r.stderr
+
+
+def test_a_misspelled_top_level_option_is_named_with_the_nearest_one():
+    r = _run("--versoin")
+    assert r.returncode == 2 and "unrecognized option '--versoin' (did you mean --version?)" in r.stderr
+    assert _run("--version").stdout.startswith("cudnn-algos ")
+
+
+def test_a_usage_error_prints_the_commands_own_usage():
+    r = _run("find", "--conv", "Conv2d(3, 8, 3)", "--input", "1,4,8,8")
+    assert r.returncode == 2 and r.stderr.startswith("usage: cudnn-algos find ")
+
+
+def test_info_writes_cuda_versions_as_people_do():
+    from cudnn_algos.sysinfo import _cuda_version
+
+    assert _cuda_version(13000) == "13.0" and _cuda_version(12080) == "12.8" and _cuda_version(0) == "none (no driver)"
