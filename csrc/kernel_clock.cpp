@@ -141,13 +141,18 @@ const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPT
                                      CUPTI_ACTIVITY_KIND_MEMCPY};
 
 // Detach CUPTI, then free the buffers it never completed (it no longer refers to them). Under session_mutex.
+// Frees the buffers CUPTI will never hand back (it was finalized) and counts them. Under buffers_mutex.
+void reclaim_outstanding() {
+  for (uint8_t* b : outstanding) std::free(b);
+  stats.buffers_reclaimed += static_cast<int64_t>(outstanding.size());
+  outstanding.clear();
+}
+
 void detach() {
   cuptiFinalize();
   attached = false;
   std::lock_guard<std::mutex> lock(buffers_mutex);
-  for (uint8_t* b : outstanding) std::free(b);
-  stats.buffers_reclaimed += static_cast<int64_t>(outstanding.size());
-  outstanding.clear();
+  reclaim_outstanding();
   ++stats.finalizes;
 }
 
@@ -162,8 +167,10 @@ void stop_recording() {
     std::lock_guard<std::mutex> lock(buffers_mutex);
     ++stats.sessions;
     // a forced flush hands every buffer CUPTI holds back; one it never returns belongs to a CUPTI that another
-    // client finalized during the session, and so do its records
+    // client finalized during the session, and so do its records. CUPTI no longer refers to such buffers: freed
+    // now, or (kept attached, where no detach follows) every later session would count them as lost again
     lost = !outstanding.empty();
+    reclaim_outstanding();
   }
   if (!keep_attached) detach();
 }
