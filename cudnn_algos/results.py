@@ -266,16 +266,13 @@ class SearchResult(Saved):
         return self.HEADERS, out, {1, 3, 4, 5, 8}
 
     def text_table(self, width: int = TEXT_WIDTH) -> list[str]:
-        """The rows as text in `width` columns (measured: fastest kernel first, then the others as found; long
-        math types, statuses and notes as keys with a legend; TFLOP/s, % peak and the ranks left out first when
-        it does not fit). The full table is _repr_html_ / to_dataframe."""
+        """The rows as text in `width` columns, in the result's order (find() puts them fastest kernel first when
+        measured, failures last); long math types, statuses and notes as keys with a legend; TFLOP/s, % peak and
+        the ranks left out first when it does not fit. The full table is _repr_html_ / to_dataframe."""
         headers, rows, right = self._headers_and_rows()
         if not self.is_measured:
             return fit_table(headers, rows, right, width=width, legend={7: 9, 2: 13, 9: 24})
-        order = sorted(range(len(rows)), key=lambda i: (not self.rows[i].ok, self.rows[i].kernel_ms is None,
-                                                        self.rows[i].kernel_ms or 0.0))
-        return fit_table(headers, [rows[i] for i in order], right, width=width, legend={1: 9, 2: 13, 16: 16},
-                         drop=(9, 15, 10, 14, 5, 8, 4))
+        return fit_table(headers, rows, right, width=width, legend={1: 9, 2: 13, 16: 16}, drop=(9, 15, 10, 14, 5, 8, 4))
 
     def __str__(self) -> str:
         lines = [self.title()]
