@@ -1,0 +1,207 @@
+"""Text, HTML and long-form DataFrame rendering shared by every result type: number formats, tables that fit a
+width (keys and a legend for long cells, columns dropped in a stated order), and one long-form record per
+candidate (LONG_FORM_COLUMNS). pandas is imported only to build a DataFrame."""
+from __future__ import annotations
+
+import html
+import textwrap
+from typing import Any, Sequence
+
+from ..commands import repro_command
+from ..problem import Environment
+from .rows import AlgoResult, EngineRow, Measurement, TorchRun
+
+TEXT_WIDTH = 120  # what printed tables fit (the widest a terminal or a pasted block usually shows)
+
+
+# ============================================================================================ formatting helpers
+def format_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024.0
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    return str(n)  # unreachable
+
+
+def format_ms(v: float | None, digits: int = 4) -> str:
+    """A time in ms with `digits` significant figures (0.007312, 0.01712, 0.3146, 12.31)."""
+    if v is None:
+        return "-"
+    return f"{v:.{digits}g}" if v >= 1e-4 else f"{v:.2e}"
+
+
+def median_cell(m: Measurement | None, attr: str) -> str:
+    st = getattr(m, attr) if m is not None else None
+    return format_ms(st.median) if st is not None else "-"
+
+
+def measure_note(m: Measurement | None) -> str:
+    if m is None:
+        return ""
+    notes = [m.error] if m.error else []
+    if m.pruned:
+        notes.append("one sample: far slower than the fastest at its first call")
+    if m.host_bound:
+        notes.append("host-bound: a call costs more host time than GPU time")
+    return "; ".join(notes)
+
+
+LONG_FORM_COLUMNS = (
+    "model", "layers", "uses", "spec", "input_shape", "dtype", "memory_format", "math", "direction",
+    "cudnn_direction", "candidate_kind", "candidate", "repro", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
+    "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank", "torch_rank", "torch_filter",
+    "torch_ran", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
+    "throughput_median_ms", "throughput_min_ms", "throughput_max_ms", "throughput_spread", "throughput_samples_ms",
+    "host_median_ms", "host_min_ms", "host_max_ms", "host_spread", "host_samples_ms", "calls_per_sample",
+    "kernel_calls", "kernel_clock", "kernels", "activities_per_call", "reference_kernel_ms", "rel_err", "max_abs_err",
+    "tflops", "pct_peak", "measured_rank", "confirmed", "pruned", "host_bound", "measure_error", "gpu",
+    "compute_capability", "driver", "cuda_runtime", "cudnn", "torch", "package_version", "host", "git_commit",
+    "created")
+
+
+def legacy_candidate(r: AlgoResult) -> dict[str, Any]:
+    return {"candidate_kind": "legacy", "candidate": r.name, "algo": r.algo, "algo_id": r.algo_id,
+            "math_type": r.math_type, "status": r.status, "note": r.note, "workspace_bytes": r.workspace_bytes,
+            "deterministic": r.deterministic, "heuristic_rank": r.rank}
+
+
+def engine_candidate(r: EngineRow) -> dict[str, Any]:
+    return {"candidate_kind": "engine", "candidate": r.name, "engine_id": r.engine_id,
+            "knobs": ",".join(f"{k}={v}" for k, v in r.knobs), "status": r.status, "stage": r.stage,
+            "note": ",".join(r.numerical_notes + r.behavior_notes), "workspace_bytes": r.workspace_bytes,
+            "deterministic": r.deterministic, "sources": ",".join(r.sources), "heuristic_rank": r.rank_a,
+            "torch_rank": r.torch_rank, "torch_filter": r.torch_filter, "torch_ran": ",".join(r.torch_ran)}
+
+
+def torch_candidate(t: TorchRun) -> dict[str, Any]:
+    return {"candidate_kind": "torch_" + t.mode.replace("benchmark_", ""), "candidate": "torch " + t.mode,
+            "status": "SUCCESS" if t.measured is not None and t.measured.kernel_ms is not None else "NOT_MEASURED",
+            "note": f"ran {', '.join(t.matches) or t.match} ({t.where})" + (f"; {t.error}" if t.error else "")}
+
+
+def record(search: Any, candidate: dict[str, Any], m: Measurement | None, context: dict[str, Any]) -> dict[str, Any]:
+    """One long-form record: the search's problem and environment, the candidate's columns, its measurement."""
+    e = search.env
+    d = dict.fromkeys(LONG_FORM_COLUMNS)
+    d.update(model="", layers="", uses=1, spec=str(search.spec), input_shape="x".join(map(str, search.shapes.input_shape)),
+             dtype=search.dtype, memory_format=search.memory_format, math=getattr(search, "math", None),
+             direction=search.direction, cudnn_direction=search.cudnn_direction, gpu=e.gpu_name,
+             compute_capability=e.compute_capability, driver=e.driver_version, cuda_runtime=e.cuda_runtime,
+             cudnn=Environment.version_str(e.cudnn_runtime), torch=e.torch_version, package_version=e.package_version,
+             host=e.hostname, git_commit=e.git_commit, created=search.created)
+    d.update(context)
+    d.update(candidate)
+    d["repro"] = repro_command(candidate["candidate_kind"], candidate["candidate"], spec=search.spec,
+                               input_shape=search.shapes.input_shape, dtype=search.dtype,
+                               memory_format=search.memory_format, direction=search.direction,
+                               math_type=candidate.get("math_type"))
+    if m is not None:
+        for k in ("kernel", "throughput", "host"):
+            st = getattr(m, f"{k}_ms")
+            if st is not None:
+                d.update({f"{k}_median_ms": st.median, f"{k}_min_ms": st.min, f"{k}_max_ms": st.max,
+                          f"{k}_spread": st.spread, f"{k}_samples_ms": " ".join(f"{v:.6g}" for v in st.samples)})
+        d.update(calls_per_sample=m.calls_per_sample, kernel_calls=m.kernel_calls, kernel_clock=m.kernel_clock,
+                 kernels=";".join(m.kernels), activities_per_call=m.activities_per_call,
+                 reference_kernel_ms=m.reference_kernel_ms, rel_err=m.rel_err, max_abs_err=m.max_abs_err,
+                 tflops=m.tflops, pct_peak=m.pct_peak, measured_rank=m.measured_rank, confirmed=m.confirmed,
+                 pruned=m.pruned, host_bound=m.host_bound, measure_error=m.error)
+    return d
+
+
+def dataframe(records: list[dict[str, Any]]):
+    try:
+        import pandas as pd
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("to_dataframe() needs pandas: pip install pandas") from e
+    return pd.DataFrame.from_records(records, columns=LONG_FORM_COLUMNS if not records or set(records[0]) ==
+                                     set(LONG_FORM_COLUMNS) else None)
+
+
+def html_table(title: str, headers: Sequence[str], rows: list[list[str]], escaped: bool = False) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    t = title if escaped else f"<b>{html.escape(title)}</b>"
+    return f"<p>{t}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def direction_label(direction: str, cudnn_direction: str) -> str:
+    return direction if direction == cudnn_direction else f"{direction} (cuDNN {cudnn_direction})"
+
+
+def yes_no(v: bool | None) -> str:
+    return {True: "yes", False: "no", None: "-"}[v]
+
+
+def int_cell(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def shape_text(t: tuple[int, ...]) -> str:
+    return "(" + ",".join(str(v) for v in t) + ")"
+
+
+def fit_table(headers: Sequence[str], rows: list[list[str]], right: set[int], *, width: int = TEXT_WIDTH,
+              legend: dict[int, int] | None = None, drop: Sequence[int] = ()) -> list[str]:
+    """Text table lines no wider than `width` where possible. A cell of a column in `legend` (index -> widest cell)
+    longer than that is printed as a key, ``[1]`` (a configuration keeps its engine: ``eng62[1]``), and its whole
+    text once in a legend under the table, unbroken (a configuration name stays pasteable into ``--config``); then,
+    while the table is still too wide, the columns in `drop` are left out in that order, and a last line names them.
+    The data behind the table keeps everything (to_dataframe, to_html, JSON)."""
+    legend = legend or {}
+    keys: dict[str, str] = {}
+    rows = [list(r) for r in rows]
+    blank = [i for i in range(1, len(headers)) if rows and all(r[i] in ("", "-") for r in rows) and i not in right]
+    drop = [*blank, *(d for d in drop if d not in blank)]  # a column with nothing to say goes first, unnamed
+    for r in rows:
+        for i, cap in legend.items():
+            text = r[i]
+            if len(text) <= cap:
+                continue
+            if text not in keys:
+                keys[text] = f"[{len(keys) + 1}]"
+            head = text.split("{", 1)[0] if "{" in text and len(text.split("{", 1)[0]) + 4 <= cap else ""
+            r[i] = head + keys[text]
+    cols = list(range(len(headers)))
+    dropped: list[str] = []
+    lines = aligned([headers[i] for i in cols], [[r[i] for i in cols] for r in rows], {cols.index(i) for i in right})
+    for d in drop:
+        if max(map(len, lines)) <= width:
+            break
+        cols.remove(d)
+        if d not in blank:
+            dropped.append(headers[d])
+        lines = aligned([headers[i] for i in cols], [[r[i] for i in cols] for r in rows],
+                        {cols.index(i) for i in right if i in cols})
+    for text, key in keys.items():
+        lines += textwrap.wrap(f"{key} {text}", width, subsequent_indent=" " * (len(key) + 1), break_long_words=False,
+                               break_on_hyphens=False)
+    if dropped:
+        lines.append(f"(columns left out to fit {width}: {', '.join(dropped)}; the DataFrame, HTML and JSON keep them)")
+    return lines
+
+
+def wrap_lines(lines: Sequence[str], width: int = TEXT_WIDTH) -> list[str]:
+    """Prose lines wrapped to `width` (table lines are already that narrow); words are never broken, so a
+    configuration name stays whole."""
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False,
+                             drop_whitespace=True) if len(line) > width else [line]
+    return out
+
+
+def aligned(headers: Sequence[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Text table lines: a header, a rule, the rows; columns in `right` right-aligned."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [fmt(headers), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
+
+
