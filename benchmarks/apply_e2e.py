@@ -104,7 +104,7 @@ def worker(a) -> dict:
     # GPU busy per step on CUPTI (the extension's kernel clock: union of kernel intervals), before torch.profiler:
     # measured after it, busy read above the step's wall time (fp32 b32: 35 ms of a 21 ms step)
     try:
-        from cudnn_algos.timing import kernel_clock
+        from cudnn_algos.measure import kernel_clock
 
         with kernel_clock(0) as s:
             for _ in range(5):

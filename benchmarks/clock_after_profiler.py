@@ -48,7 +48,7 @@ def child(variant: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     import cudnn_algos
-    from cudnn_algos import timing
+    from cudnn_algos import backend, measure
 
     own, between, _ = VARIANTS[variant]
     torch.backends.cudnn.benchmark = False
@@ -65,13 +65,13 @@ def child(variant: str) -> dict:
 
     def session() -> tuple[float, float]:
         try:
-            with timing.kernel_clock(0, own_timestamps=own) as s:
+            with measure.kernel_clock(0, own_timestamps=own) as s:
                 for _ in range(WINDOWS):
                     s.window(loop)
                 h0 = time.perf_counter_ns()
                 i = s.window(lambda: time.sleep(0.02))
                 host = time.perf_counter_ns() - h0
-        except timing.KernelClockLost:
+        except measure.KernelClockLost:
             lost.append(len(lost))
             raise
         us = statistics.median(busy / CALLS * 1e3 for busy, _, _ in s.results[:WINDOWS])
@@ -81,10 +81,10 @@ def child(variant: str) -> dict:
     def reading() -> tuple[float, float]:
         """(kernel us per call, median of WINDOWS windows; CUPTI units per host ns over a 20 ms sleep), measured
         again when the session was lost, as measure_rows does (`lost` counts those)."""
-        return timing.again_if_lost(session)
+        return measure.again_if_lost(session)
 
     def kineto_us() -> float:
-        return timing.reference_kernel_ms([(0, loop, CALLS)], 0)[0] * 1e3
+        return measure.reference_kernel_ms([(0, loop, CALLS)], 0)[0] * 1e3
 
     loop()  # warm-up: cuDNN's plan, CUDA's lazy loading
     before = [reading() for _ in range(2)]

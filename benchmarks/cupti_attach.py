@@ -3,7 +3,7 @@
 1. Cost to the other clocks: the events clock (GPU ms per call) and the host clock (ms per call until the last
    launch returned) of K back-to-back calls of a small convolution, torch's op and one engine plan through our
    own launch path, with CUPTI never attached yet, after a session that finalized it (the default), and while it
-   is held attached between sessions (timing.cupti_held). The throughput and host clocks of every search are
+   is held attached between sessions (measure.cupti_held). The throughput and host clocks of every search are
    measured between kernel-clock sessions, so holding CUPTI is only safe if the held column matches the others.
 2. Host memory: --sessions kernel-clock sessions each finalizing CUPTI, then as many while it is held; RSS kept
    (after collection and malloc_trim) before and after each. On the H200 (CUDA 13.0) each attach/finalize cycle
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
-from cudnn_algos import _ext, timing  # noqa: E402
+from cudnn_algos import backend, measure  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
 from fresh import rss_kept_mb  # noqa: E402
 from reliability_gpu import LAYER, SHAPE, clock_session, operands  # noqa: E402
@@ -69,13 +70,12 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json")
     a = p.parse_args(argv)
-    ext = _ext.load()
     x, w = operands()
     problem = make_problem(LAYER, SHAPE, dtype=torch.float16)
     res = cudnn_algos.find_engines(LAYER, SHAPE, dtype=torch.float16, runtime_compiled=False)  # no CUPTI
     row = next(r for r in res.rows if r.ok)
-    sets = timing.operand_sets(problem, "warm", 0)
-    plan = timing.plan_runnable(problem, res.cudnn_direction, row.plan, sets)
+    sets = measure.operand_sets(problem, "warm", 0)
+    plan = measure.plan_runnable(problem, res.cudnn_direction, row.plan, sets)
     fns = {"torch conv2d": lambda: torch.nn.functional.conv2d(x, w, padding=1),
            f"engine plan {row.name.split('{')[0]}": lambda: plan.call(0)}
     with torch.no_grad():
@@ -83,13 +83,13 @@ def main(argv=None) -> int:
         for _ in range(a.rounds):
             clock_session(x, w)  # ends with cuptiFinalize
             states["after a finalized session"].append(clocks(fns))
-            with timing.cupti_held():
+            with measure.cupti_held():
                 clock_session(x, w)  # ends attached
                 states["held between sessions"].append(clocks(fns))
         memory = {}
         for label, held in (("finalized after each", False), ("held", True)):
             before = rss_kept_mb()
-            with timing.cupti_held() if held else contextlib.nullcontext():
+            with measure.cupti_held() if held else contextlib.nullcontext():
                 for _ in range(a.sessions):
                     clock_session(x, w)
             memory[label] = round(rss_kept_mb() - before, 2)
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
                      for name in fns}
              for state, rounds in states.items()}
     out = {"clocks": table, "rss_growth_mb": memory, "sessions": a.sessions, "rounds": a.rounds,
-           "kernel_clock": ext.kernel_clock_stats()}
+           "kernel_clock": dataclasses.asdict(backend.kernel_clock_stats())}
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     print(f"CUPTI attached or not ({CALLS} back-to-back calls, median of {SAMPLES} samples; "

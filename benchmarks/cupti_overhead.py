@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
 from cudnn_algos.problem import environment, make_problem  # noqa: E402
-from cudnn_algos.timing import kernel_clock, operand_sets, plan_runnable  # noqa: E402
+from cudnn_algos.measure import kernel_clock, operand_sets, plan_runnable  # noqa: E402
 
 CALLS = 5
 REPEATS = 5

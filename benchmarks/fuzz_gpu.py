@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
-from cudnn_algos import _ext  # noqa: E402
+from cudnn_algos import backend  # noqa: E402
 from cudnn_algos.engines import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem, parse_dtype  # noqa: E402
 from cudnn_algos.tuning import module_args, problem_key  # noqa: E402
@@ -90,12 +90,11 @@ def check_apply(tally, violations, m, x, w, problem, engine_rows, ref_model_tol)
     y64.float().pow(2).mean().backward()
     h = cudnn_algos.apply(layer, ":memory:")
     try:
-        ext = _ext.load()
         for d, r in engine_rows.items():
             ok = [row for row in r if row.ok and not row.torch_filter]
             if ok:
                 eid, knobs = parse_config(ok[0].name)
-                ext.pinned_set(problem_key(problem, d), eid, knobs)
+                backend.pinned_set(problem_key(problem, d), eid, knobs)
         h.reset_counts()
         xx = x.detach().clone().requires_grad_(True)
         y = layer(xx)

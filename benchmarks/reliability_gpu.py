@@ -25,6 +25,7 @@ threads   8 threads, each on its own stream, calling find, find_engines + run, a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import contextlib
 import json
 import sys
@@ -40,7 +41,7 @@ import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
 from fresh import rss_kept_mb, rss_mb  # noqa: E402
-from cudnn_algos import _ext, timing  # noqa: E402
+from cudnn_algos import backend, measure  # noqa: E402
 from cudnn_algos.engines import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
 from cudnn_algos.tuning import problem_key  # noqa: E402
@@ -65,7 +66,7 @@ def pinned_layer(dtype=torch.float16, device: int = 0):
         r = cudnn_algos.find_engines(LAYER, SHAPE, direction=d, dtype=dtype, runtime_compiled=False, device=device)
         ok = [row for row in r.rows if row.ok and not row.torch_filter]
         eid, knobs = parse_config(ok[0].name)
-        _ext.load().pinned_set(problem_key(p, d), eid, knobs)
+        backend.pinned_set(problem_key(p, d), eid, knobs)
     return layer, h
 
 
@@ -77,7 +78,7 @@ def mark() -> tuple[int, float, float]:
 
 def clock_session(x, w) -> None:
     """One kernel-clock (CUPTI) session around one convolution, as a measured search opens two per call."""
-    with timing.kernel_clock(x.device.index or 0) as s:
+    with measure.kernel_clock(x.device.index or 0) as s:
         s.window(lambda: (torch.nn.functional.conv2d(x, w, padding=1), torch.cuda.synchronize()))
 
 
@@ -91,8 +92,8 @@ def part_long(a) -> dict:
         cudnn_algos.run(LAYER, legacy, input=x, weight=w)
         layer(x)
     torch.cuda.synchronize()
-    mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
-    handles0 = _ext.load().cudnn_handles()["created"]
+    mem0, rss0, plans0 = torch.cuda.memory_allocated(), rss_kept_mb(), backend.pinned_plans_built()
+    handles0 = backend.cudnn_handles().created
     t0 = time.perf_counter()
     # a measured search of two exact configurations, without torch's op: the same path as find_engines(measure)
     # at a cost that lets --calls (10,000) of them fit a device call
@@ -129,7 +130,7 @@ def part_long(a) -> dict:
             skipped.append(name)
             continue
         t_phase = time.perf_counter()
-        with torch.no_grad(), (timing.cupti_held() if held else contextlib.nullcontext()):
+        with torch.no_grad(), (measure.cupti_held() if held else contextlib.nullcontext()):
             for _ in range(min(10, n)):  # the phase's one-time costs (CUPTI, cuBLAS's workspace) before its baseline
                 call()
             torch.cuda.synchronize()
@@ -151,8 +152,8 @@ def part_long(a) -> dict:
         print(f"  phase {name.strip()}: {n} calls in {g['seconds']} s, GPU {g['gpu_mb']} MB, RSS {g['rss_mb']} MB",
               flush=True)
     h.undo()
-    mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_kept_mb(), _ext.load().pinned_plans_built()
-    handles1 = _ext.load().cudnn_handles()["created"]
+    mem1, rss1, plans1 = torch.cuda.memory_allocated(), rss_kept_mb(), backend.pinned_plans_built()
+    handles1 = backend.cudnn_handles().created
     # the verdict: after each phase's first calls, GPU memory flat and host RSS growing < 10 MB over its calls;
     # no plan held and no cuDNN handle made over the run
     within = {k: g["gpu_mb"][-1] <= 0 and g["rss_mb"][-1] < 10 for k, g in growth.items()}
@@ -167,7 +168,7 @@ def part_long(a) -> dict:
             "gpu_mem_mb": [mem0 / 2**20, mem1 / 2**20],
             "rss_mb": [rss0, rss1], "plans": [plans0, plans1], "handles_created": [handles0, handles1],
             "seconds": time.perf_counter() - t0, "ok": ok,
-            "growth_by_phase": growth, "kernel_clock": _ext.load().kernel_clock_stats()}
+            "growth_by_phase": growth, "kernel_clock": dataclasses.asdict(backend.kernel_clock_stats())}
 
 
 def _frames(ex: BaseException) -> str:
@@ -294,7 +295,7 @@ def part_threads(a) -> dict:
             t.start()
         for t in ts:
             t.join()
-        created.append(_ext.load().cudnn_handles()["created"])
+        created.append(backend.cudnn_handles().created)
     for h in handles:
         h.undo()
     return {"part": "threads", "what": f"2 rounds of 8 threads x {a.thread_iters} x (find, run of {len(names)} "

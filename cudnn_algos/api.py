@@ -6,6 +6,7 @@ GPU. Shapes, dtypes and layouts follow torch's conventions; see ConvSpec for the
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import warnings
 from dataclasses import replace
@@ -14,14 +15,15 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from . import _ext
+from . import backend
+from .backend import LegacySearch, environment
 from .errors import CudnnError
-from .problem import (DIRECTIONS, MATH_TYPES, MEMORY_FORMATS, MODES, OUTPUT_OPERAND, Problem, check_choice, device_index,
-                      environment, layout_of, make_problem, parse_workspace_limit)
+from .measure import (check_config, legacy_runnable, measure_rows, operand_sets, peak_label, peak_or_none,
+                      reference_output, tensor_math)
+from .problem import (DIRECTIONS, MATH_TYPES, MEMORY_FORMATS, MODES, OUTPUT_OPERAND, Problem, check_choice,
+                      device_index, layout_of, make_problem, parse_workspace_limit)
 from .results import AlgoResult, EngineRow, MeasureConfig, SearchResult, SearchResults
 from .spec import ConvShapes, ConvSpec
-from .timing import (check_config, legacy_runnable, measure_rows, operand_sets, peak_label, peak_or_none,
-                     reference_output, tensor_math)
 
 
 def find(
@@ -55,7 +57,7 @@ def find(
     mode: ``"find"`` (cudnnFind…Algorithm: cuDNN allocates and times), ``"find_ex"`` (cudnnFind…AlgorithmEx on
         fresh random tensors and a workspace from torch's allocator), ``"heuristic"`` (cudnnGet…_v7: ranking only).
     workspace_limit: bytes; algorithms needing more become ``WORKSPACE_LIMIT_EXCEEDED`` rows.
-    measure: time every successful algorithm ourselves with cudnn_algos.timing's clocks (kernel: CUPTI records of
+    measure: time every successful algorithm ourselves with cudnn_algos.measure's clocks (kernel: CUPTI records of
         eager calls; throughput; host), ``repeats`` samples after ``warmup`` calls, its error against a float64
         reference computed by torch (on ``reference``: "cuda" or "cpu"), TFLOP/s and % of peak, ranks.
     l2: "warm" (the same operands every call) or "cold" (rotate operand sets totalling > 3x the L2 cache).
@@ -101,13 +103,12 @@ def _order(rows: list[AlgoResult], mode: str) -> tuple[AlgoResult, ...]:
     return tuple(ok + rest)
 
 
-def _cudnn_search(problem: Problem, cdir: str, mode: str, limit: int, dev: int, direction: str) -> dict:
-    ext = _ext.load()
+def _cudnn_search(problem: Problem, cdir: str, mode: str, limit: int, dev: int, direction: str) -> LegacySearch:
     tensors = problem.operands(dev, "find()") if mode == "find_ex" else {}
     try:
         with torch.cuda.device(dev):
-            return ext.search(cdir, problem.cudnn(), mode, tensors.get("x"), tensors.get("w"), tensors.get("y"),
-                              workspace_limit=limit, device=dev)
+            return backend.legacy_search(cdir, backend.conv_problem(problem), mode, tensors.get("x"),
+                                         tensors.get("w"), tensors.get("y"), workspace_limit=limit, device=dev)
     except CudnnError as e:
         err = problem.with_context(e, direction)
     finally:
@@ -118,12 +119,12 @@ def _cudnn_search(problem: Problem, cdir: str, mode: str, limit: int, dev: int, 
 def _search_one(problem: Problem, direction: str, mode: str, limit: int, dev: int, cfg=None) -> SearchResult:
     cdir = problem.cudnn_direction(direction)
     out = _cudnn_search(problem, cdir, mode, limit, dev, direction)
-    rows = [AlgoResult(direction=cdir, memory_format=problem.memory_format, **r) for r in out["rows"]]
+    rows = [AlgoResult(direction=cdir, memory_format=problem.memory_format, **dataclasses.asdict(r)) for r in out.rows]
     result = SearchResult(
         rows=_order(rows, mode), spec=problem.spec, shapes=problem.shapes, direction=direction, cudnn_direction=cdir,
         mode=mode, dtype=problem.dtype_name, memory_format=problem.memory_format, math=problem.math,
-        workspace_limit=None if limit < 0 else limit, workspace_given=out["workspace_given"],
-        search_ms=float(out["search_ms"]), env=environment(dev),
+        workspace_limit=None if limit < 0 else limit, workspace_given=out.workspace_given,
+        search_ms=out.search_ms, env=environment(dev),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     if cfg is None:
         return result
@@ -133,16 +134,16 @@ def _search_one(problem: Problem, direction: str, mode: str, limit: int, dev: in
 
 
 def _measure(result: SearchResult, problem: Problem, cfg: MeasureConfig, limit: int, dev: int) -> SearchResult:
-    """Every successful row measured by timing.measure_rows; the heuristic's first choice and its regret."""
+    """Every successful row measured by measure_rows; the heuristic's first choice and its regret."""
     cdir = result.cudnn_direction
     heur: dict[tuple[int, str | None], int] = {}  # (algo, math) -> rank in cudnnGet..._v7's list
     heur_first = None
     try:
-        h = _ext.load().search(cdir, problem.cudnn(), "heuristic", workspace_limit=limit, device=dev)
-        for r in sorted((r for r in h["rows"] if r["rank"] is not None), key=lambda r: r["rank"]):
-            heur.setdefault((r["algo_id"], r["math_type"]), r["rank"])
-            if heur_first is None and r["status"] == "SUCCESS":
-                heur_first = (r["algo"], r["math_type"])
+        h = backend.legacy_search(cdir, backend.conv_problem(problem), "heuristic", workspace_limit=limit, device=dev)
+        for r in sorted((r for r in h.rows if r.rank is not None), key=lambda r: r.rank):
+            heur.setdefault((r.algo_id, r.math_type), r.rank)
+            if heur_first is None and r.status == "SUCCESS":
+                heur_first = (r.algo, r.math_type)
     except CudnnError:
         pass
     sets = operand_sets(problem, cfg.l2, dev)
@@ -177,7 +178,7 @@ def _measure(result: SearchResult, problem: Problem, cfg: MeasureConfig, limit: 
 
 # ---------------------------------------------------------------------------------------------- run
 def _algo_id(algo: AlgoResult | str | int, cdir: str) -> tuple[int, str | None]:
-    names = _ext.load().algo_names(cdir)
+    names = backend.algo_names(cdir)
     if isinstance(algo, AlgoResult):
         if algo.direction != cdir:
             raise ValueError(f"algo is a {algo.direction} row but this call runs cuDNN's {cdir}")
@@ -325,8 +326,8 @@ def _executor(problem: Problem, algo, cdir: str, math: str | None, limit: int):
     algo_id, row_math = _algo_id(algo, cdir)
     exec_math = math if math is not None else (row_math or problem.math)
     check_choice("math", exec_math, MATH_TYPES)
-    ext, cp = _ext.load(), problem.cudnn()
-    return lambda x, w, y: ext.execute(cdir, cp, algo_id, exec_math, x, w, y, workspace_limit=limit)
+    cp = backend.conv_problem(problem)
+    return lambda x, w, y: backend.legacy_execute(cdir, cp, algo_id, exec_math, x, w, y, workspace_limit=limit)
 
 
 def _pre_pad(t: torch.Tensor, sh: ConvShapes) -> torch.Tensor:

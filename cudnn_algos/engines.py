@@ -4,7 +4,7 @@ beside torch's own convolution (identified by the kernels it launches).
 On cuDNN 9 the legacy algorithms are a thin view over these engines; torch's own convolution runs one of these
 execution plans. Each configuration is a row: engine id, knob values, numerical and behaviour notes, the nearest
 legacy family, determinism, workspace, status (a configuration that fails to build is a row saying where), and with
-``measure=True`` the same timing and accuracy columns as legacy rows (cudnn_algos.timing).
+``measure=True`` the same timing and accuracy columns as legacy rows (cudnn_algos.measure).
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from typing import Sequence
 
 import torch
 
-from . import _ext
-from .problem import Problem, check_choice, check_int, device_index, environment, make_problem
+from . import backend
+from .backend import environment
+from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
-from .timing import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
+from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
 HEURISTICS = ("a", "b", "instant", "fallback")
@@ -125,7 +126,7 @@ def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
     return int(m.group(1)), knobs
 
 
-def _rows(plans, cdir: str, problem: Problem) -> list[EngineRow]:
+def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[EngineRow]:
     """Rows of these plans, each with why torch's convolution would never run it (as torch is set now)."""
     det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
     out = []
@@ -212,15 +213,15 @@ def find_engines(
     dev = device_index(device)
     cdir = problem.cudnn_direction(direction)
     with torch.cuda.device(dev):
-        out = _ext.load().engine_search(cdir, problem.cudnn(), list(heuristics), exhaustive, max_configs,
-                                        runtime_compiled, dev, [], exact)
-    rows = _rows(out["plans"], cdir, problem)
+        out = backend.engine_search(cdir, backend.conv_problem(problem), heuristics, exhaustive, max_configs,
+                                    runtime_compiled, dev, exact=exact)
+    rows = _rows(out.plans, cdir, problem)
     for i, pos in torch_candidates(rows, int(torch.backends.cudnn.benchmark_limit or 0)).items():
         rows[i] = replace(rows[i], torch_rank=pos)
     result = EngineSearchResult(
         rows=tuple(rows), spec=problem.spec, shapes=problem.shapes, direction=direction, cudnn_direction=cdir,
-        dtype=problem.dtype_name, memory_format=problem.memory_format, engine_count=int(out["engine_count"]),
-        search_ms=float(out["search_ms"]), exhaustive=exhaustive, env=environment(dev), flops=problem.flops(),
+        dtype=problem.dtype_name, memory_format=problem.memory_format, engine_count=out.engine_count,
+        search_ms=out.search_ms, exhaustive=exhaustive, env=environment(dev), flops=problem.flops(),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     if not (measure or compare_torch):
         return result
@@ -290,12 +291,12 @@ def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: Measur
                    key=lambda r: r.kernel_ms)[:seeds_n]
     if not seeds:
         return result
-    out = _ext.load().engine_search(result.cudnn_direction, problem.cudnn(), [], False, cap, runtime_compiled, dev,
-                                    [(r.engine_id, [tuple(k) for k in r.plan.knobs]) for r in seeds])
+    out = backend.engine_search(result.cudnn_direction, backend.conv_problem(problem), (), False, cap,
+                                runtime_compiled, dev, seeds=[(r.engine_id, r.plan.knobs) for r in seeds])
     have = {(r.engine_id, r.knobs) for r in result.rows}
-    new = [r for r in _rows(out["plans"], result.cudnn_direction, problem) if (r.engine_id, r.knobs) not in have]
+    new = [r for r in _rows(out.plans, result.cudnn_direction, problem) if (r.engine_id, r.knobs) not in have]
     merged = replace(result, rows=result.rows + tuple(new), refined=len(new),
-                     search_ms=result.search_ms + float(out["search_ms"]))
+                     search_ms=result.search_ms + out.search_ms)
     n0 = len(result.rows)
     return _measure(merged, problem, [n0 + j for j, r in enumerate(new) if r.ok], sets, ref, cfg, dev)
 

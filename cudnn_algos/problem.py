@@ -10,19 +10,54 @@ from __future__ import annotations
 import functools
 import math
 import os
-import socket
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Sequence
 
 import torch
 
-from . import _ext
 from .errors import CudaUnavailableError, CudnnError, cudnn_error
 from .spec import ConvShapes, ConvSpec
 
-DIRECTIONS = ("forward", "backward_data", "backward_filter")
-MODES = ("find", "find_ex", "heuristic")
-MATH_TYPES = ("default", "tensor_op", "tensor_op_allow_conversion", "fma")
+
+
+class Direction(str, Enum):
+    """A convolution's direction: forward (y from x, w), backward_data (dx from dy, w), backward_filter (dw)."""
+
+    FORWARD = "forward"
+    BACKWARD_DATA = "backward_data"
+    BACKWARD_FILTER = "backward_filter"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Mode(str, Enum):
+    """A legacy search's mode: find (cuDNN allocates and times), find_ex (our buffers), heuristic (no timing)."""
+
+    FIND = "find"
+    FIND_EX = "find_ex"
+    HEURISTIC = "heuristic"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class MathType(str, Enum):
+    """cuDNN's math type: default (fp32: TF32 allowed), tensor_op, tensor_op_allow_conversion, fma (no tensor cores)."""
+
+    DEFAULT = "default"
+    TENSOR_OP = "tensor_op"
+    TENSOR_OP_ALLOW_CONVERSION = "tensor_op_allow_conversion"
+    FMA = "fma"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DIRECTIONS = tuple(d.value for d in Direction)
+MODES = tuple(m.value for m in Mode)
+MATH_TYPES = tuple(m.value for m in MathType)
 DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64"}
 DTYPE_ALIASES = {"float32": torch.float32, "float": torch.float32, "fp32": torch.float32, "float16": torch.float16,
                  "half": torch.float16, "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -46,9 +81,13 @@ OUTPUT_OPERAND = {"forward": "y", "backward_data": "x", "backward_filter": "w"} 
 
 # ---------------------------------------------------------------------------------------------- argument parsing
 def check_choice(name: str, value: Any, valid: Sequence[str]) -> str:
+    """`value` as a plain string (an enum member such as Direction.FORWARD gives its value) when it is one of
+    `valid`; ValueError naming the argument, the value and the choices otherwise."""
+    if isinstance(value, Enum):
+        value = value.value
     if not isinstance(value, str) or value not in valid:
         raise ValueError(f"{name}={value!r} is not one of: {', '.join(valid)}")
-    return value
+    return str(value)
 
 
 def check_int(name: str, value: Any, lo: int) -> int:
@@ -199,6 +238,12 @@ class Environment:
     hostname: str = ""
     git_commit: str = ""  # of the cudnn_algos checkout, when it is one
 
+    def key(self) -> str:
+        """What must match for a stored result or winner to be reused: the GPU and every version that can change
+        the answer (the tuning database's and the results store's key)."""
+        return (f"{self.gpu_name}|sm{self.compute_capability}|driver {self.driver_version or self.cuda_driver_api}"
+                f"|cuda {self.cuda_runtime}|cudnn {self.cudnn_runtime}|torch {self.torch_version}")
+
     @staticmethod
     def version_str(v: int) -> str:
         return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else str(v)
@@ -236,7 +281,8 @@ def loaded_cudnn_library() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _git_commit() -> str:
+def git_commit() -> str:
+    """The cudnn_algos checkout's commit (+dirty), or '' when it is not a git checkout."""
     import subprocess
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -251,19 +297,7 @@ def _git_commit() -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=None)
-def environment(device: int) -> Environment:
-    v = _ext.load().versions()
-    props = torch.cuda.get_device_properties(device)
-    return Environment(
-        gpu_name=props.name, compute_capability=f"{props.major}.{props.minor}", device_index=device,
-        driver_version=driver_release(), cuda_driver_api=int(v["cuda_driver"]), cuda_runtime=int(v["cuda_runtime"]),
-        cudnn_runtime=int(v["cudnn_runtime"]), cudnn_build=int(v["cudnn_build"]),
-        cudnn_library=loaded_cudnn_library(), torch_version=torch.__version__, torch_cuda=torch.version.cuda,
-        package_version=_package_version(), hostname=socket.gethostname(), git_commit=_git_commit())
-
-
-def _package_version() -> str:
+def package_version() -> str:
     from . import __version__
 
     return __version__
@@ -299,14 +333,6 @@ class Problem:
         s = self.spec
         lift = (lambda v, fill: [fill, *v]) if s.ndim == 1 else (lambda v, fill: list(v))
         return lift(s.stride, 1), lift(self.shapes.padding, 0), lift(s.dilation, 1)
-
-    def cudnn(self):
-        stride, pad, dil = self.conv_args()
-        sh = self.shapes
-        return _ext.load().ConvProblem(
-            dtype=self.dtype_name, layout="nchw" if self.memory_format == "contiguous" else "nhwc",
-            x=self.lift(sh.x_shape), w=self.lift(sh.w_shape), y=self.lift(sh.y_shape), padding=pad, stride=stride,
-            dilation=dil, groups=self.spec.groups, math=self.math)
 
     def operand_shape(self, role: str) -> tuple[int, ...]:
         return {"x": self.shapes.x_shape, "w": self.shapes.w_shape, "y": self.shapes.y_shape}[role]

@@ -51,6 +51,12 @@ def _fits(v: int, name: str) -> int:
     return v
 
 
+def same_padding(kernel_size: Sequence[int], dilation: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """torch's ``padding="same"`` per spatial dim as (left, right): dilation * (kernel - 1) in all, the odd one
+    on the right (torch pads that one explicitly before the convolution)."""
+    return tuple(((d * (k - 1)) // 2, d * (k - 1) - (d * (k - 1)) // 2) for k, d in zip(kernel_size, dilation))
+
+
 @dataclass(frozen=True)
 class ConvShapes:
     """Shapes of one convolution problem.
@@ -269,9 +275,7 @@ class ConvSpec:
         if self.padding == "valid":
             return (0,) * nd, ((0, 0),) * nd
         if self.padding == "same":
-            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
-            left = [t // 2 for t in total]
-            right = [t - lo for t, lo in zip(total, left)]
+            left, right = (list(v) for v in zip(*same_padding(self.kernel_size, self.dilation)))
         else:
             left = right = list(self.padding)
         if self.padding_mode != "zeros":

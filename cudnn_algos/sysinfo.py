@@ -1,6 +1,7 @@
 """``cudnn_algos.info()``: what the package sees — GPUs, versions, where cuDNN came from, the extension's state."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -50,13 +51,14 @@ class Info:
 
 def info() -> Info:
     """Never raises for a missing GPU or extension: it reports them."""
-    from . import __version__, _build, _ext
+    from . import __version__, _build, backend
     from .problem import driver_release, loaded_cudnn_library
 
     cudnn_v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     try:
-        ext = _ext.load()
-        ext_state, versions = f"{_ext.how_loaded()} ({getattr(ext, '__file__', '?')})", dict(ext.versions())
+        ext = backend.load()
+        ext_state = f"{backend.how_loaded()} ({getattr(ext, '__file__', '?')})"
+        versions = dataclasses.asdict(backend.versions())
     except Exception as e:  # report, don't raise
         ext, ext_state, versions = None, f"unavailable: {e}", {}
     try:
@@ -70,7 +72,7 @@ def info() -> Info:
             f"{p.name} (sm_{p.major}{p.minor}, {p.total_memory / 2**30:.0f} GiB)"
             for p in (torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count()))
         )
-        handle = ext.probe_handle(0) if ext is not None else "extension unavailable"
+        handle = backend.probe_handle(0) if ext is not None else "extension unavailable"
     return Info(
         package_version=__version__,
         torch_version=torch.__version__,

@@ -3,9 +3,9 @@ import faulthandler
 faulthandler.enable()
 import torch  # noqa: E402
 
-from cudnn_algos import _ext  # noqa: E402
+from cudnn_algos import backend  # noqa: E402
 
-ext = _ext.load()
+ext = backend.load()
 print(ext.versions(), flush=True)
 try:
     ext.algo_names("up")

@@ -146,9 +146,9 @@ def test_a_cudnn_device_allocation_failure_is_also_torchs_out_of_memory_error(co
     # CPU test: the extension's exception translation, raised through the extension without a GPU
     import pickle
 
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
     with pytest.raises(cudnn_algos.CudnnError) as info:
-        _ext.load()._raise_cudnn_status(code)
+        backend.load()._raise_cudnn_status(code)
     e = info.value
     assert e.status == status and e.code == code and status in str(e)
     assert isinstance(e, torch.OutOfMemoryError) is oom

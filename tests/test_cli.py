@@ -110,7 +110,7 @@ def test_profile_checks_optional_packages_before_any_gpu_work(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rich" else real(name, *a))
     with pytest.raises(cli.UsageError, match="--rich needs the rich package"):
-        cli._needs("--rich", "rich")
+        cli.commands._needs("--rich", "rich")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CLI where no GPU is visible")
@@ -176,11 +176,11 @@ def test_a_stop_at_the_budget_has_its_own_exit_status_and_says_how_to_resume(mon
     and the last line says how to continue."""
     import dataclasses
 
-    from cudnn_algos import problem, report, tuning
+    from cudnn_algos import model, problem, tuning
 
     monkeypatch.setattr(problem, "device_index", lambda d: 0)
     rep = dataclasses.replace(make.model_report(), interrupted=True, stopped_by=stopped_by)
-    monkeypatch.setattr(report, "profile", lambda *a, **k: rep)
+    monkeypatch.setattr(model, "profile", lambda *a, **k: rep)
     store = tmp_path / "run.jsonl"
     assert cli.main(["profile", "resnet50", "--batch", "1", "--budget-s", "5", "--store", str(store)]) == status
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -219,3 +219,16 @@ def test_info_writes_cuda_versions_as_people_do():
     from cudnn_algos.sysinfo import _cuda_version
 
     assert _cuda_version(13000) == "13.0" and _cuda_version(12080) == "12.8" and _cuda_version(0) == "none (no driver)"
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version", "find --help", "--versoin"])
+def test_help_version_and_usage_errors_do_not_import_torch(flag):
+    """CPU: parsing imports nothing heavy, so --help, --version and a usage error answer without torch (seconds to
+    import); a command imports what it needs when it runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom cudnn_algos.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('TORCH', 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, *flag.split()], capture_output=True, text=True, timeout=60)
+    assert "TORCH False" in r.stdout, r.stdout + r.stderr

@@ -4,12 +4,12 @@ Calls here never reach a GPU (no handle, no search)."""
 import pytest
 import torch
 
-from cudnn_algos import _build, _ext
+from cudnn_algos import _build, backend
 
 
 @pytest.fixture(scope="module")
 def ext():
-    return _ext.load()
+    return backend.load()
 
 
 def test_loaded_and_versions_agree_with_torch(ext):
@@ -17,7 +17,7 @@ def test_loaded_and_versions_agree_with_torch(ext):
     assert v["cudnn_runtime"] == torch.backends.cudnn.version()
     assert v["cudnn_build"] // 10000 == v["cudnn_runtime"] // 10000
     assert v["torch_build"] == torch.__version__
-    assert _ext.how_loaded() in ("installed", "jit")
+    assert backend.how_loaded() in ("installed", "jit")
 
 
 def test_build_config_finds_the_cudnn_torch_loads(ext):
@@ -72,7 +72,7 @@ def test_jit_build_from_source_tree(tmp_path):
     import sys
 
     env = dict(os.environ, CUDNN_ALGOS_FORCE_JIT="1")
-    code = "from cudnn_algos import _ext; m = _ext.load(); print(_ext.how_loaded(), m.versions()['cudnn_runtime'])"
+    code = "from cudnn_algos import _ext; m = backend.load(); print(backend.how_loaded(), m.versions()['cudnn_runtime'])"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-2:] == ["jit", str(torch.backends.cudnn.version())]

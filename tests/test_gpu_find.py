@@ -129,9 +129,9 @@ def test_workspace_limit_leaves_rows_saying_so():
 
 
 def test_cudnn_rejection_is_a_cudnn_error_with_status():
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
 
-    ext = _ext.load()
+    ext = backend.load()
     bad = ext.ConvProblem(dtype="float32", layout="nchw", x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6],
                           padding=[-1, 0], stride=[1, 1], dilation=[1, 1], groups=1, math="default")
     with pytest.raises(CudnnError) as ei:
@@ -188,7 +188,7 @@ def test_threads_that_come_and_go_reuse_the_handles_of_ended_threads():
     (a DataLoader's, a server's) make at most as many handles as ever ran at once."""
     import threading
 
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
 
     module, shape = CASES["3x3"]
     errors = []
@@ -205,7 +205,7 @@ def test_threads_that_come_and_go_reuse_the_handles_of_ended_threads():
             t.start()
         for t in ts:
             t.join()
-        return _ext.load().cudnn_handles()
+        return backend.load().cudnn_handles()
 
     first = round_of(4)
     assert first["pooled"] >= 4

@@ -111,39 +111,39 @@ def test_measure_leaves_no_memory_behind():
 
 
 def test_sessions_with_cupti_held_record_what_finalized_sessions_record():
-    """timing.cupti_held: the sessions inside keep CUPTI attached (one finalize when the block ends), see the same
+    """measure.cupti_held: the sessions inside keep CUPTI attached (one finalize when the block ends), see the same
     kernels and busy time as sessions that finalize, and a torch.profiler session in between does not leave the next
     held session blind (it registers its callbacks again)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from cudnn_algos import _ext, timing
+    from cudnn_algos import backend, measure
 
-    ext = _ext.load()
+    ext = backend.load()
     x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
     w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16)
 
     def session():
-        with timing.kernel_clock(0) as s:
+        with measure.kernel_clock(0) as s:
             s.window(lambda: (torch.nn.functional.conv2d(x, w, padding=1), torch.cuda.synchronize()))
         return s.results[0]
 
     plain = session()
     f0 = ext.kernel_clock_stats()["finalizes"]
-    with timing.cupti_held():
+    with measure.cupti_held():
         held = [session() for _ in range(3)]
         assert ext.kernel_clock_stats()["attached"] and ext.kernel_clock_stats()["finalizes"] == f0
     stats = ext.kernel_clock_stats()
     assert stats["finalizes"] == f0 + 1 and not stats["attached"] and stats["buffers_outstanding"] == 0
     for busy, n, kernels in held:
         assert n == plain[1] and kernels == plain[2] and 0.5 < busy / plain[0] < 2
-    with timing.cupti_held():
+    with measure.cupti_held():
         session()
         with profile(activities=[ProfilerActivity.CUDA]):
             torch.nn.functional.conv2d(x, w, padding=1)
         torch.cuda.synchronize()
         # with TEARDOWN_CUPTI=1 (set by any earlier check_clock in the process) kineto may finalize CUPTI inside the
         # next session: that session is lost and measured again, as searches do (Note [kineto's deferred teardown])
-        busy, n, kernels = timing.again_if_lost(session)
+        busy, n, kernels = measure.again_if_lost(session)
         assert n == plain[1] and kernels == plain[2]
 
 
@@ -188,7 +188,7 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    from cudnn_algos import timing
+    from cudnn_algos import backend, measure
 
     monkeypatch.setenv("TEARDOWN_CUPTI", teardown)
     x, w = torch.randn(16, 40, 28, 28, device="cuda"), torch.randn(120, 40, 1, 1, device="cuda")
@@ -201,7 +201,7 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     lost = []
 
     def session():
-        with timing.kernel_clock(0) as s:
+        with measure.kernel_clock(0) as s:
             for _ in range(5):
                 s.window(loop)
         return statistics.median(b for b, _, _ in s.results), s.results[0][1], s.results[0][2]
@@ -209,7 +209,7 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     def counted():
         try:
             return session()
-        except timing.KernelClockLost:  # kineto's finalize beat the session's first CUDA call: measured again
+        except measure.KernelClockLost:  # kineto's finalize beat the session's first CUDA call: measured again
             lost.append(1)
             raise
 
@@ -218,7 +218,7 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     with profile(activities=[ProfilerActivity.CUDA]):
         F.conv2d(x, w)
         torch.cuda.synchronize()
-    busy, n, kernels = timing.again_if_lost(counted)
+    busy, n, kernels = measure.again_if_lost(counted)
     record_property("sessions_lost_and_measured_again", len(lost))
     assert (n, kernels) == before[0][1:], (before, (busy, n, kernels))
     ref = sum(b for b, _, _ in before) / 2

@@ -1,38 +1,66 @@
-"""CPU: the package's shape (docs/layout.md): imports run one way (no circle), no module imports another's underscore
-names (the extension loader _ext and the build finder _build are the package's own private modules), no public
-function is shadowed by a submodule of the same name, and no function runs past 80 lines without saying why."""
+"""CPU: the package's shape (docs/layout.md), every module of every subpackage walked: imports run one way (no
+circle), no module imports another's underscore names (the extension loader _ext and the build finder _build are
+the package's own private modules), only ``backend`` loads the extension, no public name of a package is shadowed
+by a submodule of the same name (or the other way round), no file runs past 500 lines and no function past 80
+without saying why ("Long because")."""
 import ast
+import importlib
 from pathlib import Path
 
 import cudnn_algos
 
 PKG = Path(cudnn_algos.__file__).parent
-MODULES = {p.stem: p for p in PKG.glob("*.py")}
-ALLOWED_PRIVATE_MODULES = ("_ext", "_build")
+ALLOWED_PRIVATE_MODULES = ("_ext", "_build", "_C")  # _C: the compiled extension, loaded by _ext alone
+
+
+def _dotted(path: Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)  # "" is the package itself
+
+
+MODULES = {_dotted(p): p for p in sorted(PKG.rglob("*.py"))}
+PACKAGES = {name for name, p in MODULES.items() if p.name == "__init__.py"}
+
+
+def _resolve(name: str, level: int, module: str | None) -> str:
+    """The dotted name a relative import in module `name` refers to."""
+    here = name.split(".") if name else []
+    base = here if name in PACKAGES else here[:-1]  # a package's __init__ imports relative to itself
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + (module.split(".") if module else []))
 
 
 def _imports(name: str) -> tuple[set[str], list[str]]:
+    """(modules `name` imports, its imports of another module's underscore names)."""
     deps, private, aliases = set(), [], {}
     tree = ast.parse(MODULES[name].read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            target = (node.module or "").split(".")[0]
-            if target in MODULES:
+        if not (isinstance(node, ast.ImportFrom) and node.level >= 1):
+            continue
+        target = _resolve(name, node.level, node.module)
+        for a in node.names:
+            sub = f"{target}.{a.name}" if target else a.name
+            if sub in MODULES:  # `from . import backend`, `from .results import codec`
+                deps.add(sub)
+                aliases[a.asname or a.name] = sub
+            elif target in MODULES:
                 deps.add(target)
-                private += [f"{name} imports {target}.{a.name}" for a in node.names
-                            if a.name.startswith("_") and not a.name.startswith("__")
-                            and target not in ALLOWED_PRIVATE_MODULES]
-            elif node.module is None:
-                for a in node.names:
-                    if a.name in MODULES:
-                        deps.add(a.name)
-                        aliases[a.asname or a.name] = a.name
-    for node in ast.walk(tree):
+                if a.name.startswith("_") and not a.name.startswith("__") and a.name not in ALLOWED_PRIVATE_MODULES \
+                        and target.split(".")[-1] not in ALLOWED_PRIVATE_MODULES:
+                    private.append(f"{name} imports {target}.{a.name}")
+    for node in ast.walk(tree):  # `from . import api` then `api._x(...)`
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
                 and node.attr.startswith("_") and not node.attr.startswith("__")
-                and aliases[node.value.id] not in ALLOWED_PRIVATE_MODULES):
+                and aliases[node.value.id].split(".")[-1] not in ALLOWED_PRIVATE_MODULES):
             private.append(f"{name} uses {aliases[node.value.id]}.{node.attr}")
-    return deps - {name, "__init__", "__main__"}, private
+    return deps - {name, "", "__main__"}, private
+
+
+def test_every_subpackage_is_walked():
+    assert {"results.codec", "measure.clocks", "model.profiling", "tuning.db", "backend"} <= set(MODULES)
 
 
 def test_no_private_cross_module_imports():
@@ -41,7 +69,7 @@ def test_no_private_cross_module_imports():
 
 
 def test_no_import_circle():
-    graph = {name: _imports(name)[0] for name in MODULES if name not in ("__init__", "__main__")}
+    graph = {name: _imports(name)[0] for name in MODULES if name not in ("", "__main__")}
     state: dict[str, int] = {}
     circles = []
 
@@ -60,25 +88,42 @@ def test_no_import_circle():
     assert circles == []
 
 
+def test_only_the_backend_loads_the_extension():
+    users = sorted(name for name in MODULES if "_ext" in _imports(name)[0])
+    assert users == ["backend"]
+
+
 def test_no_public_name_shadows_a_submodule():
-    shadowed = [n for n in cudnn_algos.__all__ if n in MODULES]
-    assert shadowed == []
-    import importlib
-
-    for name in MODULES:
-        if name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"cudnn_algos.{name}")
-        assert getattr(cudnn_algos, name, mod) is mod, f"cudnn_algos.{name} is not the submodule"
+    for pkg in sorted(PACKAGES):
+        mod = importlib.import_module(f"cudnn_algos{'.' + pkg if pkg else ''}")
+        subs = {n.rsplit(".", 1)[-1] for n in MODULES if n.startswith(f"{pkg}." if pkg else "") and
+                n.count(".") == (pkg.count(".") + 1 if pkg else 0) and n}
+        shadowed = sorted(n for n in getattr(mod, "__all__", ()) if n in subs)
+        assert shadowed == [], f"cudnn_algos.{pkg}: {shadowed} name both a submodule and a public object"
 
 
-def test_long_functions_say_why():
+def test_files_and_functions_are_short_or_say_why():
     long = []
     for name, path in MODULES.items():
-        lines = path.read_text().splitlines()
-        for node in ast.walk(ast.parse(path.read_text())):
+        text = path.read_text()
+        lines = text.splitlines()
+        if len(lines) > 500 and "Long because" not in "\n".join(lines[:15]):
+            long.append(f"{name or '__init__'}: {len(lines)} lines")
+        for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
                 head = "\n".join(lines[node.lineno - 1: node.lineno + 40])
                 if "Long because" not in head:
                     long.append(f"{name}.{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert long == []
+
+
+def test_pyproject_ships_every_subpackage():
+    """A wheel holds what pyproject's package discovery finds: every package directory here must match it."""
+    import fnmatch
+    import tomllib
+
+    cfg = tomllib.loads((PKG.parent / "pyproject.toml").read_text())
+    include = cfg["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = sorted("cudnn_algos" + (f".{p}" if p else "") for p in PACKAGES)
+    assert len(packages) >= 6
+    assert [p for p in packages if not any(fnmatch.fnmatch(p, pat) for pat in include)] == []

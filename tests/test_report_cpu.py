@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cudnn_algos import load_json
-from cudnn_algos.report import discover
+from cudnn_algos.model import discover
 from cudnn_algos.results import ModelReport
 from cudnn_algos.zoo import resnet50, resnet50_convs
 
@@ -221,7 +221,7 @@ def test_discover_finds_functional_and_module_convolutions():
 def test_discover_reads_channels_last_from_the_weight_where_the_meta_pass_loses_it():
     """On the meta device a convolution's output comes out contiguous: the next layer's layout is read from its
     weight as torch's cuDNN path reads it (a 1x1 filter by its exact strides)."""
-    from cudnn_algos.report import discover
+    from cudnn_algos.model import discover
 
     m = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(),
                             torch.nn.Conv2d(32, 32, 3, padding=1, groups=4), torch.nn.Conv2d(32, 16, 1, stride=2))

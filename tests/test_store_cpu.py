@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from cudnn_algos import report
-from cudnn_algos.store import ResultStore
+from cudnn_algos import model
+from cudnn_algos.model import profiling
+from cudnn_algos.model import ResultStore
 
 
 class _Net(torch.nn.Module):
@@ -34,14 +35,14 @@ def fake_gpu(monkeypatch, make):
         calls.append((str(spec), direction))
         return make.engine_result(direction=direction, spec=spec, shape=shape)
 
-    monkeypatch.setattr(report, "find_engines", fake_find_engines)
-    monkeypatch.setattr(report, "device_index", lambda device: 0)
-    monkeypatch.setattr(report, "environment", lambda dev: make.env)
+    monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    monkeypatch.setattr(profiling, "device_index", lambda device: 0)
+    monkeypatch.setattr(profiling, "environment", lambda dev: make.env)
     return calls, stop_after
 
 
 def _profile(store):
-    return report.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
+    return model.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
                           end_to_end_check=False, progress=False, store=str(store), name="net")
 
 
@@ -79,14 +80,14 @@ def test_a_time_budget_stops_cleanly_and_a_rerun_continues(fake_gpu, tmp_path, m
     calls, _ = fake_gpu
     store = tmp_path / "run.jsonl"
     clock = iter(range(0, 1000, 10))  # every perf_counter() call advances 10 s
-    monkeypatch.setattr(report.time, "perf_counter", lambda: float(next(clock)))
-    r = report.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
+    monkeypatch.setattr(profiling.time, "perf_counter", lambda: float(next(clock)))
+    r = model.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
                        end_to_end_check=False, progress=False, store=str(store), budget_s=25)
     assert r.interrupted and r.stopped_by == "budget" and 0 < len(calls) < 6
     assert "STOPPED EARLY (the time budget ran out)" in str(r)
     monkeypatch.undo()
     with pytest.raises(ValueError, match="budget_s=0"):
-        report.profile(_Net(), torch.randn(2, 8, 8, 8), budget_s=0)
+        model.profile(_Net(), torch.randn(2, 8, 8, 8), budget_s=0)
 
 
 def test_a_resume_after_a_cut_last_line_never_glues_the_next_search_onto_it(fake_gpu, tmp_path):

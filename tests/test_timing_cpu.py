@@ -11,7 +11,7 @@ import cudnn_algos
 from cudnn_algos import ConvSpec
 from cudnn_algos.problem import make_problem
 from cudnn_algos.results import MeasureConfig, Stats
-from cudnn_algos import timing
+from cudnn_algos import backend, measure
 
 
 def test_stats_of():
@@ -53,21 +53,21 @@ def test_measure_arguments_checked_before_gpu(kwargs, exc, match):
 
 
 def test_union_counts_concurrent_activities_once():
-    assert timing.union_length([]) == 0
-    assert timing.union_length([(0, 10), (12, 20)]) == 18  # sequential: the sum
-    assert timing.union_length([(0, 10), (2, 8), (5, 15), (20, 21)]) == 16  # overlapping: the union
+    assert measure.union_length([]) == 0
+    assert measure.union_length([(0, 10), (12, 20)]) == 18  # sequential: the sum
+    assert measure.union_length([(0, 10), (2, 8), (5, 15), (20, 21)]) == 16  # overlapping: the union
 
 
 @pytest.mark.parametrize("cuda,preset,expect", [("13.0", None, "1"), ("12.6", None, "1"), ("12.4", None, None),
                                                 (None, None, None), ("13.0", "0", "0")])
 def test_cupti_teardown_default(monkeypatch, cuda, preset, expect):
-    monkeypatch.setattr(timing.torch.version, "cuda", cuda)
+    monkeypatch.setattr(measure.clocks.torch.version, "cuda", cuda)
     monkeypatch.setenv("TEARDOWN_CUPTI", "placeholder")  # records the original value, restored after the test
     if preset is None:
         monkeypatch.delenv("TEARDOWN_CUPTI")
     else:
         monkeypatch.setenv("TEARDOWN_CUPTI", preset)
-    timing._cupti_teardown()
+    measure.clocks.cupti_teardown()
     assert os.environ.get("TEARDOWN_CUPTI") == expect
 
 
@@ -75,7 +75,7 @@ def test_cudnn_benchmark_sets_and_restores_only_that_flag():
     c = torch.backends.cudnn
     before = (c.benchmark, c.deterministic, c.allow_tf32)
     with pytest.raises(RuntimeError):
-        with timing.cudnn_benchmark(not before[0]):
+        with measure.cudnn_benchmark(not before[0]):
             assert c.benchmark is (not before[0]) and (c.deterministic, c.allow_tf32) == before[1:]
             raise RuntimeError("inside")
     assert (c.benchmark, c.deterministic, c.allow_tf32) == before
@@ -90,7 +90,7 @@ def _fake(per_call_ms: float, fail: bool = False):
         calls.append(k)
         return k * per_call_ms * 2.0, k * per_call_ms  # host twice the GPU time: host-bound
 
-    return timing.Runnable(call=lambda i: None, loop=loop, output=lambda: torch.zeros(1)), calls
+    return measure.Runnable(call=lambda i: None, loop=loop, output=lambda: torch.zeros(1)), calls
 
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what happens where the kernel clock cannot run")
@@ -103,7 +103,7 @@ def test_measure_rows_without_a_kernel_clock_keeps_the_other_clocks(monkeypatch)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     (ok, calls), (bad, _) = _fake(0.05), _fake(0.05, fail=True)
-    m_ok, m_bad = timing.measure_rows([ok, bad], problem, MeasureConfig(repeats=4, warmup=2), None, 0, peak=False)
+    m_ok, m_bad = measure.measure_rows([ok, bad], problem, MeasureConfig(repeats=4, warmup=2), None, 0, peak=False)
     # one first call, the warm-up, then K = 1 ms / 0.05 ms = 20 calls per sample, 4 samples
     assert calls == [1, 2, 20, 20, 20, 20]
     assert m_ok.throughput_ms.median == pytest.approx(0.05) and m_ok.host_ms.median == pytest.approx(0.10)
@@ -112,9 +112,9 @@ def test_measure_rows_without_a_kernel_clock_keeps_the_other_clocks(monkeypatch)
 
 
 def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
-    monkeypatch.setattr(timing, "_profiler_active", lambda: True)
-    with pytest.raises(timing.KernelClockUnavailable, match="torch.profiler session is open"):
-        with timing.kernel_clock(0):
+    monkeypatch.setattr(measure.clocks, "_profiler_active", lambda: True)
+    with pytest.raises(measure.KernelClockUnavailable, match="torch.profiler session is open"):
+        with measure.kernel_clock(0):
             pass
 
 
@@ -141,22 +141,22 @@ def test_a_session_another_cupti_client_finalized_is_measured_again(monkeypatch)
                 raise RuntimeError("kernel clock: session lost: another CUPTI client finalized CUPTI during it")
             return [(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
 
-    monkeypatch.setattr(timing._ext, "load", lambda: Ext())
+    monkeypatch.setattr(backend._ext, "load", lambda: Ext())
 
     def session():
-        with timing.kernel_clock(0) as s:
+        with measure.kernel_clock(0) as s:
             s.window(lambda: None)
             s.window(lambda: None)
         return s.results
 
     outcomes = ["lost", "ok"]
-    assert timing.again_if_lost(session) == [(0.002, 1, ("k",))] * 2 and ends == [2, 2]
+    assert measure.again_if_lost(session) == [(0.002, 1, ("k",))] * 2 and ends == [2, 2]
     outcomes = ["silent", "ok"]
-    assert timing.again_if_lost(session)[0][1] == 1
+    assert measure.again_if_lost(session)[0][1] == 1
     outcomes = ["lost", "silent"]
-    with pytest.raises(timing.KernelClockLost, match="no window saw any GPU activity"):
-        timing.again_if_lost(session)
-    assert issubclass(timing.KernelClockLost, timing.KernelClockUnavailable)  # rows say "unavailable" after two
+    with pytest.raises(measure.KernelClockLost, match="no window saw any GPU activity"):
+        measure.again_if_lost(session)
+    assert issubclass(measure.KernelClockLost, measure.KernelClockUnavailable)  # rows say "unavailable" after two
 
 
 @NO_GPU
@@ -165,12 +165,12 @@ def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(0.30), _fake(5.0)
     cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0)
-    m_fast, m_mid, m_slow = timing.measure_rows([fast, mid, slow], problem, cfg, None, 0, peak=False)
+    m_fast, m_mid, m_slow = measure.measure_rows([fast, mid, slow], problem, cfg, None, 0, peak=False)
     assert c_slow == [1] and m_slow.pruned and m_slow.throughput_ms.median == pytest.approx(5.0)
     assert m_slow.throughput_ms.n == 1 and m_slow.calls_per_sample == 1
     assert not m_mid.pruned and c_mid == [1, 2, 3, 3, 3]  # 6x the fastest: measured in full
     assert not m_fast.pruned and c_fast == [1, 2, 20, 20, 20]
-    m = timing.measure_rows([fast, slow], problem, MeasureConfig(repeats=3, warmup=2), None, 0, peak=False)
+    m = measure.measure_rows([fast, slow], problem, MeasureConfig(repeats=3, warmup=2), None, 0, peak=False)
     assert not any(x.pruned for x in m), "no pruning unless asked (find(measure=True) measures every row fully)"
 
 
@@ -194,7 +194,7 @@ def test_each_candidate_is_timed_inside_its_own_nvtx_range(monkeypatch):
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     run, _ = _fake(0.05)
     run.label = "Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"
-    timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
+    measure.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
     assert names == ["cudnn_algos throughput | Conv2d(8, 8, kernel_size=3) forward | eng62{TILE_SIZE=1}"]
     assert len(pops) == len(names)
 
@@ -209,7 +209,7 @@ def test_each_row_records_its_measuring_phases_and_a_search_becomes_a_chrome_tra
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
     runs = [_fake(0.05)[0], _fake(0.02)[0]]
-    ms = timing.measure_rows(runs, problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
+    ms = measure.measure_rows(runs, problem, MeasureConfig(repeats=2, warmup=1), None, 0, peak=False)
     for m in ms:
         names = [p[0] for p in m.phases]
         assert names[:2] == ["first call", "throughput"], names
@@ -233,29 +233,29 @@ def test_output_redzones_catch_writes_outside_and_unwritten_elements(dtype, fmt)
     problem = make_problem(ConvSpec(4, 4, (3, 3), padding=1), (2, 4, 6, 6))
     y = torch.empty(2, 4, 6, 6, dtype=dtype).contiguous(memory_format=fmt)
     sets = [{"x": torch.randn(2, 4, 6, 6), "w": torch.randn(4, 4, 3, 3), "y": y}]
-    flat = lambda t: t.as_strided((t.numel() + 2 * timing.REDZONE,), (1,), 0)  # noqa: E731 (the whole buffer)
+    flat = lambda t: t.as_strided((t.numel() + 2 * measure.runnable.REDZONE,), (1,), 0)  # noqa: E731 (the whole buffer)
 
     def honest(i):
         sets[0]["y"].copy_(torch.ones(2, 4, 6, 6))
 
     def past_the_end(i):
         honest(i)
-        flat(sets[0]["y"])[timing.REDZONE + sets[0]["y"].numel() + 3] = 0.0
+        flat(sets[0]["y"])[measure.runnable.REDZONE + sets[0]["y"].numel() + 3] = 0.0
 
     def before_the_start(i):
         honest(i)
-        flat(sets[0]["y"])[timing.REDZONE - 1] = 0.0
+        flat(sets[0]["y"])[measure.runnable.REDZONE - 1] = 0.0
 
     def half(i):
         sets[0]["y"].view(-1)[: sets[0]["y"].numel() // 2].fill_(1.0) if fmt == torch.contiguous_format else \
             sets[0]["y"][:1].fill_(1.0)
 
-    out = timing._own_output(problem, "forward", sets, honest)()
+    out = measure.runnable.own_output(problem, "forward", sets, honest)()
     assert torch.equal(out.float(), torch.ones(2, 4, 6, 6)) and sets[0]["y"] is y  # the operand set is restored
     for call, match in ((past_the_end, "guard elements after"), (before_the_start, "guard elements before"),
                         (half, "unwritten")):
-        with pytest.raises(timing.OutputCheckFailed, match=match):
-            timing._own_output(problem, "forward", sets, call)()
+        with pytest.raises(measure.OutputCheckFailed, match=match):
+            measure.runnable.own_output(problem, "forward", sets, call)()
         assert sets[0]["y"] is y
 
 
@@ -266,10 +266,10 @@ def test_a_row_whose_output_check_fails_is_failed_and_never_timed(monkeypatch):
     run, calls = _fake(0.01)
 
     def bad_output():
-        raise timing.OutputCheckFailed("wrote outside its output buffer: 3 of 4096 guard elements after it changed")
+        raise measure.OutputCheckFailed("wrote outside its output buffer: 3 of 4096 guard elements after it changed")
 
     run.output = bad_output
-    m = timing.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), torch.zeros(1), 0, peak=False)[0]
+    m = measure.measure_rows([run], problem, MeasureConfig(repeats=2, warmup=1), torch.zeros(1), 0, peak=False)[0]
     assert m.kernel_ms is None and m.throughput_ms is None and "wrote outside its output buffer" in m.error
     assert calls == []  # never timed
 
@@ -285,7 +285,7 @@ def test_a_reference_that_does_not_fit_on_the_gpu_is_computed_on_the_cpu(monkeyp
     torch.manual_seed(0)
     ops = {"x": torch.randn(2, 3, 8, 8), "w": torch.randn(4, 3, 3, 3), "y": torch.randn(2, 4, 6, 6)}
     expected = torch.nn.functional.conv2d(ops["x"].double(), ops["w"].double())
-    real, calls = timing._reference, []
+    real, calls = measure.accuracy._reference, []
 
     def failing_on_the_gpu(problem, cdir, o, where):
         calls.append(where)
@@ -293,14 +293,14 @@ def test_a_reference_that_does_not_fit_on_the_gpu_is_computed_on_the_cpu(monkeyp
             raise RuntimeError(message)
         return real(problem, cdir, o, where)
 
-    monkeypatch.setattr(timing, "_reference", failing_on_the_gpu)
+    monkeypatch.setattr(measure.accuracy, "_reference", failing_on_the_gpu)
     if not falls_back:
         with pytest.raises(RuntimeError, match="illegal memory access"):
-            timing.reference_output(p, "forward", ops, "cuda")
+            measure.reference_output(p, "forward", ops, "cuda")
         assert calls == ["cuda"]
         return
     with pytest.warns(RuntimeWarning, match="did not fit on the GPU.*computing it on the CPU"):
-        ref = timing.reference_output(p, "forward", ops, "cuda")
+        ref = measure.reference_output(p, "forward", ops, "cuda")
     assert calls == ["cuda", "cpu"] and ref.dtype == torch.float64
     torch.testing.assert_close(ref, expected)
 
@@ -319,16 +319,16 @@ def test_a_peak_that_does_not_fit_leaves_rows_without_percent_of_peak(monkeypatc
         calls.append(device)
         raise exc
 
-    monkeypatch.setattr(timing, "peak_tflops", peak)
+    monkeypatch.setattr(measure.peak, "peak_tflops", peak)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     if not none:
         with pytest.raises(RuntimeError, match="illegal memory access"):
-            timing.peak_or_none(0, torch.float16, False)
+            measure.peak_or_none(0, torch.float16, False)
         return
     with pytest.warns(RuntimeWarning, match="peak did not fit on cuda:0.*no % of peak"):
-        assert timing.peak_or_none(0, torch.float16, False) is None
+        assert measure.peak_or_none(0, torch.float16, False) is None
     with pytest.warns(RuntimeWarning):
-        timing.peak_or_none(0, torch.float16, False)
+        measure.peak_or_none(0, torch.float16, False)
     assert calls == [0, 0]  # asked again: memory may be free by then
 
 
@@ -340,17 +340,17 @@ def test_cupti_held_keeps_cupti_attached_until_the_outermost_block_ends(monkeypa
         def kernel_clock_keep_attached(self, on):
             calls.append(on)
 
-    monkeypatch.setattr(timing._ext, "load", lambda: Ext())
-    with timing.cupti_held():
-        with timing.cupti_held():
+    monkeypatch.setattr(backend._ext, "load", lambda: Ext())
+    with measure.cupti_held():
+        with measure.cupti_held():
             assert calls == [True]
         assert calls == [True]
     assert calls == [True, False]
     with pytest.raises(KeyError):
-        with timing.cupti_held():
+        with measure.cupti_held():
             raise KeyError("x")
     assert calls == [True, False, True, False]
-    assert cudnn_algos.cupti_held is timing.cupti_held and "cupti_held" in cudnn_algos.__all__
+    assert cudnn_algos.cupti_held is measure.cupti_held and "cupti_held" in cudnn_algos.__all__
 
 
 def test_a_session_kept_attached_is_finalized_when_keeping_ends():
@@ -387,14 +387,14 @@ def test_a_failed_candidate_row_names_the_stage_that_raised():
         raise RuntimeError("CUDA error: out of memory")
 
     ok_loop = lambda k: (0.1 * k, 0.1 * k)  # noqa: E731
-    r = timing.Runnable(call=lambda i: None, loop=ok_loop, output=boom)
-    m, gpu = timing._first_call(r, torch.zeros(2), device=0)
+    r = measure.Runnable(call=lambda i: None, loop=ok_loop, output=boom)
+    m, gpu = measure.pipeline._first_call(r, torch.zeros(2), device=0)
     assert gpu is None and m.error == "accuracy check: RuntimeError: CUDA error: out of memory"
-    m, gpu = timing._first_call(timing.Runnable(call=lambda i: None, loop=boom, output=lambda: None), None, 0)
+    m, gpu = measure.pipeline._first_call(measure.Runnable(call=lambda i: None, loop=boom, output=lambda: None), None, 0)
     assert gpu is None and m.error.startswith("first timed call: RuntimeError")
-    good, _ = timing._first_call(timing.Runnable(call=lambda i: None, loop=ok_loop, output=lambda: None), None, 0)
+    good, _ = measure.pipeline._first_call(measure.Runnable(call=lambda i: None, loop=ok_loop, output=lambda: None), None, 0)
     assert good.error == ""
-    m, k = timing._throughput(timing.Runnable(call=lambda i: None, loop=boom, output=lambda: None), good,
+    m, k = measure.pipeline._throughput(measure.Runnable(call=lambda i: None, loop=boom, output=lambda: None), good,
                               MeasureConfig(), 0)
     assert k == 0 and m.error.startswith("throughput samples: RuntimeError")
 
@@ -407,13 +407,13 @@ def test_one_search_asks_for_the_peak_once_per_math_kind(monkeypatch):
         asked.append(tf32)
         return None
 
-    monkeypatch.setattr(timing, "peak_or_none", peak)
+    monkeypatch.setattr(measure.pipeline, "peak_or_none", peak)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (2, 8, 16, 16), dtype=torch.float32)
-    rows = [timing.Runnable(call=lambda i: None, loop=lambda k: (0, 0), output=lambda: None, tensor_math=tm)
+    rows = [measure.Runnable(call=lambda i: None, loop=lambda k: (0, 0), output=lambda: None, tensor_math=tm)
             for tm in (True, True, False, True, False)]
-    out = [timing.Measurement(kernel_ms=Stats.of([0.01 * (i + 1)]), throughput_ms=None, host_ms=None,
+    out = [measure.pipeline.Measurement(kernel_ms=Stats.of([0.01 * (i + 1)]), throughput_ms=None, host_ms=None,
                               calls_per_sample=1) for i in range(len(rows))]
-    timing._work_and_ranks(rows, out, problem, 0, peak=True)
+    measure.pipeline._work_and_ranks(rows, out, problem, 0, peak=True)
     assert sorted(asked) == [False, True]
     assert all(m.tflops > 0 and m.pct_peak is None for m in out)
     assert [m.measured_rank for m in out] == [0, 1, 2, 3, 4]

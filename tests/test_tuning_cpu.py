@@ -255,9 +255,9 @@ def test_a_torch_function_mode_still_sees_the_operator_called():
 def test_the_bound_call_raises_what_torch_ops_raises(dtype, w_shape):
     # Note [the Python call]: errors cross the binding as torch's own (NotImplementedError here, a
     # torch.OutOfMemoryError on the GPU), not as pybind's generic RuntimeError
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
 
-    bound = _ext.load().BoundConv([1, 1], [0, 0], [], [1, 1], 1, False)
+    bound = backend.load().BoundConv([1, 1], [0, 0], [], [1, 1], 1, False)
     x, w = torch.ones(1, 3, 8, 8).to(dtype), torch.ones(w_shape).to(dtype)
     with pytest.raises(Exception) as via_ops:
         torch.ops.cudnn_algos.conv.default(x, w, None, [1, 1], [0, 0], [1, 1], 1)
@@ -306,7 +306,7 @@ def test_applied_transposed_layers_match_torch_on_the_cpu_and_meta_kernels(make,
     """CPU: the conv_transpose operator (its CPU kernel is torch's) gives torch's output and gradients, with
     output_size as torch's module takes it; its meta kernel gives torch's shape; the key the operator computes for each
     cuDNN direction is the one tune() stores (a transposed layer's forward is cuDNN's backward-data)."""
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
     from cudnn_algos.problem import make_problem
     from cudnn_algos.tuning import problem_key
 
@@ -336,7 +336,7 @@ def test_applied_transposed_layers_match_torch_on_the_cpu_and_meta_kernels(make,
     p = make_problem(m, shape)
     for d in ("forward", "backward_data", "backward_filter"):
         for det, tf32 in ((False, True), (True, False)):
-            assert problem_key(p, d, det, tf32) == _ext.load().operator_key(
+            assert problem_key(p, d, det, tf32) == backend.load().operator_key(
                 p.cudnn_direction(d), xm, wm, a.stride, a.padding, a.dilation, a.groups, det, tf32, True,
                 a.output_padding)
 
@@ -454,7 +454,7 @@ class _FakeSearch:
 
 @pytest.fixture
 def fake_tune(monkeypatch, make):
-    import cudnn_algos.tuning as tuning
+    import cudnn_algos.tuning.tuner as tuning
 
     monkeypatch.setattr(tuning, "device_index", lambda device: 0)
     monkeypatch.setattr(tuning, "environment", lambda dev: _env())
@@ -504,7 +504,7 @@ def test_tune_skips_what_another_process_stored_while_it_ran(fake_tune, tmp_path
     def meanwhile(spec, shape, *, direction, **kw):  # after the first search, "another process" stores the rest
         out = real(spec, shape, direction=direction, **kw)
         if len(search.calls) == 1:
-            import cudnn_algos.tuning as tuning
+            import cudnn_algos.tuning.tuner as tuning
 
             with TuningDB(db) as other:
                 for d in ("backward_data", "backward_filter"):
@@ -512,7 +512,7 @@ def test_tune_skips_what_another_process_stored_while_it_ran(fake_tune, tmp_path
                     other.put(_winner(tuning.problem_key(p, d)))
         return out
 
-    import cudnn_algos.tuning as tuning
+    import cudnn_algos.tuning.tuner as tuning
 
     tuning.find_engines = meanwhile  # (monkeypatched by the fixture: restored after the test)
     m = torch.nn.Conv2d(3, 8, 3, padding=1)
@@ -585,12 +585,12 @@ def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
 
     from problem_gen import case, torch_verdict, valid_extra
 
-    from cudnn_algos import _ext
+    from cudnn_algos import backend
     from cudnn_algos.problem import make_problem, parse_dtype
-    from cudnn_algos.report import discover
+    from cudnn_algos.model import discover
     from cudnn_algos.tuning import module_args, problem_key
 
-    ext = _ext.load()
+    ext = backend.load()
     rng = random.Random(5)
     checked = 0
     while checked < 300:
@@ -628,7 +628,7 @@ def _tuning_process(path, seed, slow):
     not cross processes); `slow` seconds per search so that several processes overlap and a kill lands mid-tune."""
     import time as _time
 
-    import cudnn_algos.tuning as tuning
+    import cudnn_algos.tuning.tuner as tuning
     from conftest import Builders
 
     tuning.device_index = lambda device: 0
@@ -688,7 +688,7 @@ def test_eight_processes_tuning_at_once_and_one_killed_mid_tune_lose_nothing(tmp
         assert set(per_key.values()) == {4}  # each search whole: all of its candidates
     finally:
         db.close()
-    import cudnn_algos.tuning as tuning
+    import cudnn_algos.tuning.tuner as tuning
 
     searched = []
     old = (tuning.device_index, tuning.environment, tuning.find_engines)

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from cudnn_algos import cli, tuningdb
+from cudnn_algos import cli
+from cudnn_algos.tuning import db as tuningdb
 from cudnn_algos.errors import (TuningDBDamaged, TuningDBForeign, TuningDBLocked, TuningDBReadOnly,
                                 TuningDBUnavailable)
-from cudnn_algos.tuningdb import TuningDB, read_export
+from cudnn_algos.tuning import TuningDB, read_export
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root reads and writes read-only files anyway
@@ -48,7 +49,7 @@ def test_a_writer_killed_with_commits_in_its_wal_then_a_failing_open_loses_nothi
     code = textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {ROOT!r})
-        from cudnn_algos.tuningdb import TuningDB
+        from cudnn_algos.tuning import TuningDB
         sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         from test_tuningdb_cpu import winner
         d = TuningDB({str(db)!r})
@@ -371,7 +372,7 @@ def test_export_then_import_round_trips_exactly(tmp_path_factory, data):
         with TuningDB(tmp / "b.sqlite") as b:
             n = b.import_(tmp / "x.jsonl")
             assert (int(n), n.candidates, n.orphans) == (len(ws), len(cs), 0)
-            key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+            key = lambda r: json.dumps(r if isinstance(r, dict) else r.as_dict(), sort_keys=True)  # noqa: E731
             assert sorted(map(key, b.winners())) == sorted(map(key, a.winners())) == sorted(map(key, got_w))
             assert sorted(map(key, b.candidates())) == sorted(map(key, a.candidates())) == sorted(map(key, got_c))
 

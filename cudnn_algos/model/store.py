@@ -13,13 +13,16 @@ import os
 import warnings
 from typing import Any
 
-from .errors import ResultFileError
-from .problem import Environment
-from .results import SCHEMA_VERSION, from_dict, to_dict
+from ..errors import ResultFileError
+from ..problem import Environment
+from ..results import SCHEMA_VERSION, from_dict, to_dict
 
 
-def _env_key(env: Environment) -> list:
-    return [env.gpu_name, env.compute_capability, env.cudnn_runtime, env.torch_version, env.driver_version]
+def _same_env(saved: Any, env: Environment) -> bool:
+    """A line's environment is this one: its Environment.key(), or — a line of a store written before the key was
+    the tuning database's — the list of fields it was then."""
+    return saved == env.key() or saved == [env.gpu_name, env.compute_capability, env.cudnn_runtime,
+                                           env.torch_version, env.driver_version]
 
 
 class ResultStore:
@@ -65,7 +68,7 @@ class ResultStore:
                 d = json.loads(raw.decode("utf-8"))
                 if not isinstance(d, dict) or "key" not in d or "result" not in d:
                     raise ValueError("not a stored search")
-                if d.get("schema") != SCHEMA_VERSION or d.get("env") != _env_key(self.env):
+                if d.get("schema") != SCHEMA_VERSION or not _same_env(d.get("env"), self.env):
                     self.other += 1
                     continue
                 self.results[d["key"]] = from_dict(d["result"])
@@ -77,7 +80,7 @@ class ResultStore:
 
     def add(self, key: str, result: Any) -> None:
         """Appends one line (on a line of its own) and flushes it to disk before returning."""
-        line = json.dumps({"schema": SCHEMA_VERSION, "key": key, "env": _env_key(self.env),
+        line = json.dumps({"schema": SCHEMA_VERSION, "key": key, "env": self.env.key(),
                            "result": to_dict(result)}, allow_nan=False)
         with open(self.path, "a") as f:
             f.write(("\n" if self._needs_newline else "") + line + "\n")

@@ -1,5 +1,5 @@
 """The tuning database: one SQLite file (WAL) of stored winners and their measured candidates, per environment and
-problem key; what tune() writes and apply() reads (cudnn_algos.tuning).
+problem key; what tune() writes and apply() reads.
 
 Nothing a user stored is lost here. Opening tells a damaged file from a passing failure: a file that is not SQLite
 at all, or an SQLite file of ours whose pages are damaged, is moved aside together with its -wal and -shm files
@@ -13,7 +13,6 @@ snapshot written to a temporary file and renamed, never over the database itself
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
 import math
 import os
@@ -24,14 +23,14 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
 
-from .engines import parse_config
-from .errors import (TuningDBDamaged, TuningDBError, TuningDBForeign, TuningDBLocked, TuningDBReadOnly,
+from ..errors import (TuningDBDamaged, TuningDBError, TuningDBForeign, TuningDBLocked, TuningDBReadOnly,
                      TuningDBUnavailable)
-from .files import atomic_write, check_distinct
+from ..files import atomic_write, check_distinct
+from .policy import check_margin, reselected
+from .winner import CANDIDATE_COLS, WINNER_COLS, Winner, now
 
 SCHEMA = 1
 ENV_VAR = "CUDNN_ALGOS_DB"
-TORCH_WINNER = "torch"  # the stored winner is torch's own op: nothing measured beat it
 EXPORT_HEAD = "cudnn_algos_tuning_export"
 QUICK_CHECK_MAX_BYTES = 256 << 20  # PRAGMA quick_check on open up to this size (it reads every page)
 LOCK_NOTICE_S = 2.0  # a lock held longer than this is waited for with a warning
@@ -47,11 +46,6 @@ CREATE TABLE IF NOT EXISTS candidates (
   throughput_ms REAL, host_ms REAL, rel_err REAL, workspace_bytes INTEGER, torch_filter TEXT, sources TEXT,
   measured_at TEXT, PRIMARY KEY (env, key, settings, name));
 """
-WINNER_COLS = ("env", "key", "settings", "direction", "config", "engine_id", "knobs", "kernel_ms", "host_ms",
-               "rel_err", "runner_up", "runner_up_ms", "torch_on", "torch_on_ms", "source", "measured_at",
-               "environment")
-CANDIDATE_COLS = ("env", "key", "settings", "direction", "name", "engine_id", "status", "kernel_ms",
-                  "throughput_ms", "host_ms", "rel_err", "workspace_bytes", "torch_filter", "sources", "measured_at")
 _REAL = {"kernel_ms", "host_ms", "rel_err", "runner_up_ms", "torch_on_ms", "throughput_ms"}
 _INT = {"engine_id", "workspace_bytes"}
 _REQUIRED = {"winner": ("env", "key", "settings", "config", "engine_id"), "candidate": ("env", "key", "settings",
@@ -65,21 +59,6 @@ def default_path() -> Path:
         return Path(os.environ[ENV_VAR]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "cudnn_algos" / "tuning.sqlite"
-
-
-def torch_wins(torch_ms: float, best_ms: float, margin: float) -> bool:
-    """Note [torch's op as the winner] (cudnn_algos.tuning): torch's op is stored only when faster than the best
-    configuration by more than `margin` (tune() and TuningDB.reselect decide by this one rule)."""
-    return torch_ms * (1 + margin) < best_ms
-
-
-def check_margin(torch_margin) -> None:
-    if isinstance(torch_margin, bool) or not isinstance(torch_margin, (int, float)) or not 0 <= torch_margin < 1:
-        raise ValueError(f"torch_margin={torch_margin!r} must be a number in [0, 1)")
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class _Damaged(Exception):
@@ -242,17 +221,17 @@ class TuningDB:
                                                       "-wal and -shm files) and starts a fresh one") from None
             raise _translate(e, self.path, self.timeout) from None
 
-    def winners(self, env: str | None = None) -> list[dict[str, Any]]:
+    def winners(self, env: str | None = None) -> list[Winner]:
         """Stored winners (of one environment key, or all), newest first per (env, key)."""
         q = "SELECT * FROM winners" + (" WHERE env = ?" if env is not None else "") + " ORDER BY measured_at DESC"
         with self._reading():
-            return [dict(zip(WINNER_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+            return [Winner.from_row(r) for r in self.con.execute(q, (env,) if env is not None else ())]
 
-    def winner(self, env: str, key: str) -> dict[str, Any] | None:
+    def winner(self, env: str, key: str) -> Winner | None:
         with self._reading():
             r = self.con.execute("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
                                  (env, key)).fetchone()
-        return dict(zip(WINNER_COLS, r)) if r else None
+        return Winner.from_row(r) if r else None
 
     def candidates(self, env: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT * FROM candidates" + (" WHERE env = ?" if env is not None else "")
@@ -286,16 +265,18 @@ class TuningDB:
             raise TuningDBReadOnly(str(self.path), "is read-only here (the file or its directory is not writable): "
                                                    "reads work, this write was refused")
 
-    def put(self, winner: dict[str, Any], candidates: Sequence[dict[str, Any]] = ()) -> None:
+    def put(self, winner: Winner | dict[str, Any], candidates: Sequence[dict[str, Any]] = ()) -> None:
         """One search's winner and its candidates, in one transaction (a crash keeps all of it or none). Numbers
         must be finite (ValueError naming the field)."""
+        if isinstance(winner, Winner):
+            winner = winner.as_dict()
         check_entry("winner", winner)
         for c in candidates:
             check_entry("candidate", c)
         with self._writing():
             self._insert([winner], candidates)
 
-    def _insert(self, winners: Sequence[dict[str, Any]], candidates: Sequence[dict[str, Any]]) -> None:
+    def _insert(self, winners: Sequence[Winner | dict[str, Any]], candidates: Sequence[dict[str, Any]]) -> None:
         self.con.executemany(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(WINNER_COLS))})",
                              [[w.get(c) for c in WINNER_COLS] for w in winners])
         self.con.executemany(f"INSERT OR REPLACE INTO candidates VALUES ({','.join('?' * len(CANDIDATE_COLS))})",
@@ -323,31 +304,31 @@ class TuningDB:
         counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
         with self._writing():
             for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
-                w = dict(zip(WINNER_COLS, row))
-                new = _reselected(w, torch_margin, self._eligible(w))
-                if new is not None and new["settings"] != w["settings"] and self.con.execute(
+                w = Winner.from_row(row)
+                new = reselected(w, torch_margin, self._eligible(w))
+                if new is not None and new.settings != w.settings and self.con.execute(
                         "SELECT 1 FROM winners WHERE env = ? AND key = ? AND settings = ?",
-                        (w["env"], w["key"], new["settings"])).fetchone():
+                        (w.env, w.key, new.settings)).fetchone():
                     counts["skipped"] += 1  # another search of this problem is stored under those settings
                     continue
-                if new is None or new["config"] == w["config"]:
+                if new is None or new.config == w.config:
                     counts["unchanged"] += 1
                     if new is None:
                         continue  # (else: the same winner, its settings now naming the margin)
                 else:
-                    counts["to_torch" if new["engine_id"] < 0 else "to_config"] += 1
+                    counts["to_torch" if new.is_torch else "to_config"] += 1
                 self.con.execute("DELETE FROM winners WHERE env = ? AND key = ? AND settings = ?",
-                                 (w["env"], w["key"], w["settings"]))
+                                 (w.env, w.key, w.settings))
                 self._insert([new], [])
                 self.con.execute("UPDATE OR REPLACE candidates SET settings = ? WHERE env = ? AND key = ? AND "
-                                 "settings = ?", (new["settings"], w["env"], w["key"], w["settings"]))
+                                 "settings = ?", (new.settings, w.env, w.key, w.settings))
         return counts
 
-    def _eligible(self, w: dict[str, Any]) -> list[dict[str, Any]]:
+    def _eligible(self, w: Winner) -> list[dict[str, Any]]:
         """The stored candidates of `w`'s search that torch would accept and that were timed, fastest first."""
         rows = self.con.execute("SELECT * FROM candidates WHERE env = ? AND key = ? AND settings = ? AND "
                                 "status = 'SUCCESS' AND kernel_ms IS NOT NULL AND (torch_filter IS NULL OR "
-                                "torch_filter = '') ORDER BY kernel_ms", (w["env"], w["key"], w["settings"]))
+                                "torch_filter = '') ORDER BY kernel_ms", (w.env, w.key, w.settings))
         return [dict(zip(CANDIDATE_COLS, r)) for r in rows]
 
     # ---- moving between machines
@@ -359,7 +340,7 @@ class TuningDB:
         with self._reading():
             self.con.execute("BEGIN")
             try:
-                ws = [dict(zip(WINNER_COLS, r)) for r in self.con.execute("SELECT * FROM winners")]
+                ws = [Winner.from_row(r).as_dict() for r in self.con.execute("SELECT * FROM winners")]
                 cs = [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute("SELECT * FROM candidates")]
             finally:
                 self.con.execute("COMMIT")
@@ -505,30 +486,10 @@ def _translate(e: sqlite3.Error, path: Path, timeout: float) -> TuningDBError:
     return TuningDBError(str(path), f"{type(e).__name__}: {text}")
 
 
-def _reselected(w: dict[str, Any], margin: float, eligible: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The winner row `w` under `margin` (TuningDB.reselect), or None where it stays as it is."""
-    torch_ms = w["kernel_ms"] if w["engine_id"] < 0 else w["torch_on_ms"]
-    best_name = w["runner_up"] if w["engine_id"] < 0 else w["config"]
-    best_ms = w["runner_up_ms"] if w["engine_id"] < 0 else w["kernel_ms"]
-    if torch_ms is None or best_name is None or best_ms is None:
-        return None  # torch's op was not compared, or no configuration torch would accept was timed
-    wins = torch_wins(torch_ms, best_ms, margin)
-    settings = json.dumps({**json.loads(w["settings"] or "{}"), "torch_margin": margin}, sort_keys=True)
-    if wins == (w["engine_id"] < 0):
-        return None if settings == w["settings"] else {**w, "settings": settings}
-    others = [c for c in eligible if c["name"] != best_name]
-    if wins:
-        return {**w, "settings": settings, "config": TORCH_WINNER, "engine_id": -1, "knobs": "[]",
-                "kernel_ms": torch_ms, "host_ms": None, "rel_err": None, "runner_up": best_name,
-                "runner_up_ms": best_ms}
-    cand = next((c for c in eligible if c["name"] == best_name), {})
-    engine_id, knobs = parse_config(best_name)
-    return {**w, "settings": settings, "config": best_name, "engine_id": engine_id,
-            "knobs": json.dumps([list(k) for k in knobs]), "kernel_ms": best_ms, "host_ms": cand.get("host_ms"),
-            "rel_err": cand.get("rel_err"), "runner_up": others[0]["name"] if others else None,
-            "runner_up_ms": others[0]["kernel_ms"] if others else None,
-            "source": cand.get("sources", w["source"])}
+def open_db(db: "TuningDB | str | os.PathLike | None") -> tuple[TuningDB, bool]:
+    """(the database, whether the caller opened it and must close it): `db` itself when it is one, else the
+    database at that path (None: default_path())."""
+    return (db, False) if isinstance(db, TuningDB) else (TuningDB(db), True)
 
 
-__all__ = ["TuningDB", "ImportCount", "default_path", "check_entry", "read_export", "torch_wins", "check_margin",
-           "SCHEMA", "ENV_VAR", "TORCH_WINNER", "WINNER_COLS", "CANDIDATE_COLS"]
+__all__ = ["TuningDB", "ImportCount", "default_path", "open_db", "check_entry", "read_export", "SCHEMA", "ENV_VAR"]

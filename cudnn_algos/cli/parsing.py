@@ -1,0 +1,251 @@
+"""The CLI's argument parser: every command's flags, the layer and shape parsers, usage errors. Imports nothing
+heavy (no torch), so --help, --version and a usage error answer at once."""
+from __future__ import annotations
+
+import argparse
+import ast
+
+DEFAULT_CONV = "Conv2d(64, 128, 3, padding=1)"
+DEFAULT_INPUT = "32,64,56,56"
+
+EXAMPLES = f"""examples:
+  cudnn-algos profile resnet50 --batch 32 --dtype float16 --channels-last --plot out/
+  cudnn-algos profile torchvision:mobilenet_v3_small --batch 64 --json report.json --csv report.csv
+  cudnn-algos profile my_model.py:build --input 8,3,256,256 --directions forward
+  cudnn-algos info
+  cudnn-algos find                                   # {DEFAULT_CONV} on input {DEFAULT_INPUT}
+  cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 --channels-last
+  cudnn-algos find --conv "Conv1d(80, 256, 5)" --input 8,80,1000 --direction all --json out.json
+  cudnn-algos find --conv "ConvTranspose2d(64, 32, 4, stride=2, padding=1)" --input 8,64,32,32 --mode find_ex
+  cudnn-algos engines --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \
+      --channels-last --measure --torch-benchmark on
+  cudnn-algos engines --exhaustive 200 --direction backward_filter --json engines.json
+  cudnn-algos engines --measure --refine 3 --torch-benchmark on      # search around the 3 fastest
+"""
+
+_CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """A bad argument: exit 2, the usage line, then the message."""
+
+    show_usage = True
+
+
+class FileError(UsageError):
+    """A named input file that cannot be used (missing, damaged, not a result): exit 2, the message alone."""
+
+    show_usage = False
+
+
+def parse_conv(text: str):
+    """'Conv2d(64, 128, 3, padding=1)' -> that torch module, built on the meta device. Only literal arguments are
+    accepted (nothing is evaluated)."""
+    import torch
+
+    if not isinstance(text, str) or not text.strip():  # argparse hands `--conv=--` over as a list
+        raise UsageError(f"--conv {text!r}: give a call such as Conv2d(64, 128, 3, padding=1)")
+    if len(text) > 1000:
+        raise UsageError(f"--conv is {len(text)} characters long: give a call such as Conv2d(64, 128, 3, padding=1)")
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        raise UsageError(f"--conv {text!r} is not of the form Conv2d(64, 128, 3, padding=1)") from None
+    if not isinstance(node, ast.Call):
+        raise UsageError(f"--conv {text!r} must be a call such as Conv2d(64, 128, 3)")
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if name not in _CONV_TYPES:
+        raise UsageError(f"--conv {text!r}: {name or '?'} is not one of {', '.join(_CONV_TYPES)}")
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise UsageError(f"--conv {text!r}: arguments must be literals") from None
+    kwargs.setdefault("bias", False)
+    try:
+        return getattr(torch.nn, name)(*args, device="meta", **kwargs)
+    except (TypeError, ValueError, RuntimeError, OverflowError, ZeroDivisionError, RecursionError) as e:
+        raise UsageError(f"--conv {text!r}: {e}") from None
+
+
+def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
+    if not isinstance(text, str):  # argparse hands `--input=--` over as a list
+        raise UsageError(f"{flag} {text!r} must be comma-separated ints, e.g. {DEFAULT_INPUT}")
+    if len(text) > 1000:
+        raise UsageError(f"{flag} is {len(text)} characters long: give a shape such as {DEFAULT_INPUT}")
+    try:
+        shape = tuple(int(v) for v in text.replace("x", ",").split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} must be comma-separated ints, e.g. {DEFAULT_INPUT}") from None
+    if not shape:
+        raise UsageError(f"{flag} {text!r} is empty")
+    return shape
+
+
+def _add_layer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
+    p.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
+    p.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cudnn-algos",
+        description="See every cuDNN convolution algorithm and engine configuration for a layer or a model, beside "
+                    "what torch runs: status, time, workspace, determinism, math, accuracy.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from .. import __version__
+
+    p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare}")
+    p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
+    sub.required = True
+    sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
+    f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_layer_args(f)
+    f.add_argument("--direction", default="all", choices=["forward", "backward_data", "backward_filter", "all"],
+                   help="the layer's direction (default: all)")
+    f.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
+    f.add_argument("--math", default=None, choices=["default", "tensor_op", "tensor_op_allow_conversion", "fma"],
+                   help="cuDNN math type (default: what torch uses)")
+    f.add_argument("--workspace-limit", type=int, default=None, metavar="BYTES")
+    f.add_argument("--device", type=int, default=None)
+    f.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    f.add_argument("--measure", action="store_true", help="re-time every algorithm ourselves (kernel/throughput/host)")
+    f.add_argument("--repeats", type=int, default=10, help="timing samples per algorithm with --measure")
+    f.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    f.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
+
+    e = sub.add_parser("engines", help="the graph API's engine configurations of one layer, beside torch's choice",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_layer_args(e)
+    e.add_argument("--direction", default="forward", choices=["forward", "backward_data", "backward_filter", "all"])
+    e.add_argument("--heuristics", default=None,
+                   help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback; none "
+                        "with --config)")
+    e.add_argument("--config", action="append", default=[], metavar="NAME",
+                   help="build exactly this configuration, by its name as rows give it (repeatable)")
+    e.add_argument("--exhaustive", type=int, default=0, metavar="N",
+                   help="also every engine x knob combination, up to N configurations in all (default: off)")
+    e.add_argument("--refine", type=int, default=0, metavar="K",
+                   help="with --measure: build every one-knob neighbour of the K fastest configurations (default 0)")
+    e.add_argument("--refine-max", type=int, default=64, metavar="N", help="at most N configurations from --refine")
+    e.add_argument("--no-runtime-compiled", action="store_true", help="skip engines that compile at run time")
+    e.add_argument("--measure", action="store_true", help="time and check every built plan (and torch's op)")
+    e.add_argument("--repeats", type=int, default=10, help="timing samples per configuration with --measure")
+    e.add_argument("--screen", type=int, default=None, metavar="N",
+                   help="with --measure: screen every configuration with N samples, then re-measure the fastest")
+    e.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
+    e.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    e.add_argument("--torch", default=None, choices=["yes", "no"],
+                   help="run torch's own op and mark the configuration it ran (default: with --measure)")
+    e.add_argument("--torch-benchmark", default="current", choices=["on", "off", "current"],
+                   help="cudnn.benchmark for torch's op (default: as torch has it: off)")
+    e.add_argument("--device", type=int, default=None)
+    e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
+
+    _add_profile_parser(sub)
+    _add_tuning_parsers(sub)
+    sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
+    sh.add_argument("file")
+    sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
+    sh.add_argument("--html", metavar="PATH")
+    sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
+    sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
+    sh.add_argument("--trace", metavar="PATH", help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
+    cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")
+    cp.add_argument("a")
+    cp.add_argument("b")
+    cp.add_argument("--top", type=int, default=10, help="how many of the largest changes to list (default 10)")
+    cp.add_argument("--floor", type=float, default=0.03,
+                    help="flag a change only beyond both runs' spread and this fraction (default 0.03)")
+    cp.add_argument("--csv", metavar="PATH", help="every shared candidate with both times and the ratio")
+    return p
+
+
+def _add_model_args(p, dtype_help: str) -> None:
+    """The model and example-input arguments `profile` and `tune` share (read back by _model_from_args)."""
+    p.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
+    p.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
+    p.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
+    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"], help=dtype_help)
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--directions", default="forward,backward_data,backward_filter")
+
+
+def _add_profile_parser(sub) -> None:
+    pr = sub.add_parser("profile", help="every distinct convolution of a model in cuDNN's engine space, beside torch",
+                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_model_args(pr, "dtype of the searches and of the end-to-end check (default: the model's)")
+    pr.add_argument("--repeats", type=int, default=7, help="samples per clock for the confirmed rows (default 7)")
+    pr.add_argument("--screen", type=int, default=3, help="samples per clock when screening (default 3)")
+    pr.add_argument("--refine", type=int, default=3, metavar="K", help="one-knob neighbours of the K fastest (3)")
+    pr.add_argument("--refine-max", type=int, default=32, metavar="N", help="at most N configurations from refine")
+    pr.add_argument("--legacy", action="store_true", help="also search the legacy algorithms (legacy_best columns)")
+    pr.add_argument("--no-runtime-compiled", action="store_true",
+                    help="skip engines that compile at run time (torch's benchmark mode tries them)")
+    pr.add_argument("--no-torch-off", action="store_true", help="skip torch with benchmark off (a fresh process)")
+    pr.add_argument("--check-clock", action="store_true",
+                    help="also time every row with the independent clock (torch.profiler) and print the fidelity")
+    pr.add_argument("--no-e2e", action="store_true", help="skip the whole-model benchmark-mode check")
+    pr.add_argument("--budget-s", type=float, default=None, metavar="S",
+                    help="start no new search after S seconds; report what was done (a --store re-run continues)")
+    pr.add_argument("--json", metavar="PATH")
+    pr.add_argument("--store", metavar="PATH",
+                    help="append each finished search to this JSON-lines file; a re-run with it resumes "
+                         "(default with --json: PATH.searches.jsonl beside it)")
+    pr.add_argument("--csv", metavar="PATH")
+    pr.add_argument("--html", metavar="PATH")
+    pr.add_argument("--plot", metavar="DIR", help="write the figures (PNG and SVG) into DIR")
+    pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
+    pr.add_argument("--no-progress", action="store_true")
+    pr.add_argument("--device", type=int, default=None)
+
+
+def _add_tuning_parsers(sub) -> None:
+    t = sub.add_parser("tune", help="search a model's convolutions the tuning database lacks and store the winners",
+                       epilog="  cudnn-algos tune resnet50 --batch 32 --dtype float16 --channels-last\n"
+                              "  then, in your script: cudnn_algos.apply(model)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_model_args(t, "what the layers receive when the model runs (float16 for autocast; default: the model's)")
+    t.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
+    t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
+    t.add_argument("--quick", action="store_true",
+                   help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
+    t.add_argument("--torch-margin", type=float, default=None, metavar="F",
+                   help="store torch's own op as a winner only when faster than the best configuration by more than "
+                        "this fraction (default 0.03)")
+    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--device", type=int, default=None)
+    d = sub.add_parser("db", help="the tuning database: info | list | export FILE | import FILE | clear | "
+                                  "reselect --torch-margin F")
+    d.add_argument("action", choices=["info", "list", "export", "import", "clear", "reselect"])
+    d.add_argument("file", nargs="?", help="for export/import: a JSON-lines file")
+    d.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
+    d.add_argument("--all", action="store_true", help="clear: every environment (default: this GPU's only)")
+    d.add_argument("--torch-margin", type=float, default=None, metavar="F",
+                   help="reselect: the stored winners again under this torch_margin, from the stored measurements "
+                        "(no GPU; every environment)")
+
+
+def misspelled_option(args: list[str], parser: argparse.ArgumentParser) -> str:
+    """An option before the command that is not one of the top level's (``--versoin``): argparse would only say that
+    a command is required; this names the option and the nearest real one. "" when there is none."""
+    import difflib
+
+    if not args or not args[0].startswith("-"):
+        return ""
+    top = [s for act in parser._actions for s in act.option_strings]  # noqa: SLF001 (argparse's own list)
+    opt = args[0].split("=", 1)[0]
+    if opt in top:
+        return ""
+    near = difflib.get_close_matches(opt, top, n=1)
+    return f"unrecognized option {opt!r}" + (f" (did you mean {near[0]}?)" if near else "; give a command first")

@@ -1,0 +1,70 @@
+"""Operands and accuracy: fresh random operand sets (warm or cold L2), the float64 reference computed by torch
+(on the CPU when the GPU has no room for it), and a row's error against it."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from ..problem import Problem
+
+
+def operand_sets(problem: Problem, l2: str, device: int) -> list[dict[str, torch.Tensor]]:
+    """Fresh random cuDNN-role operands: one set (warm L2), or enough to exceed 3x the L2 cache (cold)."""
+    n_sets = 1
+    if l2 == "cold":
+        per_set = problem.nbytes
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 60 * 2**20
+        free, _ = torch.cuda.mem_get_info(device)
+        n_sets = max(2, min(64, math.ceil(3 * l2_bytes / per_set) + 1, int(0.25 * free // max(per_set, 1))))
+    return [problem.operands(device, "measure") for _ in range(n_sets)]
+
+
+def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
+    """The float64 result of cuDNN's direction `cdir` on these (lifted, cuDNN-role) operands, computed by torch; on
+    the CPU instead (with a warning) when the GPU has no memory left for it: a search run while the GPU is nearly full
+    still checks every row's output (on the H200, torch's float64 convolution failed there with a CUDA
+    out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
+    if where == "cuda":
+        try:
+            return _reference(problem, cdir, ops, "cuda")
+        except RuntimeError as e:
+            if not freed_after_oom(e):
+                raise
+            warnings.warn(f"{problem.describe(cdir)}: the float64 reference did not fit on the GPU "
+                          f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
+    return _reference(problem, cdir, ops, "cpu")
+
+
+def freed_after_oom(e: RuntimeError) -> bool:
+    """Whether `e` says the GPU ran out of memory — the allocator's OutOfMemoryError or a CUDA runtime
+    AcceleratorError, both RuntimeErrors — and if so, torch's cached blocks handed back for what runs next."""
+    if "out of memory" not in str(e):
+        return False
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return True
+
+
+def _reference(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
+    stride, pad, dil = problem.conv_args()
+    dev = ops["x"].device if where == "cuda" else torch.device("cpu")
+    x, w, y = (ops[r].to(device=dev, dtype=torch.float64) for r in "xwy")
+    conv = torch.nn.functional.conv2d if x.dim() == 4 else torch.nn.functional.conv3d
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False):
+        if cdir == "forward":
+            return conv(x, w, None, stride, pad, dil, problem.spec.groups)
+        mask = [cdir == "backward_data", cdir == "backward_filter", False]
+        gx, gw, _ = torch.ops.aten.convolution_backward(y, x, w, None, stride, pad, dil, False, [0] * len(stride),
+                                                        problem.spec.groups, mask)
+        return gx if cdir == "backward_data" else gw
+
+
+def errors(out: torch.Tensor, ref: torch.Tensor) -> tuple[float | None, float | None]:
+    """(||out - ref|| / ||ref||, max |out - ref|); (None, None) when out has a non-finite element."""
+    o = out.to(device=ref.device, dtype=torch.float64)
+    if not torch.isfinite(o).all():
+        return None, None
+    d = o - ref
+    return float(d.norm() / ref.norm().clamp_min(1e-300)), float(d.abs().max())

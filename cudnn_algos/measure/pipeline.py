@@ -1,0 +1,230 @@
+"""The one measuring path every search and benchmark uses: ``measure_rows`` over Runnables.
+
+Per runnable: accuracy against the float64 reference and a first timed call; `warmup` calls and `repeats`
+throughput/host samples of K back-to-back calls with no CUPTI session open (its instrumentation costs host time
+per launch); then one kernel-clock session samples every row; then (check_clock) the reference clock; FLOPs,
+TFLOP/s, % of peak and ranks. Operands are fresh random tensors (never zeros); with ``l2="cold"`` calls rotate
+through operand sets that together exceed three times the L2 cache. Method and numbers: docs/measuring.md.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import statistics
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+import torch
+
+from ..problem import Problem, check_choice, check_int
+from ..results import MeasureConfig, Measurement, Stats
+from .accuracy import errors
+from .clocks import KernelClockUnavailable, again_if_lost, kernel_clock, reference_kernel_ms
+from .peak import peak_or_none
+from .runnable import Runnable
+
+L2_MODES = ("warm", "cold")
+TARGET_SAMPLE_MS = 1.0  # GPU work per throughput sample, which sets K (calls per sample)
+MAX_CALLS = 20
+MIN_CALLS = 2
+KERNEL_CALLS = 5  # calls per kernel-clock sample (CUPTI records each call; a few back-to-back calls suffice)
+PRUNE = 8.0  # with a screen: candidates whose first call is over 8x the fastest first call get one sample
+
+
+def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
+    check_int("repeats", repeats, 1)
+    check_int("warmup", warmup, 0)
+    check_choice("l2", l2, L2_MODES)
+    check_choice("reference", reference, ("cuda", "cpu"))
+
+
+def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureConfig, ref: torch.Tensor | None,
+                 device: int, peak: bool = True) -> list[Measurement]:
+    """Measures every runnable the same way: accuracy against `ref` (float64) and a first timed call; then
+    `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open); then one
+    kernel-clock session with `repeats` samples of min(K, KERNEL_CALLS) calls of each; then (cfg.check_clock) the
+    reference clock; FLOPs, TFLOP/s and % of peak; ranks by kernel median. With cfg.prune, a runnable whose first
+    call took over `prune` times the fastest first call is sampled once per clock (``pruned``): it cannot be the
+    best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
+    search's time. A runnable that fails is a Measurement with its error, never an exception."""
+    out: list[Measurement | None] = [None] * len(runnables)
+    phases: dict[int, list[tuple[str, float, float]]] = {i: [] for i in range(len(runnables))}
+    first: dict[int, float] = {}
+    for i, r in enumerate(runnables):
+        with _phase(phases[i], "first call"):
+            out[i], est = _first_call(r, ref, device)
+        if est is not None:
+            first[i] = est
+    fastest = min(first.values(), default=0.0)
+    plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
+    for i, est in first.items():
+        if cfg.prune and est > cfg.prune * fastest:
+            out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
+            plan[i] = (1, 1)
+        else:
+            with _nvtx(runnables[i], "throughput"), _phase(phases[i], "throughput"):
+                out[i], k = _throughput(runnables[i], out[i], cfg, device)
+            if k:
+                plan[i] = (k, cfg.repeats)
+    _kernel_pass(runnables, out, plan, device, phases)
+    if cfg.check_clock and plan:
+        _reference_pass(runnables, out, plan, device)
+    _work_and_ranks(runnables, out, problem, device, peak)
+    return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
+
+
+@contextlib.contextmanager
+def _phase(into: list[tuple[str, float, float]], name: str):
+    """Appends (name, start as Unix time, duration s) of the block to `into` (for the Chrome trace of a search)."""
+    start, t0 = time.time(), time.perf_counter()
+    try:
+        yield
+    finally:
+        into.append((name, start, time.perf_counter() - t0))
+
+
+@contextlib.contextmanager
+def _nvtx(r: Runnable, phase: str):
+    """An NVTX range `cudnn_algos <phase> | <label>` around a runnable's timing (nsys/ncu --nvtx-include find one
+    candidate's kernels by it); a no-op where NVTX is unavailable. Pushed with range_push (not nvtx.range, which
+    str.format()s the message: engine labels hold braces)."""
+    msg = f"cudnn_algos {phase} | {r.label or 'candidate'}"
+    try:
+        torch.cuda.nvtx.range_push(msg)
+        pushed = True
+    except Exception:  # noqa: BLE001 (NVTX missing: timing goes on without the range)
+        pushed = False
+    try:
+        yield
+    finally:
+        if pushed:
+            try:
+                torch.cuda.nvtx.range_pop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _add_error(m: Measurement, err: str) -> Measurement:
+    return replace(m, error="; ".join(x for x in (m.error, err) if x))
+
+
+def _failed(r: Runnable, e: Exception, device: int, stage: str) -> Measurement:
+    """The row of a candidate whose `stage` raised: its error names the stage, the type and the message."""
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: S110 (the row already says what failed)
+        pass
+    return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
+                       heuristic_rank=r.heuristic_rank, error=f"{stage}: {type(e).__name__}: {str(e)[:200]}")
+
+
+def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Measurement, float | None]:
+    """Accuracy (one call into a poisoned output) and one timed call: (measurement so far, its GPU ms or None)."""
+    stage = "accuracy check"
+    try:
+        rel = mx = None
+        err = ""
+        if ref is not None:
+            rel, mx = errors(r.output(), ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
+            if rel is None:
+                err = "output has non-finite values (overflow)"
+        stage = "first timed call"
+        host, gpu = r.loop(1)
+        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
+                           kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
+                           error=err), max(gpu, 1e-4)
+    except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
+        return _failed(r, e, device, stage), None
+
+
+def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) -> tuple[Measurement, int]:
+    """Warm-up and the throughput/host samples of one runnable: (measurement so far, K), K = 0 on failure."""
+    try:
+        n = max(cfg.warmup, 1)
+        _, gpu0 = r.loop(n)
+        est = max(gpu0 / n, 1e-3)
+        k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
+        thr, host = [], []
+        for _ in range(cfg.repeats):
+            h, g = r.loop(k)
+            thr.append(g / k)
+            host.append(h / k)
+        return replace(m, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k), k
+    except Exception as e:
+        return _failed(r, e, device, "throughput samples"), 0
+
+
+def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
+                 device: int, phases: dict[int, list]) -> None:
+    """One kernel-clock session: per runnable, its samples as windows of min(K, KERNEL_CALLS) back-to-back calls."""
+    if not plan:
+        return
+    try:
+        s, wins, failed = again_if_lost(lambda: _kernel_session(runnables, plan, device, phases))
+    except KernelClockUnavailable as e:
+        for i in plan:
+            out[i] = _add_error(out[i], f"kernel clock unavailable: {str(e)[:150]}")
+        return
+    for i, err in failed.items():
+        out[i] = _add_error(out[i], err)
+    for i, ws in wins.items():
+        kc = min(plan[i][0], KERNEL_CALLS)
+        res = [s.results[w] for w in ws]
+        acts = statistics.median(n / kc for _, n, _ in res)
+        if acts == 0:
+            out[i] = _add_error(out[i], "the kernel clock saw no GPU activity")
+            continue
+        out[i] = replace(out[i], kernel_ms=Stats.of([busy / kc for busy, _, _ in res]), kernel_clock="cupti",
+                         kernel_calls=kc, kernels=max((k for _, _, k in res), key=len), activities_per_call=acts)
+
+
+def _kernel_session(runnables: Sequence[Runnable], plan: dict[int, tuple[int, int]], device: int,
+                    phases: dict[int, list]) -> tuple[Any, dict[int, list[int]], dict[int, str]]:
+    """The kernel pass's session: (the session, runnable -> its windows, runnable -> why it failed)."""
+    wins: dict[int, list[int]] = {}
+    failed: dict[int, str] = {}
+    with kernel_clock(device) as s:
+        for i, (k, n) in plan.items():
+            try:
+                with _nvtx(runnables[i], "kernel clock"), _phase(phases[i], "kernel clock"):
+                    wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
+                               for _ in range(n)]
+            except Exception as e:
+                torch.cuda.synchronize(device)
+                failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
+    return s, wins, failed
+
+
+def _reference_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
+                    device: int) -> None:
+    """The independent clock over the same calls (one window of min(K, KERNEL_CALLS) calls each)."""
+    jobs = [(i, functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)), min(k, KERNEL_CALLS))
+            for i, (k, _) in plan.items()]
+    try:
+        ref_ms = reference_kernel_ms(jobs, device)
+    except Exception as e:  # the profiler is unavailable: say so on every row
+        for i in plan:
+            out[i] = _add_error(out[i], f"reference clock failed: {type(e).__name__}: {str(e)[:100]}")
+        return
+    for i, ms in ref_ms.items():
+        out[i] = replace(out[i], reference_kernel_ms=ms)
+
+
+def _work_and_ranks(runnables: Sequence[Runnable], out: list[Measurement], problem: Problem, device: int,
+                    peak: bool) -> None:
+    flops = problem.flops()
+    peaks: dict[bool, float | None] = {}  # per tensor-math flag, asked once per search (a miss is a warning)
+    for i, m in enumerate(out):
+        if m.kernel_ms is not None:
+            tf = flops / (m.kernel_ms.median * 1e-3) / 1e12
+            pct = None
+            if peak:
+                tc = runnables[i].tensor_math
+                if tc not in peaks:
+                    peaks[tc] = peak_or_none(device, problem.dtype, tc and problem.dtype == torch.float32)
+                pct = None if peaks[tc] is None else 100.0 * tf / peaks[tc]
+            out[i] = replace(m, tflops=tf, pct_peak=pct)
+    order = sorted((i for i, m in enumerate(out) if m.kernel_ms is not None), key=lambda i: out[i].kernel_ms.median)
+    for rank, i in enumerate(order):
+        out[i] = replace(out[i], measured_rank=rank)

@@ -1,0 +1,222 @@
+"""Whole models: ``profile(model, example_input)`` searches every distinct convolution of a model once per direction
+in cuDNN 9's engine space (heuristic lists + refine, as ``find_engines`` does) and reports, per problem and
+direction, what torch runs with benchmark off (a fresh process) and on (this process), identified by its kernels,
+the best configuration found and its source, the ratio to each, host time per call of each path, and sums over the
+model; plus the end-to-end benchmark-mode check (per-step time off vs on, and its warm-up, in fresh processes).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import replace
+from typing import Any, Iterable
+
+import torch
+
+from ..api import find
+from ..backend import environment
+from ..engines import find_engines, mark_torch_run
+from ..errors import CudaError, CudnnError
+from ..measure import check_config
+from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
+from ..progress import Progress
+from ..results import MeasureConfig, ModelReport, ProblemEntry, TorchRun
+from .discovery import discover, distinct_problems
+from .benchmark_mode import end_to_end
+from .store import ResultStore
+from .torch_off import torch_off_runs
+
+
+def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s
+                        ) -> tuple[str, ...]:
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                 or not budget_s > 0):
+        raise ValueError(f"budget_s={budget_s!r} must be a positive number of seconds (None: no budget)")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    directions = tuple([directions] if isinstance(directions, str) else directions)
+    for d in directions:
+        check_choice("direction", d, DIRECTIONS)
+    if not directions:
+        raise ValueError("directions must name at least one of: " + ", ".join(DIRECTIONS))
+    check_config(repeats, 3, "warm")
+    check_int("screen", screen, 1)
+    check_int("confirm", confirm, 1)
+    check_int("refine", refine, 0)
+    check_int("refine_max", refine_max, 1)
+    return directions
+
+
+def profile(
+    model: torch.nn.Module,
+    example_input: Any,
+    *,
+    directions: Iterable[str] = DIRECTIONS,
+    dtype: torch.dtype | str | None = None,
+    memory_format: torch.memory_format | str | None = None,
+    repeats: int = 7,
+    screen: int = 3,
+    confirm: int = 3,
+    refine: int = 3,
+    refine_max: int = 32,
+    runtime_compiled: bool = True,
+    legacy: bool = False,
+    torch_off: bool = True,
+    check_clock: bool = False,
+    end_to_end_check: bool = True,
+    fresh_process: bool = True,
+    progress: bool = True,
+    device: int | str | torch.device | None = None,
+    name: str | None = None,
+    store: str | None = None,
+    budget_s: float | None = None,
+) -> ModelReport:
+    """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
+    engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
+
+    dtype / memory_format: override what the layers receive (default: what they receive in the forward pass).
+    Per problem and direction: ``find_engines(measure=True, screen=screen, repeats=repeats, confirm=confirm,
+    refine=refine, refine_max=refine_max, compare_torch=True, torch_benchmark=True)``: every configuration from
+    heuristics instant, A, B and fallback screened, one-knob neighbours of the fastest added, the ``confirm``
+    fastest torch would accept re-measured beside torch's op (benchmark on: its first call of the problem in this
+    process is its search) on fresh operands in one kernel-clock session. torch_off: torch's op with benchmark off,
+    measured the same way in one fresh process (torch keeps the first plan per problem for a process's life).
+    runtime_compiled: also build the engines that compile at run time (NVRTC), as torch's benchmark mode does: on
+    depthwise layers torch's choice can be one of them (a MobileNetV3 profile without them: torch's op up to 4.4x
+    faster than every candidate on depthwise stride-2 backward-data, its kernel in none of them).
+    legacy: also search the legacy algorithms (columns legacy_best). check_clock: every row also timed with the
+    independent clock (torch.profiler), for the fidelity table. end_to_end_check: the whole model's step with
+    benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done
+    (``interrupted=True``). store: a JSON-lines file each finished search is appended to as soon as it is measured;
+    a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
+    budget_s: start no new search after this many seconds of searching; the report then covers what was done
+    (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
+    """
+    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s)
+    dt = parse_dtype(dtype) if dtype is not None else None
+    t_start = time.perf_counter()
+    uses = discover(model, example_input)
+    if not uses:
+        raise ValueError(f"{name or type(model).__name__} ran no convolution on this input: nothing to profile")
+    keyed = distinct_problems(uses, dt, memory_format)
+    dev = device_index(device)
+    bar = Progress(len(keyed) * len(directions), progress, f"searching {name or type(model).__name__}",
+                   unit="search")
+    t_search = time.perf_counter()
+    store = ResultStore(store, environment(dev)) if store else None
+    problems, torch_search, stopped_by = _search_problems(
+        keyed, directions, bar, dev, legacy, check_clock,
+        dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
+             runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s)
+    interrupted = bool(stopped_by)
+    if torch_off and problems and not interrupted:
+        problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
+    search_s = time.perf_counter() - t_search
+    e2e = None
+    if end_to_end_check and not interrupted:
+        try:
+            fmt = None if memory_format is None else parse_memory_format(memory_format, uses[0].spec.ndim)
+            e2e = end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt,
+                             fmt=fmt, device=dev, fresh_process=fresh_process)
+        except KeyboardInterrupt:
+            interrupted, stopped_by = True, "ctrl-c"
+    return ModelReport(
+        model=name or type(model).__name__, problems=tuple(problems), directions=directions, env=environment(dev),
+        e2e=e2e, interrupted=interrupted, stopped_by=stopped_by, search_s=search_s, torch_search_ms=torch_search,
+        wall_s=time.perf_counter() - t_start, n_conv_calls=len(uses),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        measure=MeasureConfig(repeats=repeats, check_clock=check_clock))
+
+
+class _BudgetSpent(Exception):
+    """The time budget ran out between two searches."""
+
+
+def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
+                     options: dict, store: ResultStore | None, deadline: float | None = None
+                     ) -> tuple[list[ProblemEntry], float, str]:
+    """Each distinct problem and direction searched (find_engines, and find with legacy), or taken from `store`
+    when it holds it: (entries, Σ torch's benchmark-on first calls in ms, what stopped it early: "" (nothing),
+    "ctrl-c", or "budget" (the `deadline`, perf_counter: no new search starts after it))."""
+    problems: list[ProblemEntry] = []
+    torch_search = 0.0
+    stopped_by = ""
+    try:
+        for (spec, shape, dname, fmt), names in keyed.items():
+            engines, legacy_res, errors = {}, {}, {}
+            try:
+                for d in directions:
+                    if deadline is not None and time.perf_counter() > deadline:
+                        raise _BudgetSpent  # stop as Ctrl-C does, keeping what was done
+                    try:
+                        engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
+                                             lambda: _without_plans(find_engines(
+                                                 spec, shape, direction=d, dtype=dname, memory_format=fmt,
+                                                 measure=True, compare_torch=True, torch_benchmark=True,
+                                                 check_clock=check_clock, device=dev, **options)))
+                        torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
+                        if legacy:
+                            legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
+                                                    lambda: find(spec, shape, direction=d, dtype=dname,
+                                                                 memory_format=fmt, measure=True,
+                                                                 repeats=options["repeats"], check_clock=check_clock,
+                                                                 device=dev))
+                    except (CudnnError, CudaError, torch.OutOfMemoryError) as e:  # one problem; the model goes on
+                        errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
+                    bar.update(f"{spec} {d}")
+            except KeyboardInterrupt:
+                stopped_by = "ctrl-c"
+            except _BudgetSpent:
+                stopped_by = "budget"
+            if engines or legacy_res or errors:
+                problems.append(ProblemEntry(spec=spec, input_shape=shape, dtype=dname, memory_format=fmt,
+                                             layers=tuple(names), engines=engines, legacy=legacy_res, errors=errors))
+            if stopped_by:
+                break
+    finally:
+        bar.close()
+    return problems, torch_search, stopped_by
+
+
+def _search(store: ResultStore | None, kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict,
+            check_clock: bool, run):
+    """`run()`'s result, or the store's when it has this search; a new result is stored as soon as it exists."""
+    if store is None:
+        return run()
+    key = ResultStore.key(kind=kind, spec=spec.to_dict(), input_shape=list(shape), dtype=dtype, memory_format=fmt,
+                          direction=direction, options=options if kind == "engines" else {"repeats": options["repeats"]},
+                          check_clock=check_clock)
+    got = store.get(key)
+    if got is None:
+        got = run()
+        store.add(key, got)
+    return got
+
+
+def _without_plans(r):
+    """The search result as kept in a report: plans dropped (a report outlives the process and pickles)."""
+    return replace(r, rows=tuple(replace(x, plan=None) for x in r.rows))
+
+
+def _add_torch_off(problems: list[ProblemEntry], directions, repeats: int, check_clock: bool, dev: int
+                   ) -> list[ProblemEntry]:
+    items = [{"key": f"{pi}|{d}", "spec": p.spec.to_dict(), "input_shape": list(p.input_shape), "dtype": p.dtype,
+              "memory_format": p.memory_format, "direction": d, "repeats": repeats, "check_clock": check_clock}
+             for pi, p in enumerate(problems) for d in directions if d in p.engines]
+    runs, err = torch_off_runs(items, dev)
+    out = []
+    for pi, p in enumerate(problems):
+        eng = dict(p.engines)
+        for d, r in eng.items():
+            run = runs.get(f"{pi}|{d}")
+            if run is None:
+                run = TorchRun(mode="benchmark_off", kernels=(), matches=(), match="none", first_call_ms=None,
+                               benchmark_limit=0, where="fresh process", error=err or "not measured")
+            eng[d] = mark_torch_run(r, run)
+        out.append(replace(p, engines=eng))
+    return out
+
+
+def load_report(source: str) -> ModelReport:
+    """Reads what ModelReport.to_json wrote (a JSON string or a path)."""
+    return ModelReport.load(source)

@@ -1,0 +1,221 @@
+"""``apply(model)``: the model's convolution modules call ``torch.ops.cudnn_algos.conv`` (transposed ones
+``conv_transpose``; csrc/pinned), which runs the stored winner's plan and falls back to torch's convolution for
+anything the database lacks (counted; ``Applied.counts()``)."""
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from .. import backend
+from ..backend import environment
+from ..errors import CudaUnavailableError
+from ..problem import device_index
+from ..spec import same_padding
+from .db import TuningDB, open_db
+
+
+CONV_TYPES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+TRANSPOSED_TYPES = (torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+
+
+class ModuleArgs(NamedTuple):
+    """What the operator takes besides the tensors; output_padding only for a transposed layer (None otherwise)."""
+
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    groups: int
+    output_padding: list[int] | None = None
+
+
+def module_args(m: torch.nn.Module) -> ModuleArgs | str:
+    """The arguments the operator takes for a convolution module, or why it cannot run it."""
+    if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
+        return "not a Conv1d/2d/3d or ConvTranspose1d/2d/3d"
+    if type(m).forward not in tuple(c.forward for c in CONV_TYPES + TRANSPOSED_TYPES):
+        return f"{type(m).__name__} has its own forward"
+    if m.padding_mode != "zeros":
+        return f"padding_mode={m.padding_mode!r} (torch pads explicitly first)"
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            pad = [0] * len(m.kernel_size)
+        else:  # 'same': the operator pads symmetrically, so only where torch's split is even
+            lr = same_padding(m.kernel_size, m.dilation)
+            if any(lo != hi for lo, hi in lr):
+                return "padding='same' with an even kernel (asymmetric padding)"
+            pad = [lo for lo, _ in lr]
+    else:
+        pad = list(m.padding)
+    op = list(m.output_padding) if isinstance(m, TRANSPOSED_TYPES) else None
+    return ModuleArgs(list(m.stride), pad, list(m.dilation), int(m.groups), op)
+
+
+@dataclass
+class Applied:
+    """Handle returned by :func:`apply`: ``undo()`` (or leaving the ``with`` block) restores every module exactly;
+    ``counts()`` says, per problem the operator met, how many calls ran the stored configuration, torch's op as
+    the stored winner, or torch's op as a fallback (and why)."""
+
+    modules: list[str]
+    skipped: dict[str, str]
+    winners: int
+    db: str
+    configs: dict[str, str] = field(default_factory=dict, repr=False)  # problem key -> stored winner's config
+    host_ms: dict[str, float] = field(default_factory=dict, repr=False)  # ... -> its host ms per call in tune()
+    _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
+
+    def undo(self) -> None:
+        for m, old in reversed(self._saved):
+            if old is _MISSING:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = old
+        self._saved.clear()
+
+    def __enter__(self) -> "Applied":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.undo()
+
+    @staticmethod
+    def counts() -> list[dict[str, Any]]:
+        """Per problem key the operator met: calls that ran the stored configuration (``pinned``), torch's op as
+        the stored winner, torch's op as a fallback (with the last ``reason``); and, while host stages are timed
+        (:meth:`time_host`), ``execute_us`` (cudnnBackendExecute's host time) over ``timed_calls`` pinned calls."""
+        return [{"key": c.key, "pinned": c.pinned, "torch_winner": c.torch, "fallback": c.fallback,
+                 "reason": c.reason, "execute_us": c.execute_ns / 1e3, "timed_calls": c.timed_calls}
+                for c in backend.pinned_counts()]
+
+    def execute_by_config(self) -> list[dict[str, Any]]:
+        """cudnnBackendExecute's host time per call while host stages were timed, grouped by the stored winner's
+        engine (``eng63{...}`` -> ``eng63``): which engines cost the most host time inside the model. Rows
+        ``engine``, ``calls``, ``us_per_call``, ``problems``, and ``alone_us`` (the median over those problems of
+        the host time per call tune() measured for the same plans in back-to-back calls; None where not stored),
+        most host time first."""
+        acc: dict[str, list] = {}
+        for c in self.counts():
+            if not c["timed_calls"]:
+                continue
+            a = acc.setdefault(self.configs.get(c["key"], "?").split("{")[0], [0, 0.0, 0, []])
+            a[0] += c["timed_calls"]
+            a[1] += c["execute_us"]
+            a[2] += 1
+            if self.host_ms.get(c["key"]) is not None:
+                a[3].append(1e3 * self.host_ms[c["key"]])
+        rows = [{"engine": e, "calls": n, "us_per_call": us / n, "problems": k,
+                 "alone_us": statistics.median(alone) if alone else None} for e, (n, us, k, alone) in acc.items()]
+        return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])
+
+    @staticmethod
+    def reset_counts() -> None:
+        backend.pinned_reset_counts()
+
+    @staticmethod
+    def time_host(on: bool = True) -> None:
+        """Starts (zeroing the sums) or stops timing the host steps of the operator's CUDA kernels
+        (:meth:`host_stages`). Off by default; on, each call reads the host clock a few times."""
+        backend.pinned_stage_timing(bool(on))
+
+    @staticmethod
+    def host_stages() -> dict[str, Any]:
+        """Host time the operator's CUDA kernels spent per step since :meth:`time_host`: ``forward_calls``,
+        ``backward_calls`` and ``us`` (stage -> total microseconds): operands (checks, layout), resolve (the
+        per-call lookup; the first call of a problem also builds its plan), alloc (the output), handle (device guard,
+        the thread's cuDNN handle set to the current stream), workspace (from torch's caching allocator),
+        variant_pack (created and finalized per call), cudnn_execute (cudnnBackendExecute: the launch), count,
+        torch_op (torch's convolution where it runs instead), bias."""
+        t = backend.pinned_stage_times()
+        return {"forward_calls": t.forward_calls, "backward_calls": t.backward_calls,
+                "us": {k: v / 1e3 for k, v in t.ns.items()}}
+
+    def summary(self) -> str:
+        c = self.counts()
+        tot = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+        lines = [f"apply: {len(self.modules)} modules, {self.winners} stored winners loaded from {self.db}; calls: "
+                 f"{tot['pinned']} ran a stored configuration, {tot['torch_winner']} torch's op (stored winner), "
+                 f"{tot['fallback']} fell back to torch's op"]
+        lines += [f"  fallback x{x['fallback']}: {x['reason']}: {x['key']}" for x in c if x["fallback"]]
+        lines += [f"  not applied: {n}: {why}" for n, why in self.skipped.items()]
+        return "\n".join(lines)
+
+
+_MISSING = object()
+
+
+def _forward(m: torch.nn.Module, a: ModuleArgs):
+    """The forward apply() gives module `m`: the operator called through a BoundConv (its arguments bound now, Note
+    [the Python call] in csrc/pinned.h), or through torch.ops where torch.compile traces it or a __torch_function__
+    override must see the call."""
+    transposed = a.output_padding is not None
+    bound = backend.bound_conv(a.stride, a.padding, a.output_padding or [], a.dilation, a.groups, transposed)
+    compiling = torch.compiler.is_compiling
+    overridden = torch.overrides.has_torch_function
+    if not transposed:
+        op = torch.ops.cudnn_algos.conv.default  # the overload itself: no overload resolution per call
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            w, b = m.weight, m.bias
+            if compiling() or overridden((x, w, b) if b is not None else (x, w)):
+                return op(x, w, b, a.stride, a.padding, a.dilation, a.groups)
+            return bound(x, w, b)
+
+        return forward
+    op_t = torch.ops.cudnn_algos.conv_transpose.default
+
+    def forward_transposed(x: torch.Tensor, output_size: list[int] | None = None) -> torch.Tensor:
+        w, b = m.weight, m.bias
+        if output_size is None and not compiling() and not overridden((x, w, b) if b is not None else (x, w)):
+            return bound(x, w, b)
+        pad = a.output_padding if output_size is None else m._output_padding(  # noqa: SLF001 (torch's own rule)
+            x, output_size, a.stride, a.padding, list(m.kernel_size), len(m.kernel_size), a.dilation)
+        return op_t(x, w, b, a.stride, a.padding, list(pad), a.dilation, a.groups)
+
+    return forward_transposed
+
+
+def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
+          device: int | str | torch.device | None = None) -> Applied:
+    """Makes `model`'s Conv1d/2d/3d and ConvTranspose1d/2d/3d modules run the tuning database's winners for this GPU
+    and versions (loaded into the extension's registry now): each module's forward calls
+    ``torch.ops.cudnn_algos.conv`` (``conv_transpose`` for a transposed layer, whose forward is cuDNN's backward-data
+    of the mirrored convolution), a C++ operator with autograd (each of the other two directions runs its own stored
+    winner), autocast, meta (torch.compile) and CPU kernels; a problem the database lacks runs torch's own
+    convolution. Returns an :class:`Applied` handle
+    (also a context manager) whose ``undo()`` restores the modules exactly."""
+    store, own = open_db(db)
+    try:
+        try:
+            winners = store.winners(environment(device_index(device)).key())
+        except CudaUnavailableError:  # no GPU: the modules still run (the operator's CPU kernel is torch's)
+            winners = []
+    finally:
+        if own:
+            store.close()
+    backend.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
+    seen = set()
+    configs: dict[str, str] = {}
+    host_ms: dict[str, float] = {}
+    for w in winners:  # newest first: the first entry per key wins
+        if w.key in seen:
+            continue
+        seen.add(w.key)
+        configs[w.key], host_ms[w.key] = w.config, w.host_ms
+        backend.pinned_set(w.key, w.engine_id, w.knob_list())
+    handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path), configs=configs,
+                     host_ms=host_ms)
+    for name, m in model.named_modules():
+        if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
+            continue
+        args = module_args(m)
+        if isinstance(args, str):
+            handle.skipped[name or "<model>"] = args
+            continue
+        handle._saved.append((m, m.__dict__.get("forward", _MISSING)))
+        m.forward = _forward(m, args)
+        handle.modules.append(name or "<model>")
+    return handle
