@@ -22,7 +22,7 @@ _WHERE = {
     "CudaError": "errors", "CudaUnavailableError": "errors", "CudnnError": "errors",
     "CudnnOutOfMemoryError": "errors", "ExtensionUnavailableError": "errors",
     "DIRECTIONS": "problem", "MATH_TYPES": "problem", "MODES": "problem", "Environment": "problem",
-    "default_math": "problem", "Direction": "problem", "Mode": "problem", "MathType": "problem",
+    "default_math": "problem", "Direction": "choices", "Mode": "choices", "MathType": "choices",
     "load_report": "model", "profile": "model",
     "AlgoResult": "results", "EndToEnd": "results", "EngineRow": "results", "EngineSearches": "results",
     "EngineSearchResult": "results", "Measurement": "results", "ModelReport": "results", "SearchResult": "results",
@@ -57,7 +57,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
                          ExtensionUnavailableError)
     from .measure import cupti_held
     from .model import load_report, profile
-    from .problem import DIRECTIONS, MATH_TYPES, MODES, Direction, Environment, MathType, Mode, default_math
+    from .choices import Direction, MathType, Mode
+    from .problem import DIRECTIONS, MATH_TYPES, MODES, Environment, default_math
     from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement,
                           ModelReport, SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
     from .spec import ConvShapes, ConvSpec

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .problem import (Direction, Environment, MathType, Mode, Problem, driver_release, git_commit,
+from .choices import Direction, MathType, Mode
+from .problem import (Environment, Problem, driver_release, git_commit,
                       loaded_cudnn_library, package_version)
 
 __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTiming", "Plan", "EngineSearchOut",

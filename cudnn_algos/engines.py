@@ -16,13 +16,13 @@ from typing import Sequence
 import torch
 
 from . import backend
+from .choices import HEURISTICS
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
 from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
-HEURISTICS = ("a", "b", "instant", "fallback")
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
 BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",
@@ -167,6 +167,30 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
             raise TypeError(f"{name}={v!r} must be a bool")
 
 
+def validate_engines(
+    conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
+    heuristics: Sequence[str] | None = None, max_configs: int = 64, measure: bool = False, repeats: int = 10,
+    warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
+    refine: int = 0, refine_max: int = 64, screen: int | None = None, confirm: int = 3, configs: Sequence[str] = (),
+    device=None,
+) -> tuple[Problem, tuple[str, ...], list, int]:
+    """All of find_engines's argument checks, in the order it makes them, with no GPU work but the final check that
+    CUDA is usable (the CLI calls it before any search). Returns (problem, the heuristic lists, the exact
+    configurations parsed, the device index); ValueError / TypeError naming the argument, or
+    CudaUnavailableError."""
+    if isinstance(configs, str):
+        configs = (configs,)
+    exact = [parse_config(c) for c in configs]
+    if heuristics is None:
+        heuristics = () if exact else ("instant", "a", "b", "fallback")
+    if not heuristics and not exact:
+        raise ValueError("heuristics is empty and no configs are named: nothing to search")
+    _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
+                measure if compare_torch is None else compare_torch, torch_benchmark, direction)
+    problem = make_problem(conv, input_shape, dtype, memory_format, None)
+    return problem, tuple(heuristics), exact, device_index(device)
+
+
 def find_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
     heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64,
@@ -201,16 +225,12 @@ def find_engines(
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``).
     """
+    problem, heuristics, exact, dev = validate_engines(
+        conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
+        max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2, compare_torch=compare_torch,
+        torch_benchmark=torch_benchmark, refine=refine, refine_max=refine_max, screen=screen, confirm=confirm,
+        configs=configs, device=device)
     compare_torch = measure if compare_torch is None else compare_torch
-    if isinstance(configs, str):
-        configs = (configs,)
-    exact = [parse_config(c) for c in configs]
-    if heuristics is None:
-        heuristics = () if exact else ("instant", "a", "b", "fallback")
-    _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
-                compare_torch, torch_benchmark, direction)
-    problem = make_problem(conv, input_shape, dtype, memory_format, None)
-    dev = device_index(device)
     cdir = problem.cudnn_direction(direction)
     with torch.cuda.device(dev):
         out = backend.engine_search(cdir, backend.conv_problem(problem), heuristics, exhaustive, max_configs,
@@ -392,5 +412,5 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
         return _identify(result, problem, bench, dev)
 
 
-__all__ = ["find_engines", "identify_torch", "mark_torch_run", "parse_config", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
+__all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
            "HEURISTICS"]

@@ -16,48 +16,12 @@ from typing import Any, Sequence
 
 import torch
 
+from .choices import DIRECTIONS, DTYPE_NAMES, MATH_TYPES, MODES, Direction, MathType, Mode  # noqa: F401 (API)
 from .errors import CudaUnavailableError, CudnnError, cudnn_error
 from .spec import ConvShapes, ConvSpec
 
 
 
-class Direction(str, Enum):
-    """A convolution's direction: forward (y from x, w), backward_data (dx from dy, w), backward_filter (dw)."""
-
-    FORWARD = "forward"
-    BACKWARD_DATA = "backward_data"
-    BACKWARD_FILTER = "backward_filter"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Mode(str, Enum):
-    """A legacy search's mode: find (cuDNN allocates and times), find_ex (our buffers), heuristic (no timing)."""
-
-    FIND = "find"
-    FIND_EX = "find_ex"
-    HEURISTIC = "heuristic"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class MathType(str, Enum):
-    """cuDNN's math type: default (fp32: TF32 allowed), tensor_op, tensor_op_allow_conversion, fma (no tensor cores)."""
-
-    DEFAULT = "default"
-    TENSOR_OP = "tensor_op"
-    TENSOR_OP_ALLOW_CONVERSION = "tensor_op_allow_conversion"
-    FMA = "fma"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-DIRECTIONS = tuple(d.value for d in Direction)
-MODES = tuple(m.value for m in Mode)
-MATH_TYPES = tuple(m.value for m in MathType)
 DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64"}
 DTYPE_ALIASES = {"float32": torch.float32, "float": torch.float32, "fp32": torch.float32, "float16": torch.float16,
                  "half": torch.float16, "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,

@@ -5,6 +5,7 @@ import sys
 import pytest
 import torch
 
+import cudnn_algos
 from cudnn_algos import cli
 
 
@@ -232,3 +233,31 @@ def test_help_version_and_usage_errors_do_not_import_torch(flag):
             "print('TORCH', 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code, *flag.split()], capture_output=True, text=True, timeout=60)
     assert "TORCH False" in r.stdout, r.stdout + r.stderr
+
+
+def test_every_repro_command_parses_with_the_cli(make):
+    """CPU: the long-form tables' `repro` column (cudnn_algos.commands) names only flags the CLI's parser has, for
+    every kind of candidate (engine configuration, legacy algorithm, torch's op on and off): a renamed flag fails
+    here, not in a user's shell."""
+    import shlex
+
+    from cudnn_algos.commands import CANDIDATE_KINDS
+
+    recs = make.model_report().to_records()
+    seen = {r["candidate_kind"] for r in recs}
+    assert {"engine", "torch_on"} <= seen
+    lines = {r["repro"] for r in recs}
+    from cudnn_algos.commands import repro_command
+
+    spec = cudnn_algos.ConvSpec.from_module(torch.nn.Conv1d(4, 8, 3, padding=1, groups=2))
+    lines |= {repro_command(k, "eng1{TILE_SIZE=2}" if k == "engine" else "IMPLICIT_GEMM", spec=spec,
+                            input_shape=(2, 4, 16), dtype="bfloat16", memory_format="channels_last",
+                            direction="backward_data", math_type="tensor_op" if k == "legacy" else None)
+              for k in CANDIDATE_KINDS}
+    parser = cli.build_parser()
+    for line in sorted(lines):
+        argv = shlex.split(line)
+        assert argv[0] == "cudnn-algos"
+        a = parser.parse_args(argv[1:])  # SystemExit on any unknown flag or bad choice
+        assert a.command in ("engines", "find") and cli.parse_conv(a.conv) is not None
+        assert cli.parse_shape(a.input) and a.measure

@@ -69,6 +69,7 @@ def test_the_cli_ends_in_a_usage_error_or_reaches_the_search(monkeypatch, comman
         raise _Reached
 
     monkeypatch.setattr(api, "device_index", lambda d: 0)
+    monkeypatch.setattr(engines, "device_index", lambda d: 0)
     monkeypatch.setattr(api, "find", reached)
     monkeypatch.setattr(engines, "find_engines", reached)
     err = io.StringIO()

@@ -297,43 +297,41 @@ def cmd_find(a: argparse.Namespace) -> int:
     return 0
 
 
+_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine", "screen": "--screen",
+          "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive", "measure=True": "--measure"}
+
+
+def _as_flags(message: str) -> str:
+    """An API argument check's message in the CLI's words: `heuristics='zz'` -> `--heuristics='zz'`."""
+    import re
+
+    return re.sub(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAGS)) + r")(?![\w])",
+                  lambda m: _FLAGS[m.group(1)], message)
+
+
 def cmd_engines(a: argparse.Namespace) -> int:
-    from ..api import validate
-    from ..engines import HEURISTICS, find_engines, parse_config
-    from ..problem import DIRECTIONS, check_choice
+    from ..engines import find_engines, validate_engines
+    from ..problem import DIRECTIONS
     from ..results import EngineSearches
 
     _check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
-    heur = (() if a.config else ("instant", "a", "b", "fallback")) if a.heuristics is None else \
-        tuple(h for h in a.heuristics.split(",") if h)
-    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
-                  max_configs=a.exhaustive or 64, runtime_compiled=not a.no_runtime_compiled, measure=a.measure,
-                  repeats=a.repeats, l2=a.l2, compare_torch=None if a.torch is None else a.torch == "yes",
+    heur = None if a.heuristics is None else tuple(h for h in a.heuristics.split(",") if h)
+    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, max_configs=a.exhaustive or 64,
+                  measure=a.measure, repeats=a.repeats, l2=a.l2,
+                  compare_torch=None if a.torch is None else a.torch == "yes",
                   torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
-                  refine_max=a.refine_max, screen=a.screen, check_clock=a.check_clock, configs=tuple(a.config),
-                  device=a.device)
+                  refine_max=a.refine_max, screen=a.screen, configs=tuple(a.config), device=a.device)
     directions = DIRECTIONS if a.direction == "all" else (a.direction,)
-    try:
-        if not heur and not a.config:
-            raise ValueError("--heuristics is empty")
-        for c in a.config:
-            parse_config(c)
-        if a.refine < 0 or a.refine_max < 1:
-            raise ValueError(f"--refine {a.refine} must be >= 0 and --refine-max {a.refine_max} >= 1")
-        if (a.refine or a.screen) and not a.measure:
-            raise ValueError("--refine and --screen need --measure (they work on measured configurations)")
-        for h in heur:
-            check_choice("--heuristics", h, HEURISTICS)
-        if a.measure:
-            from ..measure import check_config
-
-            check_config(a.repeats, 3, a.l2, "cuda")
-        validate(conv, shape, direction=a.direction, dtype=a.dtype, memory_format=fmt, device=a.device)
+    try:  # find_engines's own checks, before any search
+        for d in directions:
+            validate_engines(conv, shape, direction=d, **kwargs)
     except (ValueError, TypeError) as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(_as_flags(str(e))) from None
+    kwargs.update(exhaustive=a.exhaustive > 0, runtime_compiled=not a.no_runtime_compiled,
+                  check_clock=a.check_clock)
     results = []
     for d in directions:
         res = find_engines(conv, shape, direction=d, **kwargs)

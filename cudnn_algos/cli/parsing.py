@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import ast
 
+from ..choices import DIRECTIONS, DTYPE_NAMES, L2_MODES, MATH_TYPES, MODES
+
 DEFAULT_CONV = "Conv2d(64, 128, 3, padding=1)"
 DEFAULT_INPUT = "32,64,56,56"
 
@@ -88,7 +90,7 @@ def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
 def _add_layer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conv", default=DEFAULT_CONV, help=f"the layer, as torch writes it (default: {DEFAULT_CONV})")
     p.add_argument("--input", default=DEFAULT_INPUT, help=f"input shape N,C,... (default: {DEFAULT_INPUT})")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "float64"])
+    p.add_argument("--dtype", default="float32", choices=DTYPE_NAMES)
     p.add_argument("--channels-last", action="store_true", help="channels_last (2-d) / channels_last_3d (3-d) layout")
 
 
@@ -111,23 +113,23 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("find", help="search every algorithm of one layer and print the table",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_layer_args(f)
-    f.add_argument("--direction", default="all", choices=["forward", "backward_data", "backward_filter", "all"],
+    f.add_argument("--direction", default="all", choices=[*DIRECTIONS, "all"],
                    help="the layer's direction (default: all)")
-    f.add_argument("--mode", default="find", choices=["find", "find_ex", "heuristic"])
-    f.add_argument("--math", default=None, choices=["default", "tensor_op", "tensor_op_allow_conversion", "fma"],
+    f.add_argument("--mode", default="find", choices=MODES)
+    f.add_argument("--math", default=None, choices=MATH_TYPES,
                    help="cuDNN math type (default: what torch uses)")
     f.add_argument("--workspace-limit", type=int, default=None, metavar="BYTES")
     f.add_argument("--device", type=int, default=None)
     f.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     f.add_argument("--measure", action="store_true", help="re-time every algorithm ourselves (kernel/throughput/host)")
     f.add_argument("--repeats", type=int, default=10, help="timing samples per algorithm with --measure")
-    f.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    f.add_argument("--l2", default="warm", choices=L2_MODES, help="L2 mode with --measure")
     f.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
 
     e = sub.add_parser("engines", help="the graph API's engine configurations of one layer, beside torch's choice",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_layer_args(e)
-    e.add_argument("--direction", default="forward", choices=["forward", "backward_data", "backward_filter", "all"])
+    e.add_argument("--direction", default="forward", choices=[*DIRECTIONS, "all"])
     e.add_argument("--heuristics", default=None,
                    help="cuDNN's ranked lists to take configurations from (default: instant,a,b,fallback; none "
                         "with --config)")
@@ -144,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--screen", type=int, default=None, metavar="N",
                    help="with --measure: screen every configuration with N samples, then re-measure the fastest")
     e.add_argument("--check-clock", action="store_true", help="with --measure: also the independent clock")
-    e.add_argument("--l2", default="warm", choices=["warm", "cold"], help="L2 mode with --measure")
+    e.add_argument("--l2", default="warm", choices=L2_MODES, help="L2 mode with --measure")
     e.add_argument("--torch", default=None, choices=["yes", "no"],
                    help="run torch's own op and mark the configuration it ran (default: with --measure)")
     e.add_argument("--torch-benchmark", default="current", choices=["on", "off", "current"],
@@ -176,7 +178,7 @@ def _add_model_args(p, dtype_help: str) -> None:
     p.add_argument("model", help="resnet50 (built in), torchvision:<name>, or path/file.py:factory")
     p.add_argument("--batch", type=int, default=32, help="batch size of the example input (default 32)")
     p.add_argument("--input", default=None, help="example input shape N,C,... (overrides --batch)")
-    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16", "float64"], help=dtype_help)
+    p.add_argument("--dtype", default=None, choices=DTYPE_NAMES, help=dtype_help)
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--directions", default="forward,backward_data,backward_filter")
 

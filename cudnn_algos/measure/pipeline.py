@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..choices import L2_MODES
 from ..problem import Problem, check_choice, check_int
 from ..results import MeasureConfig, Measurement, Stats
 from .accuracy import errors
@@ -24,7 +25,7 @@ from .clocks import KernelClockUnavailable, again_if_lost, kernel_clock, referen
 from .peak import peak_or_none
 from .runnable import Runnable
 
-L2_MODES = ("warm", "cold")
+
 TARGET_SAMPLE_MS = 1.0  # GPU work per throughput sample, which sets K (calls per sample)
 MAX_CALLS = 20
 MIN_CALLS = 2

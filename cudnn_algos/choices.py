@@ -1,0 +1,48 @@
+"""The names a problem and a search are spelled with — directions, legacy modes, math types, dtypes, heuristic
+lists, L2 modes — in one place, with no torch import: the API validates against them and the CLI's parser offers
+them as its choices."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Direction(str, Enum):
+    """A convolution's direction: forward (y from x, w), backward_data (dx from dy, w), backward_filter (dw)."""
+
+    FORWARD = "forward"
+    BACKWARD_DATA = "backward_data"
+    BACKWARD_FILTER = "backward_filter"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Mode(str, Enum):
+    """A legacy search's mode: find (cuDNN allocates and times), find_ex (our buffers), heuristic (no timing)."""
+
+    FIND = "find"
+    FIND_EX = "find_ex"
+    HEURISTIC = "heuristic"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class MathType(str, Enum):
+    """cuDNN's math type: default (fp32: TF32 allowed), tensor_op, tensor_op_allow_conversion, fma (no tensor cores)."""
+
+    DEFAULT = "default"
+    TENSOR_OP = "tensor_op"
+    TENSOR_OP_ALLOW_CONVERSION = "tensor_op_allow_conversion"
+    FMA = "fma"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DIRECTIONS = tuple(d.value for d in Direction)
+MODES = tuple(m.value for m in Mode)
+MATH_TYPES = tuple(m.value for m in MathType)
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
+HEURISTICS = ("a", "b", "instant", "fallback")  # cuDNN's engine heuristic lists (modes A, B, INSTANT, FALLBACK)
+L2_MODES = ("warm", "cold")  # one operand set, or sets that together exceed 3x the L2 cache
