@@ -1,4 +1,5 @@
-// Glue only: argument conversion, exception registration, versions. No search logic lives here.
+// Glue only: argument conversion, exception registration, versions; the module is bound in parts (problem,
+// search, clock, pinned). No search logic lives here. cudnn_algos/backend.py is its only Python caller.
 #include <torch/extension.h>
 
 #include <cuda_runtime_api.h>
@@ -9,12 +10,12 @@
 #include <optional>
 #include <string>
 
-#include "check.h"
-#include "dtypes.h"
-#include "engine_search.h"
-#include "legacy_search.h"
-#include "pinned.h"
-#include "timing.h"
+#include "common/check.h"
+#include "common/dtypes.h"
+#include "search/engine_search.h"
+#include "search/legacy_search.h"
+#include "pinned/pinned.h"
+#include "clock/timing.h"
 
 namespace py = pybind11;
 using namespace cudnn_algos;
@@ -247,17 +248,32 @@ std::string probe_handle(int device) {
   }
 }
 
-}  // namespace
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "cudnn_algos._C: cuDNN's legacy and graph-API convolution searches and the kernel clock (internal; use cudnn_algos)";
-
+// The problem description and what the extension sees of its environment (versions, handles).
+void bind_problem(py::module_& m) {
   py::class_<ConvProblem>(m, "ConvProblem")
       .def(py::init(&make_problem), py::arg("dtype"), py::arg("layout"), py::arg("x"), py::arg("w"), py::arg("y"),
            py::arg("padding"), py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("math"))
       .def("describe", &ConvProblem::describe)
       .def("__repr__", [](const ConvProblem& p) { return "<ConvProblem " + p.describe() + ">"; });
 
+  m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
+  m.def("versions", &versions);
+  m.def("probe_handle", &probe_handle, py::arg("device") = 0);
+  m.def("cudnn_handles", []() {
+    const HandleCounts c = handle_counts();
+    py::dict d;
+    d["created"] = c.created;
+    d["pooled"] = c.pooled;
+    return d;
+  });
+  // for the CPU tests of the translation below: raises what a failed cuDNN call with this status raises
+  m.def("_raise_cudnn_status", [](int code) {
+    throw_cudnn(static_cast<cudnnStatus_t>(code), "_raise_cudnn_status", __FILE__, __LINE__);
+  });
+}
+
+// The legacy API's search, execution and timed loop; the graph API's engine search and its plans.
+void bind_search(py::module_& m) {
   m.def("search", &search, py::arg("direction"), py::arg("problem"), py::arg("mode"), py::arg("x") = py::none(),
         py::arg("w") = py::none(), py::arg("y") = py::none(), py::arg("workspace_limit") = -1,
         py::arg("device") = 0);
@@ -305,6 +321,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
         py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
+}
+
+void bind_clock(py::module_& m) {
   // the kernel clock (timing.h): one CUPTI activity session; windows are (t0, t1) pairs of kernel_clock_now()
   m.def("kernel_clock_begin", &kernel_clock_begin, py::arg("own_timestamps") = true);
   m.def("kernel_clock_now", &kernel_clock_now);
@@ -335,6 +354,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["buffers_outstanding"] = k.buffers_outstanding;
     return d;
   });
+}
+
+void bind_pinned(py::module_& m) {
   // pinned execution (pinned.h): winners in, counts out; the operator itself is torch.ops.cudnn_algos.conv
   m.def("problem_key",
         [](const std::string& direction, const ConvProblem& p, bool deterministic, bool allow_tf32) {
@@ -386,21 +408,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["ns"] = ns;
     return d;
   });
-  m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
-  m.def("versions", &versions);
-  m.def("probe_handle", &probe_handle, py::arg("device") = 0);
-  m.def("cudnn_handles", []() {
-    const HandleCounts c = handle_counts();
-    py::dict d;
-    d["created"] = c.created;
-    d["pooled"] = c.pooled;
-    return d;
-  });
-  // for the CPU tests of the translation below: raises what a failed cuDNN call with this status raises
-  m.def("_raise_cudnn_status", [](int code) {
-    throw_cudnn(static_cast<cudnnStatus_t>(code), "_raise_cudnn_status", __FILE__, __LINE__);
-  });
+}
 
+void register_errors() {
   // cuDNN / CUDA failures become the package's own exception types (cudnn_algos/errors.py), carrying the status.
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
@@ -421,4 +431,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
     }
   });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cudnn_algos._C: cuDNN's legacy and graph-API convolution searches and the kernel clock (internal; use "
+            "cudnn_algos.backend)";
+  bind_problem(m);
+  bind_search(m);
+  bind_clock(m);
+  bind_pinned(m);
+  register_errors();
 }

@@ -235,4 +235,4 @@ def find_build_config() -> BuildConfig:
 
 
 def sources(root: Path) -> list[str]:
-    return sorted(str(p) for p in (root / "csrc").glob("*.cpp"))
+    return sorted(str(p) for p in (root / "csrc").rglob("*.cpp"))

@@ -26,6 +26,7 @@ so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ -n "$(find csrc cudnn_algos/_build.py setup.py -newer "$so" -type f 2>/dev/null | head -n1)" ] \
    || ! "$PY" -c "import cudnn_algos._C" 2>/dev/null; then
   echo "bootstrap: building cudnn_algos._C" >&2
+  rm -f cudnn_algos/_C*.so  # a failed build must not leave the previous one to be imported as if it were new
   "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torch, cudnn_algos._C" || { echo "bootstrap: the extension did not build" >&2; exit 1; }
 fi

@@ -17,172 +17,23 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <array>
-#include <atomic>
-#include <chrono>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <type_traits>
-#include <unordered_map>
 
-#include "dtypes.h"
-#include "engine_search.h"
+#include "../common/dtypes.h"
+#include "../search/engine_search.h"
+
+#include "registry.h"
 
 namespace cudnn_algos {
 
-std::string problem_key(Direction dir, const ConvProblem& p, bool deterministic, bool allow_tf32) {
-  static const char* dirs[] = {"forward", "backward_data", "backward_filter"};
-  const auto info = dtype_info(p.dtype);
-  const std::string dt = info ? info->name : "dtype" + std::to_string(static_cast<int>(p.dtype));
-  std::string k = std::string(dirs[static_cast<int>(dir)]) + " " + dt + " " + p.describe();
-  k += deterministic ? " deterministic=1" : " deterministic=0";
-  if (p.dtype == CUDNN_DATA_FLOAT) k += allow_tf32 ? " tf32=1" : " tf32=0";
-  return k;
-}
-
 namespace {
 
-struct Winner {
-  int64_t engine_id = -1;
-  Knobs knobs;
-};
-
-// One problem key's call counts (atomics: the per-call path increments them without the registry's lock).
-struct CountCell {
-  std::atomic<int64_t> pinned{0}, torch{0}, fallback{0};
-  // while host stages are timed (Note [host stages]): this key's cudnnBackendExecute host time and calls
-  std::atomic<int64_t> execute_ns{0}, timed_calls{0};
-  std::mutex reason_mutex;
-  std::string reason;  // the last fallback's reason
-};
-
-// What the operator does for one signature (below): resolved once, then read without building anything.
-struct Entry {
-  std::string key;
-  std::shared_ptr<EnginePlan> plan;  // null: torch's op runs (torch_winner, or `why`)
-  bool torch_winner = false;
-  std::string why;
-  std::shared_ptr<CountCell> cell;
-};
-
-// Note [signatures]: the per-call lookup does not build the key string. A call's problem, flags and device pack into
-// a fixed-size signature (hashed bytes); the first call of a signature builds the key, finds the winner and builds
-// its plan, and later calls of that signature find the resolved entry in one hash lookup.
-struct Signature {
-  int64_t x[5] = {}, w[5] = {};
-  int32_t dir = 0, dtype = 0, layout = 0, nd = 0, groups = 0, flags = 0, device = 0;
-  int32_t pad[3] = {}, stride[3] = {}, dil[3] = {};
-  bool operator==(const Signature& o) const { return std::memcmp(this, &o, sizeof(Signature)) == 0; }
-};
-static_assert(std::has_unique_object_representations_v<Signature>, "Signature is compared and hashed as bytes");
-
-struct SignatureHash {
-  size_t operator()(const Signature& s) const noexcept {
-    const auto* b = reinterpret_cast<const unsigned char*>(&s);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (size_t i = 0; i < sizeof(Signature); ++i) h = (h ^ b[i]) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
-Signature signature(Direction dir, const ConvProblem& p, bool det, bool tf32, int device) {
-  Signature s;
-  s.dir = static_cast<int32_t>(dir);
-  s.dtype = static_cast<int32_t>(p.dtype);
-  s.layout = static_cast<int32_t>(p.layout);
-  s.nd = static_cast<int32_t>(p.x_dims.size());
-  s.groups = p.groups;
-  s.flags = (det ? 1 : 0) | (tf32 ? 2 : 0);
-  s.device = device;
-  for (size_t i = 0; i < p.x_dims.size() && i < 5; ++i) s.x[i] = p.x_dims[i], s.w[i] = p.w_dims[i];
-  for (size_t i = 0; i < p.padding.size() && i < 3; ++i)
-    s.pad[i] = p.padding[i], s.stride[i] = p.stride[i], s.dil[i] = p.dilation[i];
-  return s;
-}
-
-struct Registry {
-  std::mutex mutex;
-  std::unordered_map<std::string, Winner> winners;
-  // built plans by (device, key); a null plan: building failed (the reason is in counts), not tried again
-  std::map<std::pair<int, std::string>, std::shared_ptr<EnginePlan>> plans;
-  std::map<std::string, std::shared_ptr<CountCell>> counts;
-  std::unordered_map<Signature, std::shared_ptr<const Entry>, SignatureHash> resolved;  // Note [signatures]
-  int64_t built = 0;
-};
-
-Registry& registry() {
-  static auto* r = new Registry();  // never destroyed: plans must not be freed after cuDNN unloads at exit
-  return *r;
-}
-
-std::shared_ptr<CountCell> cell_for(Registry& r, const std::string& key) {  // r.mutex held
-  auto& c = r.counts[key];
-  if (!c) c = std::make_shared<CountCell>();
-  return c;
-}
-
-void count_fallback(CountCell& c, const std::string& reason) {
-  ++c.fallback;
-  std::lock_guard<std::mutex> lock(c.reason_mutex);
-  c.reason = reason;
-}
-
-// Note [host stages]: pinned_stage_timing(true) makes every call of the CUDA kernels add the host time of each of its
-// steps to these counters (steady_clock laps), so that a user can see where the operator's own host time goes; off
-// (the default), a call reads one relaxed atomic.
-enum Stage : int {
-  kOperands, kResolve, kAlloc, kHandle, kWorkspace, kVariantPack, kExecute, kCount, kTorchOp, kBias, kStageCount
-};
-constexpr const char* kStageNames[kStageCount] = {"operands", "resolve",       "alloc",         "handle",
-                                                  "workspace", "variant_pack", "cudnn_execute", "count",
-                                                  "torch_op",  "bias"};
-std::atomic<bool> g_stage_timing{false};
-std::array<std::atomic<int64_t>, kStageCount> g_stage_ns{};
-std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, backward kernel calls
-
-class Laps {
- public:
-  explicit Laps(int kernel) : on_(g_stage_timing.load(std::memory_order_relaxed)) {
-    if (!on_) return;
-    g_stage_calls[kernel].fetch_add(1, std::memory_order_relaxed);
-    last_ = now();
-  }
-  void lap(Stage s) {
-    if (!on_) return;
-    const int64_t t = now();
-    g_stage_ns[s].fetch_add(t - last_, std::memory_order_relaxed);
-    last_ = t;
-  }
-  // EnginePlan::execute's own split (handle, workspace, variant pack, cudnnBackendExecute): null when timing is off
-  int64_t* split() { return on_ ? (std::fill(split_, split_ + 4, 0), split_) : nullptr; }
-  void add_split() {
-    if (!on_) return;
-    for (int i = 0; i < 4; ++i) g_stage_ns[kHandle + i].fetch_add(split_[i], std::memory_order_relaxed);
-    last_ = now();
-  }
-  // the last split's cudnnBackendExecute time added to one problem's own sums (which engines cost host time)
-  void add_execute_to(CountCell& c) const {
-    if (!on_) return;
-    c.execute_ns.fetch_add(split_[3], std::memory_order_relaxed);
-    c.timed_calls.fetch_add(1, std::memory_order_relaxed);
-  }
-
- private:
-  static int64_t now() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  bool on_;
-  int64_t last_ = 0;
-  int64_t split_[4] = {};
-};
+using namespace pinned_detail;
 
 // A call's arguments beyond the tensors (views of the operator's own): a transposed layer also has output_padding.
 struct ConvArgs {
@@ -295,66 +146,6 @@ std::optional<Operands> operands(const at::Tensor& in, const at::Tensor& w_in, c
 
 bool flags_deterministic() { return at::globalContext().deterministicCuDNN(); }
 bool flags_tf32() { return at::globalContext().allowTF32CuDNN(); }
-
-// The resolved entry for a call (Note [signatures]): its key, and the built plan of the stored winner, or null where
-// torch's op must run (`torch_winner`: the stored choice; else `why`).
-std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool det, bool tf32, int device) {
-  Registry& r = registry();
-  const Signature sig = signature(dir, p, det, tf32, device);
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    auto it = r.resolved.find(sig);
-    if (it != r.resolved.end()) return it->second;
-  }
-  auto e = std::make_shared<Entry>();
-  e->key = problem_key(dir, p, det, tf32);
-  Winner win;
-  bool have = false, cached = false;
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    e->cell = cell_for(r, e->key);
-    auto w = r.winners.find(e->key);
-    if (w == r.winners.end()) {
-      e->why = "no stored winner";
-    } else if (w->second.engine_id < 0) {
-      e->torch_winner = true;
-    } else {
-      win = w->second;
-      have = true;
-      auto pl = r.plans.find({device, e->key});
-      if (pl != r.plans.end()) {
-        cached = true;
-        e->plan = pl->second;
-        if (!e->plan) e->why = "the stored configuration did not build";
-      }
-    }
-  }
-  if (have && !cached) {
-    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
-      e->why = "first met during CUDA-graph capture (not built)";
-      return e;  // not remembered: built at the first call outside a capture
-    }
-    EngineSearchOptions opt;
-    opt.heuristics = {};
-    opt.exact = {{win.engine_id, win.knobs}};
-    try {
-      EngineSearchOutput out = engine_search(dir, p, opt, device);
-      for (auto& pl : out.plans)
-        if (pl->ok()) e->plan = pl;
-      if (!e->plan)
-        e->why = "the stored configuration did not build: " + (out.plans.empty() ? "no plan" : out.plans[0]->status);
-    } catch (const std::exception& ex) {
-      e->why = std::string("building the stored configuration failed: ") + ex.what();
-    }
-  }
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (have && !cached) {
-    auto [pl, inserted] = r.plans.emplace(std::make_pair(device, e->key), e->plan);
-    if (inserted && e->plan) ++r.built;
-    if (!inserted) e->plan = pl->second;  // another thread built it first: one plan per (device, key)
-  }
-  return r.resolved.emplace(sig, e).first->second;
-}
 
 // Runs `dir`'s stored winner into a fresh tensor shaped as that direction's output operand (y for forward, x for
 // backward-data, w for backward-filter), the other operands from `o` and `y` (cuDNN's y where it is an input:
@@ -674,74 +465,6 @@ std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w
   auto o = operands(x, w, a, at::Tensor(), &why, /*need_cuda=*/false);
   if (!o) throw std::invalid_argument("the operator would run torch's op here: " + why);
   return problem_key(dir, o->problem, deterministic, allow_tf32);
-}
-
-void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.winners[key] = Winner{engine_id, knobs};
-  for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
-    it = it->first.second == key ? r.plans.erase(it) : std::next(it);
-  r.resolved.clear();
-}
-
-void pinned_clear() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.winners.clear();
-  r.plans.clear();
-  r.resolved.clear();
-}
-
-std::vector<PinnedCount> pinned_counts() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<PinnedCount> out;
-  for (const auto& [k, c] : r.counts) {
-    PinnedCount pc;
-    pc.key = k;
-    pc.pinned = c->pinned.load();
-    pc.torch = c->torch.load();
-    pc.fallback = c->fallback.load();
-    pc.execute_ns = c->execute_ns.load();
-    pc.timed_calls = c->timed_calls.load();
-    std::lock_guard<std::mutex> rl(c->reason_mutex);
-    pc.reason = c->reason;
-    if (pc.pinned || pc.torch || pc.fallback) out.push_back(std::move(pc));
-  }
-  return out;
-}
-
-void pinned_reset_counts() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.counts.clear();
-  r.resolved.clear();  // entries hold their count cells: resolved again, they take fresh ones
-}
-
-int64_t pinned_plans_built() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.built;
-}
-
-void pinned_stage_timing(bool on) {
-  if (on) {  // starting zeroes every sum; stopping keeps them for reading
-    for (auto& a : g_stage_ns) a.store(0);
-    for (auto& a : g_stage_calls) a.store(0);
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    for (auto& [k, c] : r.counts) c->execute_ns.store(0), c->timed_calls.store(0);
-  }
-  g_stage_timing.store(on);
-}
-
-StageTimes pinned_stage_times() {
-  StageTimes t;
-  t.forward_calls = g_stage_calls[0].load();
-  t.backward_calls = g_stage_calls[1].load();
-  for (int i = 0; i < kStageCount; ++i) t.ns.emplace_back(kStageNames[i], g_stage_ns[i].load());
-  return t;
 }
 
 }  // namespace cudnn_algos

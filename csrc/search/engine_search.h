@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "check.h"
-#include "conv_params.h"
-#include "directions.h"
-#include "timing.h"
+#include "../common/check.h"
+#include "../common/conv_params.h"
+#include "../common/directions.h"
+#include "../clock/timing.h"
 
 namespace cudnn_algos {
 

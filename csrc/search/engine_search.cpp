@@ -6,8 +6,6 @@
 // to describe the problem itself (tensors, convolution, operation graph) is an exception.
 #include "engine_search.h"
 
-#include <c10/core/Allocator.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -16,8 +14,9 @@
 #include <map>
 #include <set>
 
-#include "check.h"
-#include "descriptors.h"
+#include "../common/check.h"
+#include "../common/descriptors.h"
+#include "../common/workspace.h"
 
 namespace cudnn_algos {
 
@@ -81,11 +80,6 @@ std::vector<BackendDesc> get_descs(const BackendDesc& d, cudnnBackendAttributeNa
   CUDNN_CHECK(cudnnBackendGetAttribute(d.get(), a, CUDNN_TYPE_BACKEND_DESCRIPTOR, max_n, &n, raw.data()));
   out.resize(static_cast<size_t>(std::min(n, max_n)));
   return out;
-}
-
-c10::DataPtr workspace(size_t bytes) {
-  if (bytes == 0) return c10::DataPtr();
-  return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
 }
 
 cudnnBackendHeurMode_t heur_mode(const std::string& s) {
@@ -257,139 +251,79 @@ std::vector<int64_t> knob_values(const std::vector<KnobRange>& ranges,
   return out;
 }
 
-template <Direction D>
-EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& opt, int device) {
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  const auto t0 = std::chrono::steady_clock::now();
-  EngineSearchOutput out;
-  auto graph = build_graph<D>(p, handle_for(device));
-  out.engine_count = get_int64(graph->graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT);
+using KnobValues = std::vector<std::pair<int64_t, int64_t>>;
 
-  std::map<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>, std::shared_ptr<EnginePlan>> seen;
-  auto add = [&](std::shared_ptr<EnginePlan> pl, const std::string& source, int rank) {
-    auto key = std::make_pair(pl->engine_id, pl->knobs);
-    auto it = seen.find(key);
-    if (it != seen.end() && pl->engine_id >= 0) {
-      it->second->sources.push_back(source);
-      if (rank >= 0) it->second->heuristic_ranks.emplace_back(source, rank);
-      return;
-    }
-    pl->sources.push_back(source);
-    if (rank >= 0) pl->heuristic_ranks.emplace_back(source, rank);
-    seen.emplace(key, pl);
-    out.plans.push_back(std::move(pl));
-  };
-  auto new_plan = [&]() {
-    auto pl = std::make_shared<EnginePlan>();
-    pl->graph = graph;
-    pl->device = device;
-    pl->dbl = p.dtype == CUDNN_DATA_DOUBLE;
-    return pl;
-  };
+// One search of one problem and direction: the configurations of each phase asked for (heuristic lists, exact
+// configurations, exhaustive enumeration, refine around seeds), each built once however many phases name it. The
+// phases share what was found (`seen_`, `out_`); each is one method. The operation graph is built by the caller,
+// the only direction-specific step.
+class EngineSearch {
+ public:
+  EngineSearch(std::shared_ptr<EngineGraph> graph, const EngineSearchOptions& opt, int device)
+      : graph_(std::move(graph)), opt_(opt), device_(device) {
+    out_.engine_count = get_int64(graph_->graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT);
+  }
 
+  EngineSearchOutput run() {
+    heuristic_lists();
+    exact_configs();
+    if (opt_.exhaustive) exhaustive();
+    if (!opt_.seeds.empty()) refine();
+    return std::move(out_);
+  }
+
+ private:
   // 1. heuristics: their ranked engine configs, as cuDNN (and torch) would pick them
-  for (const auto& mode_name : opt.heuristics) {
-    const cudnnBackendHeurMode_t mode = heur_mode(mode_name);
-    const std::string source = mode_name == "fallback" ? "fallback" : "heuristic_" + mode_name;
-    BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    cudnnBackendDescriptor_t g = graph->graph.get();
-    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
-    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-    if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;  // e.g. mode B on 3-d problems
-    int64_t count = 0;
-    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr) != CUDNN_STATUS_SUCCESS)
-      continue;
-    auto cfgs = get_descs(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count);
-    for (size_t r = 0; r < cfgs.size(); ++r) {
-      auto pl = new_plan();
-      pl->config = std::move(cfgs[r]);
-      auto engines = get_descs(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1);
-      if (engines.empty()) continue;
-      pl->knobs = knobs_of(pl->config);
-      pl->engine_id = get_int64(engines[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
-      const auto key = std::make_pair(pl->engine_id, pl->knobs);
-      if (seen.count(key)) {  // the same config from another list: record where else it ranked, build once
+  void heuristic_lists() {
+    for (const auto& mode_name : opt_.heuristics) {
+      const std::string source = mode_name == "fallback" ? "fallback" : "heuristic_" + mode_name;
+      auto cfgs = heuristic_configs(heur_mode(mode_name));
+      for (size_t r = 0; r < cfgs.size(); ++r) {
+        auto pl = new_plan();
+        pl->config = std::move(cfgs[r]);
+        auto engines = get_descs(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1);
+        if (engines.empty()) continue;
+        pl->knobs = knobs_of(pl->config);
+        pl->engine_id = get_int64(engines[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+        // the same config from another list only records where else it ranked: built once
+        if (!seen_.count(std::make_pair(pl->engine_id, pl->knobs))) finish_plan(*pl, engines[0], opt_.runtime_compiled);
         add(pl, source, static_cast<int>(r));
-        continue;
       }
-      finish_plan(*pl, engines[0], opt.runtime_compiled);
-      add(pl, source, static_cast<int>(r));
     }
   }
 
-  // An engine of this graph, finalized (nullopt-like empty descriptor when the engine rejects the graph).
-  auto engine_of = [&](int64_t e, cudnnStatus_t& status) {
-    BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-    cudnnBackendDescriptor_t g = graph->graph.get();
-    set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
-    set_attr(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &e);
-    status = cudnnBackendFinalize(engine.get());
-    return engine;
-  };
-  // One configuration of `engine` with these knob values (one per range): a row, built unless already seen.
-  auto try_config = [&](int64_t id, const BackendDesc& engine, const std::vector<KnobRange>& ranges,
-                        const std::vector<int64_t>& values, const std::string& source) {
-    auto pl = new_plan();
-    pl->engine_id = id;
-    std::vector<BackendDesc> choices;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-      const auto type = static_cast<cudnnBackendKnobType_t>(ranges[i].type);
-      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
-      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &values[i]);
-      CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
-      raw.push_back(choices.back().get());
-      pl->knobs.emplace_back(ranges[i].type, values[i]);
-    }
-    std::sort(pl->knobs.begin(), pl->knobs.end());
-    if (!seen.count(std::make_pair(id, pl->knobs))) {
-      pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      cudnnBackendDescriptor_t eng = engine.get();
-      set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
-      if (!raw.empty())
-        set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
-                 static_cast<int64_t>(raw.size()));
-      const cudnnStatus_t cs = cudnnBackendFinalize(pl->config.get());
-      if (cs != CUDNN_STATUS_SUCCESS) {
-        pl->status = short_status_name(cs);
-        pl->stage = "config";
-      } else {
-        finish_plan(*pl, engine, opt.runtime_compiled);
-      }
-    }
-    add(pl, source, -1);
-  };
-  auto configs = [&]() {
-    return std::count_if(out.plans.begin(), out.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
-  };
-
-  // An engine that rejects the graph is one row (stage "engine"); it does not count towards the caps.
-  auto rejected = [&](int64_t id, cudnnStatus_t s, const std::string& source) {
-    auto pl = new_plan();
-    pl->engine_id = id;
-    pl->status = short_status_name(s);
-    pl->stage = "engine";
-    add(pl, source, -1);
-  };
+  // The ranked configurations of one heuristic mode; none where the mode declines the graph (e.g. B on 3-d).
+  std::vector<BackendDesc> heuristic_configs(cudnnBackendHeurMode_t mode) {
+    BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cudnnBackendDescriptor_t g = graph_->graph.get();
+    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
+    set_attr(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+    if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS)
+      return {};
+    return get_descs(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count);
+  }
 
   // 1b. exact: these configurations as named
-  for (const auto& [id, knobs] : opt.exact) {
-    cudnnStatus_t s{};
-    BackendDesc engine = engine_of(id, s);
-    if (s != CUDNN_STATUS_SUCCESS) {
-      rejected(id, s, "exact");
-      continue;
+  void exact_configs() {
+    for (const auto& [id, knobs] : opt_.exact) {
+      cudnnStatus_t s{};
+      BackendDesc engine = engine_of(id, s);
+      if (s != CUDNN_STATUS_SUCCESS) {
+        rejected(id, s, "exact");
+        continue;
+      }
+      const auto ranges = knob_ranges(engine);
+      try_config(id, engine, ranges, knob_values(ranges, knobs), "exact");
     }
-    const auto ranges = knob_ranges(engine);
-    try_config(id, engine, ranges, knob_values(ranges, knobs), "exact");
   }
 
   // 2. exhaustive: every engine, every knob combination, in rounds (one more combination of every engine per
   // round, so a cap still covers every engine) until max_configs configurations exist in all. An engine that
   // does not support the graph is one row (stage "engine") and does not count towards the cap.
-  if (opt.exhaustive) {
+  void exhaustive() {
     struct Odometer {
       int64_t id;
       BackendDesc engine;
@@ -398,7 +332,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       bool done = false;
     };
     std::vector<Odometer> engines;
-    for (int64_t e = 0; e < out.engine_count; ++e) {
+    for (int64_t e = 0; e < out_.engine_count; ++e) {
       cudnnStatus_t s{};
       BackendDesc engine = engine_of(e, s);
       if (s != CUDNN_STATUS_SUCCESS) {
@@ -411,14 +345,13 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       engines.push_back(std::move(od));
     }
     bool more = !engines.empty();
-    while (more && configs() < opt.max_configs) {
+    while (more && configs() < opt_.max_configs) {
       more = false;
       for (auto& od : engines) {
         if (od.done) continue;
-        if (configs() >= opt.max_configs) break;
+        if (configs() >= opt_.max_configs) break;
         try_config(od.id, od.engine, od.ranges, od.value, "exhaustive");
-        // this engine's next knob combination (an odometer over the knob ranges)
-        size_t i = 0;
+        size_t i = 0;  // this engine's next knob combination (an odometer over the knob ranges)
         for (; i < od.ranges.size(); ++i) {
           od.value[i] += od.ranges[i].stride;
           if (od.value[i] <= od.ranges[i].hi) break;
@@ -433,7 +366,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
   // 3. refine: around each seed configuration, other values of one knob at a time (the others kept), nearest
   // values first and interleaved over seeds and knobs (distance 1 of every knob of every seed, then distance 2,
   // ...), so that a small cap still explores every knob; until max_configs configurations exist in all.
-  if (!opt.seeds.empty()) {
+  void refine() {
     struct Seed {
       int64_t id;
       BackendDesc engine;
@@ -441,7 +374,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       std::vector<int64_t> base;
     };
     std::vector<Seed> seeds;
-    for (const auto& [id, seed_knobs] : opt.seeds) {
+    for (const auto& [id, seed_knobs] : opt_.seeds) {
       cudnnStatus_t s{};
       BackendDesc engine = engine_of(id, s);
       if (s != CUDNN_STATUS_SUCCESS) continue;  // a seed comes from a built plan: its engine supports the graph
@@ -451,7 +384,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       seeds.push_back(std::move(sd));
     }
     bool more = true;
-    for (int64_t dist = 1; more && configs() < opt.max_configs; ++dist) {
+    for (int64_t dist = 1; more && configs() < opt_.max_configs; ++dist) {
       more = false;
       for (auto& sd : seeds) {
         for (size_t i = 0; i < sd.ranges.size(); ++i) {
@@ -460,7 +393,7 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
             const int64_t v = sd.base[i] + sign * dist * r.stride;
             if (v < r.lo || v > r.hi) continue;
             more = true;
-            if (configs() >= opt.max_configs) break;
+            if (configs() >= opt_.max_configs) break;
             auto values = sd.base;
             values[i] = v;
             try_config(sd.id, sd.engine, sd.ranges, values, "refine");
@@ -469,9 +402,96 @@ EngineSearchOutput run_search(const ConvProblem& p, const EngineSearchOptions& o
       }
     }
   }
-  out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return out;
-}
+
+  // ---- what the phases share
+  std::shared_ptr<EnginePlan> new_plan() const {
+    auto pl = std::make_shared<EnginePlan>();
+    pl->graph = graph_;
+    pl->device = device_;
+    pl->dbl = graph_->problem.dtype == CUDNN_DATA_DOUBLE;
+    return pl;
+  }
+
+  // A row: a new configuration, or one more source (and rank) of a configuration already listed.
+  void add(std::shared_ptr<EnginePlan> pl, const std::string& source, int rank) {
+    auto key = std::make_pair(pl->engine_id, pl->knobs);
+    auto it = seen_.find(key);
+    if (it != seen_.end() && pl->engine_id >= 0) {
+      it->second->sources.push_back(source);
+      if (rank >= 0) it->second->heuristic_ranks.emplace_back(source, rank);
+      return;
+    }
+    pl->sources.push_back(source);
+    if (rank >= 0) pl->heuristic_ranks.emplace_back(source, rank);
+    seen_.emplace(key, pl);
+    out_.plans.push_back(std::move(pl));
+  }
+
+  // An engine of this graph, finalized (`status` says whether the engine accepts the graph).
+  BackendDesc engine_of(int64_t e, cudnnStatus_t& status) const {
+    BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cudnnBackendDescriptor_t g = graph_->graph.get();
+    set_attr(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &g);
+    set_attr(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &e);
+    status = cudnnBackendFinalize(engine.get());
+    return engine;
+  }
+
+  // One configuration of `engine` with these knob values (one per range): a row, built unless already seen.
+  void try_config(int64_t id, const BackendDesc& engine, const std::vector<KnobRange>& ranges,
+                  const std::vector<int64_t>& values, const std::string& source) {
+    auto pl = new_plan();
+    pl->engine_id = id;
+    std::vector<BackendDesc> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      const auto type = static_cast<cudnnBackendKnobType_t>(ranges[i].type);
+      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type);
+      set_attr(choices.back(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &values[i]);
+      CUDNN_CHECK(cudnnBackendFinalize(choices.back().get()));
+      raw.push_back(choices.back().get());
+      pl->knobs.emplace_back(ranges[i].type, values[i]);
+    }
+    std::sort(pl->knobs.begin(), pl->knobs.end());
+    if (!seen_.count(std::make_pair(id, pl->knobs))) {
+      pl->config = BackendDesc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      cudnnBackendDescriptor_t eng = engine.get();
+      set_attr(pl->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &eng);
+      if (!raw.empty())
+        set_attr(pl->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
+                 static_cast<int64_t>(raw.size()));
+      const cudnnStatus_t cs = cudnnBackendFinalize(pl->config.get());
+      if (cs != CUDNN_STATUS_SUCCESS) {
+        pl->status = short_status_name(cs);
+        pl->stage = "config";
+      } else {
+        finish_plan(*pl, engine, opt_.runtime_compiled);
+      }
+    }
+    add(pl, source, -1);
+  }
+
+  // An engine that rejects the graph is one row (stage "engine"); it does not count towards the caps.
+  void rejected(int64_t id, cudnnStatus_t s, const std::string& source) {
+    auto pl = new_plan();
+    pl->engine_id = id;
+    pl->status = short_status_name(s);
+    pl->stage = "engine";
+    add(pl, source, -1);
+  }
+
+  // Configurations listed so far, engines that rejected the graph not counted (what max_configs caps).
+  int64_t configs() const {
+    return std::count_if(out_.plans.begin(), out_.plans.end(), [](const auto& pl) { return pl->stage != "engine"; });
+  }
+
+  std::shared_ptr<EngineGraph> graph_;
+  const EngineSearchOptions& opt_;
+  int device_;
+  std::map<std::pair<int64_t, KnobValues>, std::shared_ptr<EnginePlan>> seen_;
+  EngineSearchOutput out_;
+};
 
 }  // namespace
 
@@ -490,7 +510,7 @@ void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   cudnnHandle_t h = handle_for(device);
   lap(0);
-  c10::DataPtr ws = workspace(static_cast<size_t>(workspace_bytes));
+  c10::DataPtr ws = allocate_workspace(static_cast<size_t>(workspace_bytes));
   lap(1);
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   void* ptrs[3] = {b.x, b.w, b.y};
@@ -515,7 +535,12 @@ CallTiming EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {
 
 EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
                                  int device) {
-  return with_direction(dir, [&](auto d) { return run_search<decltype(d)::value>(problem, opt, device); });
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto graph = with_direction(dir, [&](auto d) { return build_graph<decltype(d)::value>(problem, handle_for(device)); });
+  EngineSearchOutput out = EngineSearch(std::move(graph), opt, device).run();
+  out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
 }
 
 }  // namespace cudnn_algos

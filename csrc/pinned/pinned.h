@@ -15,8 +15,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "conv_params.h"
-#include "directions.h"
+#include "../common/conv_params.h"
+#include "../common/directions.h"
 
 namespace cudnn_algos {
 

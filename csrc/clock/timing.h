@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "check.h"
+#include "../common/check.h"
 
 namespace cudnn_algos {
 

@@ -1,8 +1,6 @@
 // The legacy search, written once and specialised per direction through DirectionTraits.
 #include "legacy_search.h"
 
-#include <c10/core/Allocator.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -12,8 +10,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "check.h"
-#include "descriptors.h"
+#include "../common/check.h"
+#include "../common/descriptors.h"
+#include "../common/workspace.h"
 
 namespace cudnn_algos {
 
@@ -28,13 +27,6 @@ const char* math_type_name(cudnnMathType_t m) {
 }
 
 namespace {
-
-// Workspace from torch's caching allocator, so searches share memory with the user's model and OOM behaves
-// like any torch allocation. Returns an empty DataPtr for 0 bytes.
-c10::DataPtr allocate_workspace(size_t bytes) {
-  if (bytes == 0) return c10::DataPtr();
-  return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
-}
 
 template <Direction D>
 struct LegacySearch {
