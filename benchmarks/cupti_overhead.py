@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
-from cudnn_algos.problem import environment, make_problem  # noqa: E402
+from cudnn_algos.backend import environment  # noqa: E402
+from cudnn_algos.problem import make_problem  # noqa: E402
 from cudnn_algos.measure import kernel_clock, operand_sets, plan_runnable  # noqa: E402
 
 CALLS = 5
