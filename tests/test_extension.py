@@ -65,14 +65,16 @@ def test_problem_checks(ext):
         _problem(ext, math="tf32")
 
 
+@pytest.mark.skipif(__import__("os").environ.get("CUDNN_ALGOS_JIT_TEST") != "1",
+                    reason="set CUDNN_ALGOS_JIT_TEST=1 to run (CI does): a second full build of the extension, ~1-2 min")
 def test_jit_build_from_source_tree(tmp_path):
-    """Without an installed _C, import JIT-builds it from csrc/ (how a bare checkout works on the GPU machine)."""
+    """Without an installed _C, the first use JIT-builds it from every source under csrc/ (a bare checkout)."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, CUDNN_ALGOS_FORCE_JIT="1")
-    code = "from cudnn_algos import _ext; m = backend.load(); print(backend.how_loaded(), m.versions()['cudnn_runtime'])"
+    code = "from cudnn_algos import backend; m = backend.load(); print(backend.how_loaded(), m.versions()['cudnn_runtime'])"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-2:] == ["jit", str(torch.backends.cudnn.version())]
