@@ -144,3 +144,33 @@ def model_report(e2e=True):
 
 
 Builders.model_report = staticmethod(model_report)
+
+
+def run_cli(*args, cwd=None):
+    """`cudnn-algos ARGS` run in this process (cli.main, stdout and stderr captured): what the subprocess would print
+    and return, without a second interpreter importing torch for every call. A few tests still run the real entry
+    point in a subprocess (tests/test_cli.py)."""
+    import contextlib
+    import io
+    import os
+    import subprocess
+    import warnings
+
+    from cudnn_algos import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = lambda m, c, f, n, file=None, line=None: print(  # as a process would show it
+                warnings.formatwarning(m, c, f, n, line), end="", file=err)
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as e:  # argparse: --help, --version, its own usage errors
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["cudnn-algos", *map(str, args)], code, out.getvalue(), err.getvalue())

@@ -7,6 +7,7 @@ import torch
 
 import cudnn_algos
 from cudnn_algos import cli
+from conftest import run_cli
 
 
 def test_parse_conv_builds_the_module_on_meta():
@@ -40,11 +41,16 @@ def test_parse_shape():
 
 
 def _run(*args):
+    return run_cli(*args)
+
+
+def _run_process(*args):
+    """The real entry point (python -m cudnn_algos) in a process of its own."""
     return subprocess.run([sys.executable, "-m", "cudnn_algos", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_help_has_examples():
-    r = _run("find", "--help")
+    r = _run_process("find", "--help")  # the installed entry point itself, once
     assert r.returncode == 0 and "examples:" in r.stdout and "--channels-last" in r.stdout
 
 
@@ -68,7 +74,7 @@ def test_info_runs_anywhere():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path; a GPU is visible")
 def test_find_without_gpu_is_one_line_exit_1():
-    r = _run("find")
+    r = _run_process("find")  # a process of its own: the exit status is what a shell sees
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0 and "no CUDA GPU is visible" in r.stderr
     assert "Traceback" not in r.stderr

@@ -4,11 +4,10 @@ over an input; writes are atomic. Hand-made results (conftest's builders), no GP
 import gzip
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from cudnn_algos import load_json
 from cudnn_algos.errors import ResultFileError
@@ -18,8 +17,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "cudnn_algos", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

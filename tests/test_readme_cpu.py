@@ -3,11 +3,10 @@ names a command that exists and flags that command takes (checked against the re
 docs/ page it points to exists; every Python name its API block calls is in the package."""
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 import cudnn_algos
 from cudnn_algos import cli
@@ -56,8 +55,7 @@ def test_every_cli_line_of_the_readme_names_real_flags(argv):
     for tok in (t.strip("[]") for t in argv[1:]):  # [--db PATH]: optional, still a real flag
         if tok.startswith("--"):
             assert tok.split("=")[0] in known, (tok, argv)
-    r = subprocess.run([sys.executable, "-m", "cudnn_algos", command, "--help"], capture_output=True, text=True,
-                       timeout=120)
+    r = run_cli(command, "--help")
     assert r.returncode == 0 and "usage:" in r.stdout
 
 

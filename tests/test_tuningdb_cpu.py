@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import run_cli
 
 from cudnn_algos import cli
 from cudnn_algos.tuning import db as tuningdb
@@ -213,8 +214,7 @@ def test_export_never_writes_over_the_database_and_is_strict_json(tmp_path):
             with pytest.raises(ValueError, match="would be written over --db"):
                 d.export(target)
     assert TuningDB(db).info()["winners"] == 3 and db.read_bytes()[:100] == before[:100]
-    r = subprocess.run([sys.executable, "-m", "cudnn_algos", "db", "export", str(db), "--db", str(db)],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("db", "export", str(db), "--db", str(db))
     assert r.returncode == 2 and "would be written over --db" in r.stderr and "Traceback" not in r.stderr
     with TuningDB(db) as d:
         with pytest.raises(ValueError, match="kernel_ms=nan must be a finite number"):
@@ -287,8 +287,7 @@ def test_candidates_whose_winner_is_missing_are_counted_not_dropped_silently(tmp
     with TuningDB(tmp_path / "b.sqlite") as b:
         n = b.import_(f)
         assert (int(n), n.candidates, n.orphans) == (1, 1, 1)
-    r = subprocess.run([sys.executable, "-m", "cudnn_algos", "db", "import", str(f), "--db",
-                        str(tmp_path / "c.sqlite")], capture_output=True, text=True, timeout=120)
+    r = run_cli("db", "import", str(f), "--db", str(tmp_path / "c.sqlite"))
     assert r.returncode == 0 and "1 candidate(s) whose winner is in neither" in r.stdout, r.stdout + r.stderr
 
 
@@ -310,8 +309,7 @@ def test_import_is_linear(tmp_path):
 
 def test_cli_db_errors_are_one_line(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "cudnn_algos", *args], capture_output=True, text=True,
-                              timeout=120)
+        return run_cli(*args)
 
     d = tmp_path / "d"
     d.mkdir()
