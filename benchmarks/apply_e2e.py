@@ -88,7 +88,7 @@ def worker(a) -> dict:
     if handle is not None:
         out["fallback_reasons"] = sorted({x["reason"] for x in c if x["fallback"]})[:5]
         out["winners"] = handle.winners
-        # where the operator's own host time goes (Note [host stages] in csrc/pinned.cpp), per step
+        # where the operator's own host time goes (Note [host stages] in csrc/pinned/ops.cpp), per step
         n = 10
         handle.time_host(True)
         for _ in range(n):

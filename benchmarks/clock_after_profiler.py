@@ -1,7 +1,7 @@
 """Does the kernel clock read right in the first session after a torch.profiler session?
 
 torch.profiler (kineto) registers its own CUPTI timestamp source at the start of its session and leaves it registered
-afterwards unless TEARDOWN_CUPTI=1 (Note [whose timestamps] in csrc/kernel_clock.cpp). Each variant runs in a fresh
+afterwards unless TEARDOWN_CUPTI=1 (Note [whose timestamps] in csrc/clock/kernel_clock.cpp). Each variant runs in a fresh
 process, on one small convolution (torch's op, benchmark off, 1x1 40->120 on 16x40x28x28 fp32):
 
   1. two kernel-clock readings (median us per call over windows of back-to-back calls), and the clock's rate: CUPTI
@@ -48,7 +48,7 @@ def child(variant: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     import cudnn_algos
-    from cudnn_algos import backend, measure
+    from cudnn_algos import measure
 
     own, between, _ = VARIANTS[variant]
     torch.backends.cudnn.benchmark = False

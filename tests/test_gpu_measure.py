@@ -150,7 +150,7 @@ def test_sessions_with_cupti_held_record_what_finalized_sessions_record():
 def test_a_row_reads_the_same_right_after_a_torch_profiler_session(monkeypatch, record_property):
     """torch.profiler (kineto) leaves its CUPTI timestamp source registered after its session unless TEARDOWN_CUPTI=1,
     and that source counts TSC ticks, not nanoseconds; the kernel clock registers its own at each session (Note
-    [whose timestamps] in csrc/kernel_clock.cpp). The layer and row of the report: the first search right after a
+    [whose timestamps] in csrc/clock/kernel_clock.cpp). The layer and row of the report: the first search right after a
     profiler session agrees with the ones before within 5%."""
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
@@ -188,7 +188,7 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    from cudnn_algos import backend, measure
+    from cudnn_algos import measure
 
     monkeypatch.setenv("TEARDOWN_CUPTI", teardown)
     x, w = torch.randn(16, 40, 28, 28, device="cuda"), torch.randn(120, 40, 1, 1, device="cuda")

@@ -1,8 +1,8 @@
 // Pinned execution: a tuning run's winners, by problem key, and the operators `cudnn_algos::conv` and
 // `cudnn_algos::conv_transpose` (each with its backward operator) that run them.
 //
-// The Python side (cudnn_algos/tuning.py) loads the winners of the current GPU and versions from the tuning
-// database into this registry; `torch.ops.cudnn_algos.conv` (registered in pinned.cpp with CUDA, CPU, Meta,
+// The Python side (cudnn_algos/tuning/patching.py, apply) loads the winners of the current GPU and versions from the tuning
+// database into this registry; `torch.ops.cudnn_algos.conv` (registered in ops.cpp with CUDA, CPU, Meta,
 // Autograd and AutocastCUDA kernels) then builds, per problem, the winner's plan once per process and runs it on the
 // current stream with workspace from torch's caching allocator. A problem without a winner, or whose winner is
 // torch's own op, runs torch's convolution: the counts say which happened how often.
@@ -40,7 +40,7 @@ using Knobs = std::vector<std::pair<int64_t, int64_t>>;
 // operator's autograd, autocast and device kernels, exactly as torch.ops.cudnn_algos.conv would run them), instead
 // of torch.ops' per-call parsing of seven arguments against the schema (about 8 us more per call on the CI
 // machine's CPU). Errors and warnings cross the binding as torch's own (bindings.cpp wraps the call with torch's
-// handler). torch.compile and __torch_function__ overrides take torch.ops' path (tuning.py decides).
+// handler). torch.compile and __torch_function__ overrides take torch.ops' path (tuning/patching.py decides).
 struct BoundConv {
   std::vector<int64_t> stride, padding, output_padding, dilation;  // output_padding: a transposed layer's only
   int64_t groups = 1;
@@ -65,7 +65,7 @@ std::vector<PinnedCount> pinned_counts();
 void pinned_reset_counts();
 int64_t pinned_plans_built();
 
-// Note [host stages] (pinned.cpp): host time of each step of the operator's CUDA kernels, summed over calls made
+// Note [host stages] (registry.h): host time of each step of the operator's CUDA kernels, summed over calls made
 // while timing is on. pinned_stage_timing(true) zeroes the sums and starts timing; (false) stops it, keeping them.
 struct StageTimes {
   int64_t forward_calls = 0, backward_calls = 0;

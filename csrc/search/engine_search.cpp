@@ -501,7 +501,7 @@ void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   if (!ok()) throw std::invalid_argument("this engine configuration has no plan: " + status + " at " + stage);
   using clock = std::chrono::steady_clock;
   clock::time_point t = split_ns ? clock::now() : clock::time_point();
-  auto lap = [&](int i) {  // host time of step i (Note [host stages] in pinned.cpp), only when asked for
+  auto lap = [&](int i) {  // host time of step i (Note [host stages] in pinned/registry.h), only when asked for
     if (!split_ns) return;
     const clock::time_point now = clock::now();
     split_ns[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - t).count();

@@ -23,7 +23,7 @@ class KernelClockUnavailable(RuntimeError):
 class KernelClockLost(KernelClockUnavailable):
     """Another CUPTI client finalized CUPTI during a session and its records are gone (torch.profiler with
     TEARDOWN_CUPTI=1 does so on the process's next CUDA call: Note [kineto's deferred teardown] in
-    csrc/kernel_clock.cpp). A session run again right after is whole."""
+    csrc/clock/kernel_clock.cpp). A session run again right after is whole."""
 
 
 def _profiler_active() -> bool:
@@ -39,7 +39,7 @@ def kernel_clock(device: int, own_timestamps: bool = True):
     timestamps and returns the window's index. After the block, ``session.results[i]`` is (busy ms, activities,
     kernel names) of window i. The session stamps records with its own nanosecond source; own_timestamps=False
     keeps whatever source another CUPTI client left registered (torch.profiler's counts TSC ticks: Note [whose
-    timestamps] in csrc/kernel_clock.cpp) and exists only to show that difference."""
+    timestamps] in csrc/clock/kernel_clock.cpp) and exists only to show that difference."""
     if _profiler_active():
         raise KernelClockUnavailable("a torch.profiler session is open: CUPTI has one client at a time")
     try:
@@ -123,7 +123,7 @@ def cupti_teardown() -> None:
     """Unless the user decided (TEARDOWN_CUPTI set), have torch's profiler finalize CUPTI after its session: left
     attached, CUPTI's instrumentation slowed later kernels (docs/HISTORY.md has the measurement). kineto finalizes on
     the process's next CUDA call, which the kernel clock makes before it opens a session (Note [kineto's deferred
-    teardown] in csrc/kernel_clock.cpp). torch disables teardown before CUDA 12.6 (it crashed with CUDA graphs)."""
+    teardown] in csrc/clock/kernel_clock.cpp). torch disables teardown before CUDA 12.6 (it crashed with CUDA graphs)."""
     cuda = torch.version.cuda or "0"
     try:
         new_enough = tuple(int(v) for v in cuda.split(".")[:2]) >= (12, 6)
