@@ -6,6 +6,7 @@ import math
 import os
 import signal
 import sqlite3
+from pathlib import Path
 import subprocess
 import sys
 import textwrap
@@ -380,3 +381,31 @@ def test_cli_main_catches_the_database_errors(tmp_path, capsys):
     d.mkdir()
     assert cli.main(["db", "info", "--db", str(d)]) == 1
     assert "TuningDBUnavailable" in capsys.readouterr().err
+
+
+def test_files_of_the_previous_layout_open_unchanged(make, tmp_path):
+    """CPU: a tuning database, its export and a results store written by the package before the split into
+    subpackages (tests/fixtures/*layout1*) read the same here: the same winners (now Winner rows) under the same
+    environment key, their candidates, and every stored search reused."""
+    import shutil
+
+    from cudnn_algos.model import ResultStore
+    from cudnn_algos.tuning import Winner
+
+    fixtures = Path(__file__).parent / "fixtures"
+    shutil.copy(fixtures / "tuning_layout1.sqlite", tmp_path / "t.sqlite")
+    with TuningDB(tmp_path / "t.sqlite") as db:
+        ws = db.winners(make.env.key())
+        assert sorted(w.config for w in ws) == ["eng2", "torch"] and all(isinstance(w, Winner) for w in ws)
+        fwd = db.winner(make.env.key(), "forward k-conv")
+        assert fwd.engine_id == 2 and fwd.knob_list() == [] and fwd["runner_up"] == "eng0" and not fwd.is_torch
+        assert db.winner(make.env.key(), "backward_data k-conv").is_torch
+        assert len(db.candidates()) == 8
+        winners, cands = read_export(fixtures / "tuning_layout1_export.jsonl")
+        assert sorted(winners, key=lambda w: w["key"]) == sorted((w.as_dict() for w in db.winners()),
+                                                                 key=lambda w: w["key"])
+        assert len(cands) == 8
+    shutil.copy(fixtures / "results_store_layout1.jsonl", tmp_path / "s.jsonl")
+    store = ResultStore(str(tmp_path / "s.jsonl"), make.env)
+    assert len(store) == 2 and store.skipped == 0
+    assert store.get(ResultStore.key(kind="engines", n=1)) == make.engine_result()
