@@ -21,7 +21,7 @@ _WHERE = {
     "find_engines": "engines", "identify_torch": "engines", "info": "sysinfo",
     "CudaError": "errors", "CudaUnavailableError": "errors", "CudnnError": "errors",
     "CudnnOutOfMemoryError": "errors", "ExtensionUnavailableError": "errors",
-    "DIRECTIONS": "problem", "MATH_TYPES": "problem", "MODES": "problem", "Environment": "problem",
+    "DIRECTIONS": "choices", "MATH_TYPES": "choices", "MODES": "choices", "Environment": "environment",
     "default_math": "problem", "Direction": "choices", "Mode": "choices", "MathType": "choices",
     "load_report": "model", "profile": "model",
     "AlgoResult": "results", "EndToEnd": "results", "EngineRow": "results", "EngineSearches": "results",
@@ -58,7 +58,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .measure import cupti_held
     from .model import load_report, profile
     from .choices import Direction, MathType, Mode
-    from .problem import DIRECTIONS, MATH_TYPES, MODES, Environment, default_math
+    from .choices import DIRECTIONS, MATH_TYPES, MODES
+    from .environment import Environment
+    from .problem import default_math
     from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement,
                           ModelReport, SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
     from .spec import ConvShapes, ConvSpec

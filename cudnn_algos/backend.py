@@ -16,8 +16,8 @@ import torch
 
 from . import _ext
 from .choices import Direction, MathType, Mode
-from .problem import (Environment, Problem, driver_release, git_commit,
-                      loaded_cudnn_library, package_version)
+from .environment import Environment, driver_release, git_commit, loaded_cudnn_library, package_version
+from .problem import Problem
 
 __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTiming", "Plan", "EngineSearchOut",
            "Versions", "WindowActivity", "KernelClockStats", "PinnedCount", "StageTimes", "HandleCounts",

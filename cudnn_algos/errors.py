@@ -1,7 +1,8 @@
-"""The package's exception types. Importing this module needs neither a GPU nor the extension."""
+"""The package's exception types. Importing this module needs neither a GPU, nor the extension, nor torch:
+``CudnnOutOfMemoryError`` (also a torch.OutOfMemoryError) is made at its first use, when torch is loaded."""
 from __future__ import annotations
 
-import torch
+from typing import Any
 
 
 class CudnnError(RuntimeError):
@@ -19,20 +20,39 @@ class CudnnError(RuntimeError):
         return (type(self), (str(self), self.status, self.code))
 
 
-class CudnnOutOfMemoryError(CudnnError, torch.OutOfMemoryError):
-    """cuDNN could not allocate device memory for a call it allocates for itself (``find`` in mode "find": cuDNN's
-    own search allocates its operands and workspaces). Both a :class:`CudnnError` with the status and a
-    ``torch.OutOfMemoryError``, so code that frees memory and retries on torch's out-of-memory error catches it."""
-
-
 # the status that means "no device memory" (cuDNN 9's 4004; ALLOC_FAILED is now a name of the host-memory one)
 _DEVICE_OOM = ("CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",)
 
 
 def cudnn_error(message: str, status: str = "", code: int = -1) -> CudnnError:
     """The exception for a failed cuDNN call (the extension raises what this returns)."""
-    cls = CudnnOutOfMemoryError if status in _DEVICE_OOM else CudnnError
+    cls = _oom_class() if status in _DEVICE_OOM else CudnnError
     return cls(message, status, code)
+
+
+def _oom_class() -> type:
+    """CudnnOutOfMemoryError, made once: a CudnnError that is also a torch.OutOfMemoryError, so that it subclasses
+    torch's class without this module importing torch."""
+    cls = globals().get("CudnnOutOfMemoryError")
+    if cls is None:
+        import torch
+
+        class CudnnOutOfMemoryError(CudnnError, torch.OutOfMemoryError):
+            """cuDNN could not allocate device memory for a call it allocates for itself (``find`` in mode "find":
+            cuDNN's own search allocates its operands and workspaces). Both a :class:`CudnnError` with the status
+            and a ``torch.OutOfMemoryError``, so code that frees memory and retries on torch's out-of-memory error
+            catches it."""
+
+        CudnnOutOfMemoryError.__module__ = __name__
+        CudnnOutOfMemoryError.__qualname__ = "CudnnOutOfMemoryError"
+        cls = globals()["CudnnOutOfMemoryError"] = CudnnOutOfMemoryError
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CudnnOutOfMemoryError":
+        return _oom_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CudaError(RuntimeError):

@@ -1,4 +1,5 @@
 """ConvSpec: a convolution layer's hyper-parameters, from a torch module or plain numbers, with validation.
+(torch is imported by the functions that take or make a module, not by this module: saved results load without it.)
 
 Everything here is pure Python: it runs without a GPU and without the extension.
 """
@@ -6,9 +7,11 @@ from __future__ import annotations
 
 import operator
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 _INT32_MAX = 2**31 - 1
@@ -175,8 +178,10 @@ class ConvSpec:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_module(cls, module: torch.nn.Module) -> "ConvSpec":
+    def from_module(cls, module: "torch.nn.Module") -> "ConvSpec":
         """From ``nn.Conv1d/2d/3d`` or ``nn.ConvTranspose1d/2d/3d`` (and subclasses, e.g. lazy ones once built)."""
+        import torch
+
         conv_types = (torch.nn.modules.conv._ConvNd,)
         if not isinstance(module, conv_types):
             raise TypeError(
@@ -208,6 +213,8 @@ class ConvSpec:
     def coerce(cls, conv: "ConvSpec | torch.nn.Module") -> "ConvSpec":
         if isinstance(conv, ConvSpec):
             return conv
+        import torch
+
         if isinstance(conv, torch.nn.Module):
             return cls.from_module(conv)
         raise TypeError(
@@ -245,8 +252,10 @@ class ConvSpec:
             parts.append(f"padding_mode={self.padding_mode!r}")
         return f"{self.module_name}({', '.join(parts)})"
 
-    def to_module(self, **factory_kwargs) -> torch.nn.Module:
+    def to_module(self, **factory_kwargs) -> "torch.nn.Module":
         """The torch module this spec describes, without bias (``device=``/``dtype=`` go to its constructor)."""
+        import torch
+
         kind = getattr(torch.nn, self.module_name)
         kw = dict(stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups, bias=False,
                   padding_mode=self.padding_mode, **factory_kwargs)

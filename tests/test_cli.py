@@ -1,5 +1,6 @@
 """CPU: CLI parsing, usage errors (exit 2, naming the flag), no-GPU handling (exit 1, one line, no traceback)."""
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -228,17 +229,22 @@ def test_info_writes_cuda_versions_as_people_do():
     assert _cuda_version(13000) == "13.0" and _cuda_version(12080) == "12.8" and _cuda_version(0) == "none (no driver)"
 
 
-@pytest.mark.parametrize("flag", ["--help", "--version", "find --help", "--versoin"])
-def test_help_version_and_usage_errors_do_not_import_torch(flag):
+FIXTURE = "tests/fixtures/profile_resnet50_fp16-nhwc_b32_engines.json.gz"
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version", "find --help", "--versoin", f"show {FIXTURE}",
+                                  f"show {FIXTURE} --fidelity", "db --help"])
+def test_help_version_usage_errors_and_show_do_not_import_torch(flag):
     """CPU: parsing imports nothing heavy, so --help, --version and a usage error answer without torch (seconds to
-    import); a command imports what it needs when it runs."""
+    import), and saved results load and print without it; a command that needs torch imports it when it runs."""
     import subprocess
     import sys
 
     code = ("import sys\nfrom cudnn_algos.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             "print('TORCH', 'torch' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code, *flag.split()], capture_output=True, text=True, timeout=60)
-    assert "TORCH False" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", code, *flag.split()], capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).parent.parent)
+    assert "TORCH False" in r.stdout and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
 
 
 def test_every_repro_command_parses_with_the_cli(make):

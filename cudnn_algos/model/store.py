@@ -14,7 +14,7 @@ import warnings
 from typing import Any
 
 from ..errors import ResultFileError
-from ..problem import Environment
+from ..environment import Environment
 from ..results import SCHEMA_VERSION, from_dict, to_dict
 
 

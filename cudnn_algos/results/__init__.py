@@ -2,7 +2,8 @@
 (``model_report``), the JSON codec (``codec``), text/HTML/DataFrame rendering (``tables``) and the kernel clock's
 agreement with the independent clock (``fidelity``). None of it needs a GPU; pandas is imported only by
 ``to_dataframe``. Files carry ``schema`` and ``kind``; ``load_json`` reads any of them back into equal objects."""
-from ..problem import DIRECTIONS, Environment
+from ..choices import DIRECTIONS
+from ..environment import Environment
 from .codec import SCHEMA_VERSION, decode, encode, from_dict, load_json, read_json, to_dict, write_json
 from .fidelity import SIZE_CLASSES, fidelity_pairs, fidelity_table, traced_high
 from .model_report import EndToEnd, LayerRow, ModelReport, ProblemEntry

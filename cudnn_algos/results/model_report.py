@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Sequence
 
 from ..files import atomic_write
-from ..problem import Environment
+from ..environment import Environment
 from ..spec import ConvSpec
 from .codec import Saved, load_json, register
 from .rows import MeasureConfig, TorchRun

@@ -8,7 +8,7 @@ import textwrap
 from typing import Any, Sequence
 
 from ..commands import repro_command
-from ..problem import Environment
+from ..environment import Environment
 from .rows import AlgoResult, EngineRow, Measurement, TorchRun
 
 TEXT_WIDTH = 120  # what printed tables fit (the widest a terminal or a pasted block usually shows)
