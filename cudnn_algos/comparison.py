@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .results import Environment, format_ms
+from .environment import Environment
+from .results import fit_table, format_ms, wrap_lines
 
 KEYS = ("spec", "input_shape", "dtype", "memory_format", "direction", "candidate_kind", "candidate")
 
@@ -47,10 +48,13 @@ class Comparison:
                 lines.append(f"torch's op ({kind.replace('_', ' ')}): B/A median {k.ratio.median():.3f} over {len(k)} "
                              "problems")
         moved = t[t.beyond_spread].assign(m=lambda d: (d.ratio.map(math.log)).abs()).sort_values("m", ascending=False)
-        for _, r in moved.head(top).iterrows():
-            lines.append(f"  {r.ratio:6.3f}  {format_ms(r.kernel_a_ms):>8} -> {format_ms(r.kernel_b_ms):>8}  "
-                         f"{r.direction:15s} {r.spec} {r.input_shape}  {r.candidate[:60]}")
-        return lines
+        if len(moved):
+            rows = [[f"{r.ratio:.3f}", format_ms(r.kernel_a_ms), format_ms(r.kernel_b_ms), r.direction, r.spec,
+                     r.input_shape, r.candidate] for _, r in moved.head(top).iterrows()]
+            lines.append(f"the {len(rows)} that moved most beyond both runs' spread (kernel clock, ms per call):")
+            lines += fit_table(("B/A", "A ms", "B ms", "direction", "convolution", "input", "candidate"), rows,
+                               right={0, 1, 2}, legend={4: 36, 6: 28})
+        return wrap_lines(lines)
 
     def __str__(self) -> str:
         return "\n".join(self.summary_lines())

@@ -22,7 +22,7 @@ class Info:
     cudnn_handle: str = ""  # status of creating a cuDNN handle on GPU 0 ("SUCCESS" when usable)
 
     def __str__(self) -> str:
-        from .problem import Environment
+        from .environment import Environment
 
         v = self.extension_versions
         lines = [
@@ -46,7 +46,7 @@ class Info:
             lines.append(f"cuDNN handle {self.cudnn_handle}")
         else:
             lines.append("GPUs         none visible (torch.cuda.is_available() is False)")
-        return "\n".join(lines)
+        return "\n".join(_fit(lines))
 
 
 def info() -> Info:
@@ -91,3 +91,23 @@ def info() -> Info:
 def _cuda_version(v: int) -> str:
     """CUDA's integer version (13000) as people write it (13.0); 0 means no driver was found."""
     return f"{v // 1000}.{v % 1000 // 10}" if v else "none (no driver)"
+
+
+def _fit(lines: list[str], width: int = 120) -> list[str]:
+    """Lines of `width` at most: a longer one continues under its value (13 columns in), broken between words and
+    after "; " — paths stay whole."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        head, rest = line[:13], line[13:]
+        parts = [p + (";" if i < len(rest.split("; ")) - 1 else "") for i, p in enumerate(rest.split("; "))]
+        first = True
+        for part in parts:
+            for w in textwrap.wrap(part, width - 13, break_long_words=False, break_on_hyphens=False):
+                out.append((head if first else " " * 13) + w)
+                first = False
+    return out

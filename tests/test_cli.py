@@ -166,8 +166,12 @@ def test_compare_two_real_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("A: NVIDIA H200") and lines[1].startswith("B: NVIDIA H200")
-    assert "candidates in both runs" in lines[2] and "beyond both runs' spread and 3%" in lines[2]
+    text = " ".join(lines[2:4])  # the summary, wrapped to 120 columns
+    assert "candidates in both runs" in lines[2] and "beyond both runs' spread and 3%" in text
     assert any(l.startswith("torch's op (torch on): B/A median") for l in lines)
+    assert max(map(len, lines)) <= 120 and any(l.startswith("  B/A      A ms") for l in lines)  # a header, units above
+    legend = [l for l in lines if l.startswith("[")]
+    assert all("{" in l or "(" in l for l in legend)  # whole names under the table, pasteable
     import pandas as pd
 
     t = pd.read_csv(tmp_path / "c.csv")

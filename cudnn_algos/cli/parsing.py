@@ -16,10 +16,11 @@ EXAMPLES = f"""examples:
   cudnn-algos profile my_model.py:build --input 8,3,256,256 --directions forward
   cudnn-algos info
   cudnn-algos find                                   # {DEFAULT_CONV} on input {DEFAULT_INPUT}
-  cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 --channels-last
+  cudnn-algos find --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \\
+      --channels-last
   cudnn-algos find --conv "Conv1d(80, 256, 5)" --input 8,80,1000 --direction all --json out.json
   cudnn-algos find --conv "ConvTranspose2d(64, 32, 4, stride=2, padding=1)" --input 8,64,32,32 --mode find_ex
-  cudnn-algos engines --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \
+  cudnn-algos engines --conv "Conv2d(256, 256, 3, padding=1)" --input 32,256,14,14 --dtype float16 \\
       --channels-last --measure --torch-benchmark on
   cudnn-algos engines --exhaustive 200 --direction backward_filter --json engines.json
   cudnn-algos engines --measure --refine 3 --torch-benchmark on      # search around the 3 fastest
@@ -97,7 +98,7 @@ def _add_layer_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cudnn-algos",
-        description="See every cuDNN convolution algorithm and engine configuration for a layer or a model, beside "
+        description="See every cuDNN convolution algorithm and engine configuration for a layer or a model, beside\n"
                     "what torch runs: status, time, workspace, determinism, math, accuracy.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

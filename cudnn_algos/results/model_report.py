@@ -14,7 +14,7 @@ from ..spec import ConvSpec
 from .codec import Saved, load_json, register
 from .rows import MeasureConfig, TorchRun
 from .searches import EngineSearchResult, SearchResult
-from .tables import aligned, dataframe, format_ms, html_table
+from .tables import dataframe, fit_table, format_ms, html_table
 
 
 @dataclass(frozen=True)
@@ -252,10 +252,11 @@ class ModelReport(Saved):
         return headers, rows
 
     def direction_table(self, direction: str) -> tuple[list[str], list[list[str]]]:
-        """One direction's rows in a compact form that fits 120 columns: the problem as `Cin>Cout kxk s p g`, the
-        input's spatial size (batch in the title, channels in the problem), the best configuration (knob values only), its kernel time and
-        host time per call and torch on's (ms, three significant figures), the ratios to torch on and off."""
-        headers = ["#", "layers", "problem", "input", "best", "kernel", "host", "torch", "host", "/on", "/off"]
+        """One direction's rows, compact: the problem as `Cin>Cout kxk s p g`, the input's spatial size (batch in
+        the title, channels in the problem), the best configuration (its full name), its kernel time and host time
+        per call and torch on's (ms, three significant figures), the ratios to torch on and off."""
+        headers = ["#", "layers", "problem", "input", "best", "kernel", "best host", "torch", "torch host", "/on",
+                   "/off"]
         rows = []
         for pi, p in enumerate(self.problems):
             r = p.engines.get(direction)
@@ -266,14 +267,15 @@ class ModelReport(Saved):
             ron = _ratio(b.kernel_ms if b else None, on.kernel_ms if on else None)
             roff = _ratio(b.kernel_ms if b else None, off.kernel_ms if off else None)
             ms = lambda v: format_ms(v, 3)  # noqa: E731
-            rows.append([str(pi), _clip(names, 17), _clip(_compact_spec(p.spec), 19),
-                         "x".join(map(str, p.input_shape[2:])), _clip(_short_name(b.name), 15) if b else "-", ms(b.kernel_ms if b else None),
-                         ms(b.host_ms if b else None), ms(on.kernel_ms if on else None), ms(on.host_ms if on else None),
+            rows.append([str(pi), names, _compact_spec(p.spec), "x".join(map(str, p.input_shape[2:])),
+                         b.name if b else "-", ms(b.kernel_ms if b else None), ms(b.host_ms if b else None),
+                         ms(on.kernel_ms if on else None), ms(on.host_ms if on else None),
                          f"{ron:.3f}" if ron else "-", f"{roff:.3f}" if roff else "-"])
         return headers, rows
 
     def __str__(self) -> str:
-        """The summary, then one compact table per direction (full names: to_dataframe, to_html, rich_table)."""
+        """The summary, then one table per direction in 120 columns: a layer name or configuration too long for its
+        column is a key, written whole under the table (a configuration pasteable into --config)."""
         s = [textwrap.fill(line, 120, subsequent_indent="    ") for line in self.summary_lines()]
         batches = sorted({p.input_shape[0] for p in self.problems})
         out = [s[0]]
@@ -281,7 +283,7 @@ class ModelReport(Saved):
             headers, rows = self.direction_table(d)
             out += ["", f"{d} (ms per call, batch {','.join(map(str, batches))}; best: the fastest configuration "
                         "torch would accept; torch: its op, benchmark on)",
-                    *aligned(headers, rows, right={0, 5, 6, 7, 8, 9, 10})]
+                    *fit_table(headers, rows, right={0, 5, 6, 7, 8, 9, 10}, legend={1: 17, 2: 19, 4: 16}, drop=(6, 8))]
         return "\n".join(out + [""] + s[1:])
 
     def rich_table(self):
