@@ -104,10 +104,7 @@ def cmd_db(a: argparse.Namespace) -> int:
             ws = db.winners()
             if not ws:
                 print(f"no winners stored in {db.path} (cudnn-algos tune ... stores them)")
-            for w in ws:
-                t = f"{w['kernel_ms']:.4g} ms" if w["kernel_ms"] is not None else "-"
-                on = f" (torch {w['torch_on_ms']:.4g} ms)" if w["torch_on_ms"] is not None else ""
-                print(f"{w['config']:<48} {t}{on}  {w['key']}  [{w['env']}]")
+            _print_winners(ws)
         elif a.action == "export":
             print(f"exported {db.export(a.file)} winners (and their candidates) to {a.file}")
         elif a.action == "import":
@@ -346,6 +343,17 @@ def cmd_engines(a: argparse.Namespace) -> int:
 
         print("\n".join(fidelity_table(results)))
     return 0
+
+
+def _print_winners(ws) -> None:
+    """`db list`: per environment, one row per stored winner in 120 columns (long names keyed, written whole below)."""
+    from ..results import fit_table, format_ms, wrap_lines
+
+    for env in dict.fromkeys(w.env for w in ws):
+        rows = [[w.config, format_ms(w.kernel_ms), format_ms(w.torch_on_ms), w.key] for w in ws if w.env == env]
+        print("\n".join(wrap_lines([f"environment {env}: {len(rows)} winner(s); kernel clock, ms per call"])))
+        print("\n".join(fit_table(("winner", "kernel", "torch on", "problem key"), rows, right={1, 2},
+                                   legend={0: 32, 3: 60})))
 
 
 def cmd_info(a: argparse.Namespace) -> int:
