@@ -82,9 +82,42 @@ def test_every_result_type_has_one_long_form_table(make):
     assert set(both.candidate_kind) == {"legacy", "engine", "torch_on", "torch_off"}
     assert set(both.gpu) == {"Test GPU"} and "cudnn" in both and "package_version" in both
     r = make.model_report().to_dataframe()
-    assert set(r.layers) == {"a", "b.0,b.1"} and set(r.uses) == {1, 2} and set(r.model) == {"Net"}
+    assert {tuple(v) for v in r.layers} == {("a",), ("b.0", "b.1")} and set(r.uses) == {1, 2}
+    assert set(r.model) == {"Net"}
     one = frames[0].iloc[0]
     assert one.candidate == "IMPLICIT_PRECOMP_GEMM/tensor_op" and one.kernel_median_ms == 0.1
+
+
+def test_the_long_form_table_is_tidy(make):
+    """CPU: one value per cell (lists as list columns, knobs as a dict), integers that may be missing as Int64,
+    flags as nullable booleans, the environment as categories and in attrs, text missing as None (never ""); the
+    CSV writes lists as space-separated values."""
+    pd = pytest.importorskip("pandas")
+    from cudnn_algos.results.tables import BOOL_COLUMNS, INT_COLUMNS, LIST_COLUMNS, csv_text
+
+    frames = [make.model_report().to_dataframe(), make.legacy_result().to_dataframe()]
+    df = pd.concat(frames, ignore_index=True)
+    for f in frames:
+        for c in INT_COLUMNS:
+            assert str(f[c].dtype) == "Int64", c
+        for c in BOOL_COLUMNS:
+            assert str(f[c].dtype) == "boolean", c
+        for c in LIST_COLUMNS:
+            assert all(isinstance(v, list) for v in f[c]), c
+        assert str(f.workspace_bytes.dtype) == "Int64" and str(f.gpu.dtype) == "category"
+        assert f.attrs["environments"] == [{"gpu": "Test GPU", "compute_capability": "9.0", "driver": "580.1",
+                                            "cuda_runtime": 13000, "cudnn": "9.19.0", "torch": "2.11.0",
+                                            "package_version": None, "host": None, "git_commit": None}]
+        text = f.select_dtypes(include="object")
+        assert not any((v == "") for c in text for v in text[c] if isinstance(v, str)), "missing text is None"
+    eng = df[df.candidate_kind == "engine"]
+    assert all(isinstance(k, dict) for k in eng.knobs) and df[df.candidate_kind == "legacy"].knobs.isna().all()
+    measured = df[df.kernel_median_ms.notna()]
+    assert len(measured) and all(len(v) > 0 for v in measured.kernel_samples_ms)
+    assert all(isinstance(x, float) for v in measured.kernel_samples_ms for x in v)
+    csv = pd.read_csv(__import__("io").StringIO(csv_text(frames[0])))
+    assert len(csv) == len(frames[0]) and csv.kernel_samples_ms.dropna().str.contains(" ").any() or \
+        csv.kernel_samples_ms.dropna().map(float).notna().all()
 
 
 @pytest.mark.parametrize("which", ["legacy", "legacy_measured", "legacy_set", "engine", "engine_set", "report",

@@ -212,6 +212,7 @@ def _load(path: str):
 def cmd_show(a: argparse.Namespace) -> int:
     from ..files import atomic_write
     from ..results import ModelReport, fidelity_table
+    from ..results.tables import csv_text
 
     for flag, given, module in (("--csv", a.csv, "pandas"), ("--plot", a.plot, "matplotlib")):
         if given:
@@ -224,7 +225,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     if a.fidelity:
         print("\n".join(fidelity_table([obj])))
     if a.csv:
-        atomic_write(a.csv, obj.to_dataframe().to_csv(index=False))
+        atomic_write(a.csv, csv_text(obj.to_dataframe()))
         print(f"wrote {a.csv}")
     if a.html:
         html = obj.to_html() if isinstance(obj, ModelReport) else f"<html><body>{obj._repr_html_()}</body></html>"

@@ -14,7 +14,7 @@ from ..spec import ConvSpec
 from .codec import Saved, load_json, register
 from .rows import MeasureConfig, TorchRun
 from .searches import EngineSearchResult, SearchResult
-from .tables import dataframe, fit_table, format_ms, html_table
+from .tables import csv_text, dataframe, fit_table, format_ms, html_table
 
 
 @dataclass(frozen=True)
@@ -314,7 +314,7 @@ class ModelReport(Saved):
         model, the layers that run its problem and how many uses."""
         out = []
         for p in self.problems:
-            ctx = {"model": self.model, "layers": ",".join(p.layers), "uses": p.count}
+            ctx = {"model": self.model, "layers": list(p.layers), "uses": p.count}
             for s in list(p.engines.values()) + list(p.legacy.values()):
                 out += s.to_records(**ctx)
         return out
@@ -335,8 +335,8 @@ class ModelReport(Saved):
         return dataframe(recs)
 
     def to_csv(self, path: str) -> None:
-        """The long-form table as CSV (samples as space-separated numbers)."""
-        atomic_write(path, self.to_dataframe().to_csv(index=False))
+        """The long-form table as CSV (lists as space-separated values: cudnn_algos.results.tables.csv_text)."""
+        atomic_write(path, csv_text(self.to_dataframe()))
 
 
     @classmethod

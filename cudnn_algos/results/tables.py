@@ -71,10 +71,10 @@ def legacy_candidate(r: AlgoResult) -> dict[str, Any]:
 
 def engine_candidate(r: EngineRow) -> dict[str, Any]:
     return {"candidate_kind": "engine", "candidate": r.name, "engine_id": r.engine_id,
-            "knobs": ",".join(f"{k}={v}" for k, v in r.knobs), "status": r.status, "stage": r.stage,
+            "knobs": dict(r.knobs), "status": r.status, "stage": r.stage,
             "note": ",".join(r.numerical_notes + r.behavior_notes), "workspace_bytes": r.workspace_bytes,
-            "deterministic": r.deterministic, "sources": ",".join(r.sources), "heuristic_rank": r.rank_a,
-            "torch_rank": r.torch_rank, "torch_filter": r.torch_filter, "torch_ran": ",".join(r.torch_ran)}
+            "deterministic": r.deterministic, "sources": list(r.sources), "heuristic_rank": r.rank_a,
+            "torch_rank": r.torch_rank, "torch_filter": r.torch_filter, "torch_ran": list(r.torch_ran)}
 
 
 def torch_candidate(t: TorchRun) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def record(search: Any, candidate: dict[str, Any], m: Measurement | None, contex
     """One long-form record: the search's problem and environment, the candidate's columns, its measurement."""
     e = search.env
     d = dict.fromkeys(LONG_FORM_COLUMNS)
-    d.update(model="", layers="", uses=1, spec=str(search.spec), input_shape="x".join(map(str, search.shapes.input_shape)),
+    d.update(model=None, layers=[], uses=1, spec=str(search.spec), input_shape="x".join(map(str, search.shapes.input_shape)),
              dtype=search.dtype, memory_format=search.memory_format, math=getattr(search, "math", None),
              direction=search.direction, cudnn_direction=search.cudnn_direction, gpu=e.gpu_name,
              compute_capability=e.compute_capability, driver=e.driver_version, cuda_runtime=e.cuda_runtime,
@@ -104,22 +104,71 @@ def record(search: Any, candidate: dict[str, Any], m: Measurement | None, contex
             st = getattr(m, f"{k}_ms")
             if st is not None:
                 d.update({f"{k}_median_ms": st.median, f"{k}_min_ms": st.min, f"{k}_max_ms": st.max,
-                          f"{k}_spread": st.spread, f"{k}_samples_ms": " ".join(f"{v:.6g}" for v in st.samples)})
+                          f"{k}_spread": st.spread, f"{k}_samples_ms": list(st.samples)})
         d.update(calls_per_sample=m.calls_per_sample, kernel_calls=m.kernel_calls, kernel_clock=m.kernel_clock,
-                 kernels=";".join(m.kernels), activities_per_call=m.activities_per_call,
+                 kernels=list(m.kernels), activities_per_call=m.activities_per_call,
                  reference_kernel_ms=m.reference_kernel_ms, rel_err=m.rel_err, max_abs_err=m.max_abs_err,
                  tflops=m.tflops, pct_peak=m.pct_peak, measured_rank=m.measured_rank, confirmed=m.confirmed,
                  pruned=m.pruned, host_bound=m.host_bound, measure_error=m.error)
     return d
 
 
+# The long-form table's dtypes: lists as list columns (Arrow writes them as lists), integers that may be missing
+# as pandas' nullable Int64, flags as nullable boolean, the environment as categories (one value per run, repeated on
+# its rows so that tables of several runs concatenate), text missing as None (never ""); the rest float64 or text.
+LIST_COLUMNS = ("layers", "sources", "torch_ran", "kernel_samples_ms", "throughput_samples_ms", "host_samples_ms",
+                "kernels")
+INT_COLUMNS = ("uses", "engine_id", "algo_id", "workspace_bytes", "heuristic_rank", "torch_rank", "calls_per_sample",
+               "kernel_calls", "measured_rank", "cuda_runtime")
+BOOL_COLUMNS = ("deterministic", "confirmed", "pruned", "host_bound")
+CATEGORY_COLUMNS = ("model", "dtype", "memory_format", "math", "direction", "cudnn_direction", "candidate_kind",
+                    "status", "kernel_clock", "gpu", "compute_capability", "driver", "cudnn", "torch",
+                    "package_version", "host", "git_commit")
+FLOAT_COLUMNS = tuple(c for c in LONG_FORM_COLUMNS if c.endswith(("_ms", "_spread")) and c not in LIST_COLUMNS) + (
+    "activities_per_call", "reference_kernel_ms", "rel_err", "max_abs_err", "tflops", "pct_peak")
+ENV_COLUMNS = ("gpu", "compute_capability", "driver", "cuda_runtime", "cudnn", "torch", "package_version", "host",
+               "git_commit")
+
+
 def dataframe(records: list[dict[str, Any]]):
+    """A DataFrame of records; the long form (LONG_FORM_COLUMNS) with its dtypes (above) and the environments it
+    holds in ``attrs["environments"]``."""
     try:
         import pandas as pd
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("to_dataframe() needs pandas: pip install pandas") from e
-    return pd.DataFrame.from_records(records, columns=LONG_FORM_COLUMNS if not records or set(records[0]) ==
-                                     set(LONG_FORM_COLUMNS) else None)
+    if records and set(records[0]) != set(LONG_FORM_COLUMNS):
+        return pd.DataFrame.from_records(records)
+    df = pd.DataFrame.from_records(records, columns=LONG_FORM_COLUMNS)
+    for c in LONG_FORM_COLUMNS:
+        if c in LIST_COLUMNS:
+            df[c] = [list(v) if isinstance(v, (list, tuple)) else [] for v in df[c]]
+        elif c in INT_COLUMNS:
+            df[c] = pd.array([None if v is None or v != v else int(v) for v in df[c]], dtype="Int64")
+        elif c in BOOL_COLUMNS:
+            df[c] = pd.array([None if v is None or v != v else bool(v) for v in df[c]], dtype="boolean")
+        elif c in FLOAT_COLUMNS:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        elif c == "knobs":
+            df[c] = [v if isinstance(v, dict) else None for v in df[c]]
+        else:
+            df[c] = [None if v is None or v == "" or v != v else v for v in df[c]]
+            if c in CATEGORY_COLUMNS:
+                df[c] = df[c].astype("category")
+    envs = dict.fromkeys(tuple(r.get(c) or None for c in ENV_COLUMNS) for r in records)
+    df.attrs["environments"] = [dict(zip(ENV_COLUMNS, e)) for e in envs]
+    return df
+
+
+def csv_text(df) -> str:
+    """The long-form table as CSV: list columns as space-separated values, knobs as NAME=value,... ."""
+    out = df.copy()
+    for c in LIST_COLUMNS:
+        if c in out:
+            out[c] = [" ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in v) for v in out[c]]
+    if "knobs" in out:
+        out["knobs"] = [",".join(f"{k}={v}" for k, v in d.items()) if isinstance(d, dict) else "" for d in out.knobs]
+    return out.to_csv(index=False)
 
 
 def html_table(title: str, headers: Sequence[str], rows: list[list[str]], escaped: bool = False) -> str:
