@@ -1,7 +1,7 @@
 """Figures of a ModelReport (matplotlib's object API: no pyplot, no display needed).
 
-- vs_torch.*  per direction, per distinct problem: the best configuration's kernel time over torch's (benchmark on,
-              and off where measured); below 1 is faster than torch
+- vs_torch.*  per direction, per distinct problem (labelled by its first layer): the best configuration's kernel
+              time over torch's (benchmark on, and off where measured), bars from parity; below 1 is faster
 - configs.*   every measured configuration: its kernel time over its problem's best, against its workspace
 """
 from __future__ import annotations
@@ -18,14 +18,21 @@ def _figure(w: float, h: float):
     return Figure(figsize=(w, h), layout="constrained")
 
 
+def _label(p) -> str:
+    return p.layers[0] + (f" +{p.count - 1}" if p.count > 1 else "")
+
+
 def vs_torch(report):
+    """Per direction, per distinct problem: bars from 1.0 (parity with torch) to the best configuration's kernel time
+    over torch's, benchmark on and off; below 1 is faster than torch. Bars start at parity, so their length is the
+    difference; the problems are labelled by their first layer."""
     import numpy as np
 
     dirs = report.directions
-    fig = _figure(max(8.0, 0.35 * len(report.problems) + 3), 2.6 * len(dirs) + 0.8)
-    axes = fig.subplots(len(dirs), 1, squeeze=False, sharey=True)[:, 0]  # one scale: directions compare at a glance
+    fig = _figure(max(8.0, 0.32 * len(report.problems) + 3), 2.4 * len(dirs) + 2.2)
+    axes = fig.subplots(len(dirs), 1, squeeze=False, sharex=True, sharey=True)[:, 0]  # one scale for every direction
     x = np.arange(len(report.problems))
-    lo, hi = 1.0, 1.0
+    spread = 0.02
     for ax, d in zip(axes, dirs):
         on, off = [], []
         for p in report.problems:
@@ -34,16 +41,20 @@ def vs_torch(report):
             t_on, t_off = (r.torch_run("benchmark_on"), r.torch_run("benchmark_off")) if r else (None, None)
             on.append(b.kernel_ms / t_on.kernel_ms if b and b.kernel_ms and t_on and t_on.kernel_ms else np.nan)
             off.append(b.kernel_ms / t_off.kernel_ms if b and b.kernel_ms and t_off and t_off.kernel_ms else np.nan)
-        ax.bar(x - 0.2, on, 0.4, label="best / torch benchmark on", color="#08519c")
-        ax.bar(x + 0.2, off, 0.4, label="best / torch benchmark off", color="#9ecae1")
+        on, off = np.array(on), np.array(off)
+        ax.bar(x - 0.2, on - 1.0, 0.4, bottom=1.0, label="best / torch, benchmark on", color="#08519c")
+        ax.bar(x + 0.2, off - 1.0, 0.4, bottom=1.0, label="best / torch, benchmark off", color="#9ecae1")
         ax.axhline(1.0, color="black", linewidth=0.8)
-        finite = [v for v in on + off if np.isfinite(v)]
-        lo, hi = min(finite + [lo]), max(finite + [hi])
-        ax.set_ylim(max(0.0, lo - 0.05), hi + 0.05)
-        ax.set_ylabel("kernel time ratio")
-        ax.set_title(_SHORT[d], fontsize=9)
-        ax.set_xticks(x, [f"#{i}" for i in x], fontsize=6)
-        ax.legend(fontsize=7)
+        finite = np.abs(np.concatenate([on, off])[np.isfinite(np.concatenate([on, off]))] - 1.0)
+        spread = max([spread, *finite])
+        ax.set_ylabel("best / torch")
+        ax.set_title(f"{_SHORT[d]} (below 1: the best configuration is faster)", fontsize=9)
+        ax.grid(axis="y", linewidth=0.3)
+    for ax in axes:
+        ax.set_ylim(1.0 - 1.1 * spread, 1.0 + 1.1 * spread)  # symmetric about parity: up and down read alike
+    axes[-1].set_xticks(x, [_label(p) for p in report.problems], rotation=90, fontsize=6)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     fig.suptitle(f"{report.model}: best engine configuration against torch's own convolution (kernel clock)",
                  fontsize=10)
     return fig
@@ -67,7 +78,8 @@ def configs(report):
         ax.scatter(xs, ys, s=10, alpha=0.6, label=_SHORT[d], color=colors[d])
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_ylim(bottom=0)
+    top = max([1.0, *(c.get_offsets()[:, 1].max() for c in ax.collections if len(c.get_offsets()))])
+    ax.set_ylim(0, top * 1.5)  # symlog's autoscale can stop short of the largest workspaces
     ax.set_xlabel("kernel time / the problem's best")
     ax.set_ylabel("workspace (MiB)")
     ax.legend(fontsize=8)
