@@ -21,6 +21,12 @@ if [ -n "$missing" ]; then
   echo "bootstrap: installing$missing" >&2
   "$PY" -m pip install -q $missing
 fi
+# torchvision for the corpus's families (the CPU tests of cudnn_algos.corpus): the build matching this torch, or none
+# (those tests then skip, saying so) — a torchvision built for another torch is removed again, never kept
+if ! "$PY" -c "import torchvision" 2>/dev/null; then
+  "$PY" -m pip install -q --no-deps torchvision 2>/dev/null | grep -v "Running pip as the 'root' user" || true
+  "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
+fi
 # (re)build the extension when it is missing or older than its sources
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ -n "$(find csrc cudnn_algos/_build.py setup.py -newer "$so" -type f 2>/dev/null | head -n1)" ] \

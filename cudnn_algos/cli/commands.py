@@ -295,7 +295,7 @@ def cmd_find(a: argparse.Namespace) -> int:
     return 0
 
 
-_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine", "screen": "--screen",
+_FLAGS = {"families": "--families", "configs=": "--configs=", "batches": "--batches", "heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine", "screen": "--screen",
           "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive", "measure=True": "--measure"}
 
 
@@ -357,6 +357,27 @@ def _print_winners(ws) -> None:
                                    legend={0: 32, 3: 60})))
 
 
+def cmd_corpus(a: argparse.Namespace) -> int:
+    from ..corpus import build_corpus
+
+    _check_outputs({}, {"--json": a.json})
+    split = (lambda v: None if v is None else [x for x in v.split(",") if x])  # noqa: E731
+    try:
+        batches = [int(b) for b in split(a.batches)]
+    except ValueError:
+        raise UsageError(f"--batches {a.batches!r} must be comma-separated ints, e.g. 1,8,32,128") from None
+    try:
+        corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs), models=split(a.models),
+                              progress=not a.no_progress)
+    except (ValueError, TypeError) as e:
+        raise UsageError(_as_flags(str(e))) from None
+    print(corpus)
+    if a.json:
+        corpus.to_json(a.json)
+        print(f"wrote {a.json}")
+    return EXIT_OK if corpus.problems else EXIT_FAILED
+
+
 def cmd_info(a: argparse.Namespace) -> int:
     from ..sysinfo import info
 
@@ -365,4 +386,4 @@ def cmd_info(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"info": cmd_info, "find": cmd_find, "engines": cmd_engines, "profile": cmd_profile, "tune": cmd_tune,
-            "db": cmd_db, "show": cmd_show, "compare": cmd_compare}
+            "db": cmd_db, "show": cmd_show, "compare": cmd_compare, "corpus": cmd_corpus}

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus}")
     p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_profile_parser(sub)
     _add_tuning_parsers(sub)
+    _add_corpus_parser(sub)
     sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
     sh.add_argument("file")
     sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
@@ -211,6 +212,21 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
     pr.add_argument("--no-progress", action="store_true")
     pr.add_argument("--device", type=int, default=None)
+
+
+def _add_corpus_parser(sub) -> None:
+    from ..corpus import BATCHES, CONFIGS, FAMILIES
+
+    c = sub.add_parser("corpus", help="the distinct convolution problems of whole model families (no GPU)",
+                       description="Discovers every convolution the models of each family run (one forward pass on "
+                                   "the meta device each), at each batch size and configuration, and prints the "
+                                   "distinct problems per family and how families share them.")
+    c.add_argument("--families", default=None, help=f"comma-separated (default: all): {', '.join(FAMILIES)}")
+    c.add_argument("--models", default=None, help="comma-separated model names: only these (e.g. resnet50,unet)")
+    c.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes")
+    c.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated: {', '.join(CONFIGS)}")
+    c.add_argument("--json", metavar="PATH", help="write the corpus (gzip for .gz) for a sweep")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_tuning_parsers(sub) -> None:

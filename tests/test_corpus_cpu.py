@@ -1,0 +1,76 @@
+"""CPU: the corpus of real convolution problems (cudnn_algos.corpus): discovery on the meta device for a few
+families with their counts pinned, deduplication across models and families, the round trip of the saved corpus,
+and the CLI's corpus command and its usage errors."""
+import pytest
+from conftest import run_cli
+
+from cudnn_algos.corpus import CONFIGS, Corpus, build_corpus
+
+
+def test_decoders_family_counts_and_round_trip(tmp_path):
+    """The decoders (a UNet and DCGAN's generator, written in the module: no torchvision needed): 12 distinct
+    layer problems at batch 1, each at every batch size and configuration asked for."""
+    c = build_corpus(["decoders"], batches=(1, 8), progress=False)
+    assert c.models == {"decoders": ("unet", "dcgan_generator")} and not c.missing
+    assert len(c.problems) == 16 * 2 * len(CONFIGS)
+    transposed = {p.spec for p in c.problems if p.spec.transposed}
+    assert len(transposed) == 7  # two UNet ups, five DCGAN layers
+    assert {p.memory_format for p in c.problems} == {"channels_last", "contiguous"}
+    assert {(p.dtype, p.memory_format) for p in c.problems} == {("float16", "channels_last"),
+                                                                  ("bfloat16", "channels_last"),
+                                                                  ("float32", "contiguous")}
+    assert len({p.key for p in c.problems}) == len(c.problems)  # deduplicated
+    c.to_json(str(tmp_path / "c.json.gz"))
+    assert Corpus.load(str(tmp_path / "c.json.gz")) == c
+    assert "problem-directions" in str(c) and "decoders" in str(c)
+
+
+def test_resnet_family_matches_resnet50s_known_layers():
+    """torchvision's ResNet family: ResNet-50's part is its 23 distinct convolutions and 53 calls (the built-in
+    table in cudnn_algos.zoo), and problems shared by several models are kept once with every source."""
+    pytest.importorskip("torchvision")
+    from cudnn_algos.zoo import resnet50_convs
+
+    c = build_corpus(["torchvision-resnet"], batches=(32,), configs=("fp16-nhwc",), progress=False)
+    assert len(c.models["torchvision-resnet"]) == 8 and not c.missing
+    assert len(c.problems) == 63
+    r50 = [p for p in c.problems if any(s.model == "resnet50" for s in p.sources)]
+    assert len(r50) == 23 and sum(s.uses for p in r50 for s in p.sources if s.model == "resnet50") == 53
+    assert {(p.spec, p.input_shape) for p in r50} == {(spec, shape) for _, spec, shape, _ in resnet50_convs(32)}
+    stem = next(p for p in c.problems if p.spec.in_channels == 3)
+    assert {s.model for s in stem.sources} >= {"resnet18", "resnet50", "resnext50_32x4d"}  # one problem, many models
+
+
+def test_families_are_shared_and_counted():
+    pytest.importorskip("torchvision")
+    c = build_corpus(["torchvision-resnet", "torchvision-classic"], batches=(8,), configs=("fp32",),
+                     models=["resnet50", "densenet121"], progress=False)
+    assert c.per_family()["torchvision-resnet"] == 23
+    shared = [p for p in c.problems if len(p.families) == 2]  # e.g. the 7x7 stem: one problem, two families
+    assert "Conv2d(3, 64, kernel_size=7, stride=2, padding=3)" in [str(p.spec) for p in shared]
+    assert all({s.model for s in p.sources} == {"resnet50", "densenet121"} for p in shared)
+    assert c.overlap() == {1: len(c.problems) - len(shared), 2: len(shared)}
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="families='nope' is not one of"):
+        build_corpus(["nope"])
+    with pytest.raises(ValueError, match="configs='fp8'"):
+        build_corpus(["decoders"], configs=("fp8",))
+    with pytest.raises(ValueError, match="models='resnet50' is not a model of decoders"):
+        build_corpus(["decoders"], models=["resnet50"])
+    with pytest.raises(ValueError, match="batches=0 must be >= 1"):
+        build_corpus(["decoders"], batches=(0,))
+
+
+def test_cli_corpus(tmp_path):
+    r = run_cli("corpus", "--families", "decoders", "--batches", "1", "--configs", "fp32", "--no-progress",
+                "--json", tmp_path / "c.json")
+    assert r.returncode == 0 and "16 distinct problems, 48 problem-directions" in r.stdout, r.stdout + r.stderr
+    assert len(Corpus.load(str(tmp_path / "c.json")).problems) == 16
+    for args, says in ((("--families", "nope"), "--families='nope' is not one of"),
+                       (("--batches", "x"), "--batches 'x' must be comma-separated ints"),
+                       (("--configs", "fp8"), "--configs='fp8' is not one of"),
+                       (("--json", tmp_path / "no" / "c.json"), "does not exist")):
+        r = run_cli("corpus", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
