@@ -378,6 +378,42 @@ def cmd_corpus(a: argparse.Namespace) -> int:
     return EXIT_OK if corpus.problems else EXIT_FAILED
 
 
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from ..choices import DIRECTIONS
+    from ..corpus import Corpus
+    from ..problem import check_choice
+
+    _check_outputs({"CORPUS": a.corpus}, {"--store": a.store})
+    directions = [d for d in a.directions.split(",") if d]
+    try:
+        for d in directions:
+            check_choice("--directions", d, DIRECTIONS)
+        if a.workers is not None and a.workers < 1:
+            raise ValueError(f"--workers {a.workers} must be >= 1")
+        if a.allowed_failures < 0 or a.exhaustive < 0:
+            raise ValueError("--allowed-failures and --exhaustive must be >= 0")
+        if a.budget_s is not None and not a.budget_s > 0:
+            raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        corpus = Corpus.load(a.corpus)
+    except FileNotFoundError:
+        raise FileError(f"{a.corpus}: no such file") from None
+    except ValueError as e:
+        raise FileError(f"{a.corpus}: {e}") from None
+    from ..sweep import sweep
+
+    r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
+              allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
+              dry_run=a.dry_run, options={"exhaustive": a.exhaustive})
+    print(r)
+    if r.stopped_by:
+        return _stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "
+                                          "command again continues")
+    return EXIT_OK
+
+
 def cmd_info(a: argparse.Namespace) -> int:
     from ..sysinfo import info
 
@@ -386,4 +422,5 @@ def cmd_info(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"info": cmd_info, "find": cmd_find, "engines": cmd_engines, "profile": cmd_profile, "tune": cmd_tune,
-            "db": cmd_db, "show": cmd_show, "compare": cmd_compare, "corpus": cmd_corpus}
+            "db": cmd_db, "show": cmd_show, "compare": cmd_compare, "corpus": cmd_corpus,
+            "sweep": cmd_sweep}

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus,sweep}")
     p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
@@ -227,6 +227,22 @@ def _add_corpus_parser(sub) -> None:
     c.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated: {', '.join(CONFIGS)}")
     c.add_argument("--json", metavar="PATH", help="write the corpus (gzip for .gz) for a sweep")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w = sub.add_parser("sweep", help="measure a corpus's problem-directions across GPUs (Dask) into a store",
+                       description="Measures every problem-direction of a corpus (cudnn-algos corpus --json) that the "
+                                   "store lacks: one Dask worker per visible GPU, or an existing Dask cluster "
+                                   "(--scheduler); the driver alone writes the store. The same command again "
+                                   "continues where it stopped.")
+    w.add_argument("corpus", help="a corpus file (cudnn-algos corpus --json PATH)")
+    w.add_argument("--store", required=True, metavar="PATH", help="the sweep's SQLite store (created if missing)")
+    w.add_argument("--scheduler", default=None, help="an existing Dask scheduler, e.g. tcp://host:8786")
+    w.add_argument("--workers", type=int, default=None, help="local workers (default: one per visible GPU)")
+    w.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated directions")
+    w.add_argument("--budget-s", type=float, default=None, help="submit nothing new after this many seconds")
+    w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")
+    w.add_argument("--exhaustive", type=int, default=0, metavar="N",
+                   help="also every engine's knob choices, up to N configurations per problem-direction")
+    w.add_argument("--dry-run", action="store_true", help="rows made from the tasks alone, no GPU: checks the wiring")
+    w.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -1,0 +1,178 @@
+"""``sweep(problems, store)``: every problem-direction a store lacks, measured across GPUs by Dask.distributed
+workers (one process per GPU, pinned by CUDA_VISIBLE_DEVICES, one thread each), or on an existing Dask cluster
+(``scheduler="tcp://host:8786"``), or in this process when Dask is not installed. The driver is the store's only
+writer: one transaction per problem-direction as results arrive. A worker that dies costs its task only: the
+scheduler runs it again on another worker, up to `allowed_failures` times, then the driver stores it as failed with
+the reason. Resumable (a re-run skips what the store holds), a time budget, Ctrl-C stops cleanly."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..progress import Progress
+from .store import SweepStore
+from .tasks import dry_run_measure, measure_task, tasks_of
+
+NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
+           "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep did: problem-directions stored as done and as failed, skipped (already in the store), left
+    (not run: budget or Ctrl-C), per worker how many it measured, the wall seconds and problems per second."""
+
+    done: int
+    failed: int
+    skipped: int
+    left: int
+    seconds: float
+    per_worker: dict[str, int] = field(default_factory=dict)
+    stopped_by: str = ""  # "budget" or "ctrl-c"
+    engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
+
+    @property
+    def rate(self) -> float:
+        return (self.done + self.failed) / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        per = ", ".join(f"{w}: {n}" for w, n in sorted(self.per_worker.items()))
+        stop = {"budget": "; stopped: the time budget ran out (the same command continues)",
+                "ctrl-c": "; stopped: Ctrl-C (the same command continues)"}.get(self.stopped_by, "")
+        return (f"sweep ({self.engine}): {self.done} measured, {self.failed} failed, {self.skipped} already stored, "
+                f"{self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
+                + (f"; per worker: {per}" if per else "") + stop)
+
+
+def local_cluster(n_workers: int, gpus: bool = True):
+    """A Dask cluster on this machine: worker i a process with CUDA_VISIBLE_DEVICES=i (when `gpus`) and one thread
+    (a worker measures one problem at a time), named by its GPU."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {f"gpu{i}" if gpus else f"w{i}": {"cls": Nanny, "options": {
+        "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)} if gpus else {}, "name": f"gpu{i}" if gpus else f"w{i}",
+        "silence_logs": 40}}
+        for i in range(n_workers)}
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                       silence_logs=40)
+
+
+def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Iterable[str] | None = None,
+          measure: Callable[..., dict[str, Any]] | None = None, options: dict[str, Any] | None = None,
+          scheduler: str | None = None, n_workers: int | None = None, allowed_failures: int = 2,
+          budget_s: float | None = None, progress: bool = True, dry_run: bool = False) -> SweepResult:
+    """Measures every problem-direction of `problems` (CorpusProblems) that `store` lacks. Long because: it is
+    the driver's one loop (submit, collect, store, stop) with its three engines side by side.
+
+    measure: the task function (default measure_task; dry_run=True: dry_run_measure, no GPU). n_workers: local
+    workers (default: the visible GPUs). scheduler: an existing Dask cluster's address instead. allowed_failures:
+    worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it."""
+    from ..choices import DIRECTIONS
+
+    own = not isinstance(store, SweepStore)
+    db = SweepStore(store) if own else store
+    fn = measure or (dry_run_measure if dry_run else measure_task)
+    t0 = time.perf_counter()
+    deadline = None if budget_s is None else t0 + budget_s
+    have = db.keys()
+    all_tasks = tasks_of(problems, tuple(directions or DIRECTIONS))
+    todo = [t for t in all_tasks if t["key"] not in have]
+    counts: Counter = Counter()
+    per_worker: Counter = Counter()
+    stopped = ""
+    bar = Progress(len(todo), progress, "sweeping", unit="task")
+
+    def record(task: dict[str, Any], out: dict[str, Any], attempts: int = 1) -> None:
+        db.put(task["key"], out["status"], out.get("rows", ()), reason=out.get("reason"), attempts=attempts,
+               worker=out.get("worker"), seconds=out.get("seconds"), env=out.get("env"))
+        counts[out["status"]] += 1
+        per_worker[out.get("worker") or "?"] += 1
+        elapsed = time.perf_counter() - t0
+        bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
+
+    try:
+        engine, stopped = _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run)
+    finally:
+        bar.close()
+        if own:
+            db.close()
+    left = len(todo) - counts["done"] - counts["failed"]
+    return SweepResult(done=counts["done"], failed=counts["failed"], skipped=len(all_tasks) - len(todo), left=left,
+                       seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
+                       engine=engine)
+
+
+def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run) -> tuple[str, str]:
+    """Runs the tasks on Dask (or in this process without it); returns (engine, what stopped it early or "")."""
+    try:
+        import dask
+        from distributed import Client, as_completed
+    except ImportError:
+        if scheduler:
+            raise ImportError("scheduler= needs Dask: pip install 'cudnn_algos[sweep]'") from None
+        import warnings
+
+        warnings.warn(NO_DASK, RuntimeWarning, stacklevel=3)
+        return "in-process", _in_process(todo, fn, options, record, deadline)
+    if not todo:
+        return "dask (nothing to run)", ""
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
+        if scheduler:
+            client, cluster, engine = Client(scheduler), None, f"dask at {scheduler}"
+        else:
+            n = n_workers or _visible_gpus() or 1
+            cluster = local_cluster(n, gpus=not dry_run)
+            client, engine = Client(cluster), f"dask, {n} local worker(s)"
+        try:
+            return engine, _collect(client, as_completed, todo, fn, options, record, deadline)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _collect(client, as_completed, todo, fn, options, record, deadline) -> str:
+    from distributed import KilledWorker
+
+    by_key = {t["key"]: t for t in todo}
+    futures = {client.submit(fn, t, options, key=f"cudnn-algos-{i}", pure=False): t["key"]
+               for i, t in enumerate(todo)}
+    try:
+        for fut in as_completed(list(futures)):
+            task = by_key[futures[fut]]
+            try:
+                out = fut.result()
+            except KilledWorker as e:  # its worker died allowed-failures + 1 times
+                out = {"status": "failed", "reason": f"its worker died each time it ran it ({e})"}
+            except Exception as e:  # noqa: BLE001 (an exception the task function raised: stored with it)
+                out = {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+            record(task, out)
+            if deadline is not None and time.perf_counter() > deadline:
+                client.cancel([f for f in futures if not f.done()])
+                return "budget"
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        return "ctrl-c"
+    return ""
+
+
+def _in_process(todo, fn, options, record, deadline) -> str:
+    try:
+        for task in todo:
+            if deadline is not None and time.perf_counter() > deadline:
+                return "budget"
+            record(task, fn(task, options))
+    except KeyboardInterrupt:
+        return "ctrl-c"
+    return ""
+
+
+def _visible_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0

@@ -1,0 +1,103 @@
+"""The sweep's store: one SQLite file that only the driver writes (SQLite's locking does not span hosts, so workers
+return rows and the driver appends them), one transaction per problem-direction: its status, where and how long it
+ran, and its measured rows (long-form records, JSON). A re-run skips what the store holds; a problem-direction is
+stored once (a second put of the same key is refused, never merged)."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..tuning.winner import now
+
+SCHEMA = 1
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS tasks (
+  key TEXT PRIMARY KEY, status TEXT NOT NULL, reason TEXT, attempts INTEGER, worker TEXT, seconds REAL, env TEXT,
+  rows INTEGER, finished_at TEXT);
+CREATE TABLE IF NOT EXISTS rows (key TEXT, i INTEGER, row TEXT, PRIMARY KEY (key, i));
+"""
+STATUSES = ("done", "failed")
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    key: str
+    status: str  # "done" (measured) or "failed" (with `reason`)
+    reason: str | None
+    attempts: int
+    worker: str | None
+    seconds: float | None
+    env: str | None
+    rows: int
+    finished_at: str
+
+
+class SweepStore:
+    """The store at `path` (created when missing; its directory must exist)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        if os.path.isdir(self.path):
+            raise ValueError(f"{self.path} is a directory: give the sweep store a file path")
+        self.con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.con.executescript(_TABLES)
+        got = self.con.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
+        if got is None:
+            self.con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+        elif got[0] != str(SCHEMA):
+            raise ValueError(f"{self.path} is a sweep store of schema {got[0]}; this version reads {SCHEMA}")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "SweepStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def keys(self) -> set[str]:
+        """Every problem-direction stored (done or failed): what a re-run skips."""
+        return {k for (k,) in self.con.execute("SELECT key FROM tasks")}
+
+    def put(self, key: str, status: str, rows: Sequence[dict[str, Any]] = (), *, reason: str | None = None,
+            attempts: int = 1, worker: str | None = None, seconds: float | None = None, env: str | None = None) -> None:
+        """One problem-direction and its rows, in one transaction; ValueError when `key` is already stored."""
+        if status not in STATUSES:
+            raise ValueError(f"status={status!r} is not one of {', '.join(STATUSES)}")
+        text = [json.dumps(r, allow_nan=False, default=_plain) for r in rows]  # checked before anything is written
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            if self.con.execute("SELECT 1 FROM tasks WHERE key = ?", (key,)).fetchone():
+                raise ValueError(f"{key} is already stored: a problem-direction is stored once")
+            self.con.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                             (key, status, reason, attempts, worker, seconds, env, len(text), now()))
+            self.con.executemany("INSERT INTO rows VALUES (?,?,?)", [(key, i, t) for i, t in enumerate(text)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def tasks(self) -> list[StoredTask]:
+        return [StoredTask(*r) for r in self.con.execute("SELECT * FROM tasks ORDER BY finished_at, key")]
+
+    def rows(self, key: str | None = None) -> list[dict[str, Any]]:
+        q, a = ("SELECT row FROM rows WHERE key = ? ORDER BY i", (key,)) if key else ("SELECT row FROM rows", ())
+        return [json.loads(t) for (t,) in self.con.execute(q, a)]
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        out.update(dict(self.con.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status").fetchall()))
+        out["rows"] = self.con.execute("SELECT COUNT(*) FROM rows").fetchone()[0]
+        return out
+
+
+def _plain(v: Any) -> Any:
+    """JSON for what records hold beyond JSON's types (tuples are lists already)."""
+    if hasattr(v, "item"):  # numpy / torch scalars
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON")

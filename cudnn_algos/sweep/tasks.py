@@ -1,0 +1,90 @@
+"""What a sweep runs: one task per problem-direction (a JSON-able dict with its key), and the functions a worker runs
+on a task. ``measure_task`` measures on the worker's GPU (engine configurations beside torch's op, the long-form
+records of cudnn_algos.results); ``dry_run_measure`` returns rows made from the task alone, no GPU, to check that a
+cluster is wired (and for the tests). Either returns its outcome; a candidate or a problem that fails is data
+(status "failed" with the reason), only a worker's death is left to the scheduler (the task runs again elsewhere)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from typing import Any, Iterable
+
+from ..choices import DIRECTIONS
+
+DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker
+
+
+def task_key(spec: Any, input_shape: Iterable[int], dtype: str, memory_format: str, direction: str) -> str:
+    """The problem-direction's key: stable text, the same in every process and run."""
+    return json.dumps({"spec": str(spec), "input_shape": list(input_shape), "dtype": dtype,
+                       "memory_format": memory_format, "direction": direction}, sort_keys=True)
+
+
+def tasks_of(problems: Iterable[Any], directions: Iterable[str] = DIRECTIONS) -> list[dict[str, Any]]:
+    """One task per problem (cudnn_algos.corpus.CorpusProblem) and direction, most used problems first."""
+    out = []
+    for p in sorted(problems, key=lambda p: -p.uses):
+        for d in directions:
+            out.append({"key": task_key(p.spec, p.input_shape, p.dtype, p.memory_format, d), "spec": p.spec.to_dict(),
+                        "input_shape": list(p.input_shape), "dtype": p.dtype, "memory_format": p.memory_format,
+                        "direction": d, "uses": p.uses, "families": list(p.families)})
+    return out
+
+
+def worker_name() -> str:
+    """The Dask worker's name where there is one (the GPU it is pinned to), else this process."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"pid {os.getpid()}"
+
+
+def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
+    options["exhaustive"] N, every engine's knob choices up to N configurations), screened, refined, confirmed
+    beside torch's op (benchmark on); returns its long-form records."""
+    import torch
+
+    from ..backend import environment
+    from ..engines import find_engines
+    from ..errors import CudaError, CudnnError
+    from ..spec import ConvSpec
+
+    opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, **(options or {})}
+    t0 = time.perf_counter()
+    base = {"worker": worker_name(), "env": None}
+    try:
+        spec = ConvSpec.from_dict(task["spec"])
+        r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
+                         memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
+                         repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
+                         exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64))
+        rows = r.to_records(uses=task.get("uses", 1))
+        return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
+                "seconds": time.perf_counter() - t0}
+    except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
+        return {**base, "status": "failed", "rows": [], "reason": f"{type(e).__name__}: {str(e)[:300]}",
+                "seconds": time.perf_counter() - t0}
+
+
+def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Rows made from the task alone (no GPU, no torch): a cluster check. With $CUDNN_ALGOS_SWEEP_DIE_ONCE naming a
+    file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would."""
+    die = os.environ.get(DIE_ONCE_ENV)
+    if die:
+        try:
+            os.remove(die)
+        except FileNotFoundError:
+            pass
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+    delay = float((options or {}).get("seconds", 0.0))
+    if delay:
+        time.sleep(delay)
+    n = 1 + sum(task["input_shape"]) % 3
+    rows = [{"key": task["key"], "candidate": f"eng{i}", "kernel_median_ms": 0.01 * (i + 1)} for i in range(n)]
+    return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay}

@@ -1,0 +1,92 @@
+"""CPU: the sweep's logic over a real Dask LocalCluster of worker processes, with the dry-run measure (rows made
+from the task, no GPU): every problem-direction stored once by the driver, a re-run skipping what is stored, a
+worker SIGKILLed mid-sweep costing only its task (run again elsewhere: nothing lost, nothing stored twice), the time
+budget, the in-process fallback without Dask, the store refusing duplicates and non-finite numbers, and the CLI.
+What a GPU measures is the device's to show (scripts/gpu-check)."""
+import json
+import sys
+
+import pytest
+from conftest import run_cli
+
+from cudnn_algos.corpus import build_corpus
+from cudnn_algos.sweep import DIE_ONCE_ENV, NO_DASK, SweepStore, sweep, tasks_of
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False)  # 16 problems
+
+
+def test_two_workers_store_every_task_once_and_a_rerun_skips_them(corpus, tmp_path):
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
+    assert (r.done, r.failed, r.skipped, r.left) == (48, 0, 0, 0) and sum(r.per_worker.values()) == 48
+    with SweepStore(db) as s:
+        assert s.keys() == {t["key"] for t in tasks_of(corpus.problems)}
+        assert s.counts()["done"] == 48 and s.counts()["rows"] == len(s.rows())
+    again = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
+    assert (again.done, again.skipped) == (0, 48)
+
+
+def test_a_worker_killed_mid_sweep_costs_only_its_task(corpus, tmp_path, monkeypatch):
+    flag = tmp_path / "die"
+    flag.write_text("")
+    monkeypatch.setenv(DIE_ONCE_ENV, str(flag))  # the first task to see it SIGKILLs its worker
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False, allowed_failures=2)
+    assert not flag.exists(), "a worker was killed"
+    assert (r.done, r.failed, r.left) == (48, 0, 0)
+    with SweepStore(db) as s:
+        keys = [t.key for t in s.tasks()]
+        assert len(keys) == len(set(keys)) == 48  # 0 lost, 0 twice
+
+
+def test_the_budget_stops_submitting_and_a_rerun_continues(corpus, tmp_path):
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, budget_s=0.3,
+              options={"seconds": 0.1})
+    assert r.stopped_by == "budget" and r.left > 0 and r.done + r.left == 48
+    rest = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
+    assert rest.skipped == r.done and rest.done == 48 - r.done and not rest.stopped_by
+
+
+def test_without_dask_it_runs_in_process_and_says_how_to_get_more(corpus, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.warns(RuntimeWarning, match="Dask is not installed"):
+        r = sweep(corpus.problems[:2], str(tmp_path / "s.sqlite"), dry_run=True, progress=False)
+    assert r.engine == "in-process" and r.done == 6 and "pip install 'cudnn_algos[sweep]'" in NO_DASK
+
+
+def test_the_store_refuses_a_second_put_and_non_finite_numbers(tmp_path):
+    with SweepStore(tmp_path / "s.sqlite") as s:
+        s.put("k", "done", [{"kernel_median_ms": 0.1}])
+        with pytest.raises(ValueError, match="already stored"):
+            s.put("k", "done", [])
+        with pytest.raises(ValueError):
+            s.put("j", "done", [{"kernel_median_ms": float("nan")}])
+        with pytest.raises(ValueError, match="status='maybe'"):
+            s.put("j", "maybe")
+        assert s.keys() == {"k"} and s.rows("k") == [{"kernel_median_ms": 0.1}]
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        SweepStore(tmp_path / "d")
+
+
+def test_cli_sweep(corpus, tmp_path):
+    corpus.to_json(str(tmp_path / "c.json"))
+    r = run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--dry-run", "--workers", "2",
+                "--no-progress", "--directions", "forward")
+    assert r.returncode == 0 and "16 measured, 0 failed" in r.stdout, r.stdout + r.stderr
+    for args, says in (((tmp_path / "nope.json", "--store", tmp_path / "s.sqlite"), "no such file"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--directions", "up"),
+                        "--directions='up' is not one of"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--workers", "0"), "--workers 0"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "no" / "s.sqlite"), "does not exist")):
+        r = run_cli("sweep", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    (tmp_path / "x.json").write_text(json.dumps({"schema": 3, "kind": "engine_search"}))
+    r = run_cli("sweep", tmp_path / "x.json", "--store", tmp_path / "s.sqlite")
+    assert r.returncode == 2 and "x.json" in r.stderr
