@@ -41,10 +41,15 @@ def test_winners_are_keyed_by_environment_and_problem(tmp_path):
 
 
 def _writer(path, i):
-    with TuningDB(path) as db:
-        for j in range(20):
-            db.put(_winner(f"forward p{i}-{j}"), [{"env": env_key(_env()), "key": f"forward p{i}-{j}",
-                                                  "settings": "{}", "name": "eng0", "kernel_ms": 0.1}])
+    try:
+        with TuningDB(path) as db:
+            for j in range(20):
+                db.put(_winner(f"forward p{i}-{j}"), [{"env": env_key(_env()), "key": f"forward p{i}-{j}",
+                                                      "settings": "{}", "name": "eng0", "kernel_ms": 0.1}])
+    except BaseException as e:  # the parent's assertion says what went wrong in this process
+        with open(f"{path}.writer{i}.err", "w") as f:
+            f.write(f"{type(e).__name__}: {e}")
+        raise
 
 
 def test_several_processes_writing_at_once_lose_nothing(tmp_path):
@@ -53,9 +58,10 @@ def test_several_processes_writing_at_once_lose_nothing(tmp_path):
     procs = [ctx.Process(target=_writer, args=(path, i)) for i in range(8)]
     for p in procs:
         p.start()
-    for p in procs:
+    for i, p in enumerate(procs):
         p.join(120)
-        assert p.exitcode == 0
+        err = tmp_path / f"t.sqlite.writer{i}.err"
+        assert p.exitcode == 0, err.read_text() if err.exists() else f"writer {i} exit {p.exitcode}"
     with TuningDB(path) as db:
         assert len(db.winners()) == 160 and len(db.candidates()) == 160
 
