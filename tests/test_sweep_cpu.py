@@ -90,3 +90,31 @@ def test_cli_sweep(corpus, tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({"schema": 3, "kind": "engine_search"}))
     r = run_cli("sweep", tmp_path / "x.json", "--store", tmp_path / "s.sqlite")
     assert r.returncode == 2 and "x.json" in r.stderr
+
+
+def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypatch, tmp_path):
+    """CPU (the search replaced by the test builders' result): measure_task's outcome is what the store takes — the
+    long-form records of the search, JSON-storable — and a cuDNN failure is a failed outcome with its reason."""
+    import torch
+
+    from cudnn_algos import backend, engines
+    from cudnn_algos.errors import CudnnError
+    from cudnn_algos.sweep import measure_task
+
+    corpus = build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False)
+    task = tasks_of(corpus.problems[:1], ("forward",))[0]
+    monkeypatch.setattr(engines, "find_engines", lambda *a, **k: make.engine_result())
+    monkeypatch.setattr(backend, "environment", lambda dev: make.env)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    out = measure_task(task)
+    assert out["status"] == "done" and out["env"] == make.env.key() and len(out["rows"]) == 5
+    with SweepStore(tmp_path / "s.sqlite") as s:
+        s.put(task["key"], out["status"], out["rows"], worker=out["worker"], env=out["env"])
+        assert s.rows(task["key"])[0]["candidate"] == out["rows"][0]["candidate"]
+
+    def fails(*a, **k):
+        raise CudnnError("cudnnBackendFinalize failed", "CUDNN_STATUS_NOT_SUPPORTED", 3000)
+
+    monkeypatch.setattr(engines, "find_engines", fails)
+    out = measure_task(task)
+    assert out["status"] == "failed" and out["reason"].startswith("CudnnError") and out["rows"] == []
