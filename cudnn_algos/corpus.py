@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from .results import load_json
 from .results.codec import Saved, register
 from .spec import ConvSpec
 
@@ -99,13 +98,6 @@ class Corpus(Saved):
 
     def __str__(self) -> str:
         return "\n".join(self.summary_lines())
-
-    @classmethod
-    def load(cls, source: str) -> "Corpus":
-        c = load_json(source)
-        if not isinstance(c, Corpus):
-            raise ValueError(f"{source!r} holds a {type(c).__name__}, not a corpus")
-        return c
 
 
 # ================================================================================================ the families

@@ -161,3 +161,11 @@ class Saved:
 
     def to_json(self, path: str | None = None, **kwargs: Any) -> str:
         return write_json(self.to_dict(), path, **kwargs)
+
+    @classmethod
+    def load(cls, source: str) -> Any:
+        """What load_json reads from `source`, when it is one of these (ValueError naming what it is otherwise)."""
+        obj = load_json(source)
+        if not isinstance(obj, cls):
+            raise ValueError(f"{source!r} holds a {type(obj).__name__}, not a {cls.__name__}")
+        return obj

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 from ..files import atomic_write
 from ..environment import Environment
 from ..spec import ConvSpec
-from .codec import Saved, load_json, register
+from .codec import Saved, register
 from .rows import MeasureConfig, TorchRun
 from .searches import EngineSearchResult, SearchResult
 from .tables import csv_text, dataframe, fit_table, format_ms, html_table
@@ -337,14 +337,6 @@ class ModelReport(Saved):
     def to_csv(self, path: str) -> None:
         """The long-form table as CSV (lists as space-separated values: cudnn_algos.results.tables.csv_text)."""
         atomic_write(path, csv_text(self.to_dataframe()))
-
-
-    @classmethod
-    def load(cls, source: str) -> "ModelReport":
-        r = load_json(source)
-        if not isinstance(r, ModelReport):
-            raise ValueError(f"{source!r} holds a {type(r).__name__}, not a model report")
-        return r
 
     def plot(self, out_dir: str, formats: Sequence[str] = ("png", "svg")) -> list[str]:
         from ..plots import save_figures
