@@ -27,9 +27,12 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
   "$PY" -m pip install -q --no-deps torchvision 2>/dev/null | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
 fi
-# Dask for the sweep (cudnn_algos[sweep]; its CPU tests skip without it): installed where a registry answers
-"$PY" -c "import distributed" 2>/dev/null || { "$PY" -m pip install -q "dask[distributed]" 2>/dev/null \
-  | grep -v "Running pip as the 'root' user" || true; }
+# Dask for the sweep and pyarrow for the dataset (cudnn_algos[sweep]; their CPU tests skip without them): installed
+# where a registry answers
+for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow"; do
+  "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q "${pkg#*:}" 2>/dev/null \
+    | grep -v "Running pip as the 'root' user" || true; }
+done
 # (re)build the extension when it is missing or older than its sources
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ -n "$(find csrc cudnn_algos/_build.py setup.py -newer "$so" -type f 2>/dev/null | head -n1)" ] \

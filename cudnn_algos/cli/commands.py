@@ -414,6 +414,30 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dataset(a: argparse.Namespace) -> int:
+    from ..dataset import validate, write_parquet
+    from ..sweep import SweepStore
+
+    if a.action == "write" and not a.out:
+        raise UsageError("dataset write needs --out DIR")
+    if a.action == "write":
+        _needs("dataset write", "pyarrow")
+    _check_outputs({"STORE": a.store}, {}, {"--out": a.out} if a.out else None)
+    if not os.path.isfile(a.store):
+        raise FileError(f"{a.store}: no such file")
+    try:
+        with SweepStore(a.store) as s:
+            if a.action == "validate":
+                print(validate(s))
+                return EXIT_OK
+            v = write_parquet(s, a.out)
+    except ValueError as e:
+        raise FileError(str(e)) from None
+    print(v)
+    print(f"wrote {a.out}")
+    return EXIT_OK
+
+
 def cmd_info(a: argparse.Namespace) -> int:
     from ..sysinfo import info
 
@@ -423,4 +447,4 @@ def cmd_info(a: argparse.Namespace) -> int:
 
 COMMANDS = {"info": cmd_info, "find": cmd_find, "engines": cmd_engines, "profile": cmd_profile, "tune": cmd_tune,
             "db": cmd_db, "show": cmd_show, "compare": cmd_compare, "corpus": cmd_corpus,
-            "sweep": cmd_sweep}
+            "sweep": cmd_sweep, "dataset": cmd_dataset}

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus,sweep}")
+    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus,sweep,dataset}")
     p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
@@ -243,6 +243,13 @@ def _add_corpus_parser(sub) -> None:
                    help="also every engine's knob choices, up to N configurations per problem-direction")
     w.add_argument("--dry-run", action="store_true", help="rows made from the tasks alone, no GPU: checks the wiring")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ds = sub.add_parser("dataset", help="validate a sweep store; write its rows as Parquet",
+                        description="validate: which problem-directions of a sweep store are whole (a status on "
+                                    "every row, finite non-negative times, a best) and why the others are not; "
+                                    "write: the whole ones as Parquet partitioned by environment.")
+    ds.add_argument("action", choices=["validate", "write"])
+    ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
+    ds.add_argument("--out", metavar="DIR", help="write: the Parquet directory")
 
 
 def _add_tuning_parsers(sub) -> None:
