@@ -6,38 +6,36 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Direction(str, Enum):
+class _Name(str, Enum):
+    """A choice that is also its plain string (compares, hashes, formats and serialises as its value)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Direction(_Name):
     """A convolution's direction: forward (y from x, w), backward_data (dx from dy, w), backward_filter (dw)."""
 
     FORWARD = "forward"
     BACKWARD_DATA = "backward_data"
     BACKWARD_FILTER = "backward_filter"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Mode(str, Enum):
+class Mode(_Name):
     """A legacy search's mode: find (cuDNN allocates and times), find_ex (our buffers), heuristic (no timing)."""
 
     FIND = "find"
     FIND_EX = "find_ex"
     HEURISTIC = "heuristic"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class MathType(str, Enum):
+class MathType(_Name):
     """cuDNN's math type: default (fp32: TF32 allowed), tensor_op, tensor_op_allow_conversion, fma (no tensor cores)."""
 
     DEFAULT = "default"
     TENSOR_OP = "tensor_op"
     TENSOR_OP_ALLOW_CONVERSION = "tensor_op_allow_conversion"
     FMA = "fma"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 DIRECTIONS = tuple(d.value for d in Direction)
