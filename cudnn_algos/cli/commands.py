@@ -295,16 +295,19 @@ def cmd_find(a: argparse.Namespace) -> int:
     return 0
 
 
-_FLAGS = {"families": "--families", "configs=": "--configs=", "batches": "--batches", "heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine", "screen": "--screen",
-          "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive", "measure=True": "--measure"}
+# each command's API argument names -> its flags (the same name can be another flag elsewhere: configs)
+_ENGINES_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine",
+                  "screen": "--screen", "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive",
+                  "measure=True": "--measure"}
+_CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "--batches", "models": "--models"}
 
 
-def _as_flags(message: str) -> str:
+def _as_flags(message: str, flags: dict[str, str]) -> str:
     """An API argument check's message in the CLI's words: `heuristics='zz'` -> `--heuristics='zz'`."""
     import re
 
-    return re.sub(r"(?<![\w-])(" + "|".join(map(re.escape, _FLAGS)) + r")(?![\w])",
-                  lambda m: _FLAGS[m.group(1)], message)
+    return re.sub(r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w])", lambda m: flags[m.group(1)],
+                  message)
 
 
 def cmd_engines(a: argparse.Namespace) -> int:
@@ -327,7 +330,7 @@ def cmd_engines(a: argparse.Namespace) -> int:
         for d in directions:
             validate_engines(conv, shape, direction=d, **kwargs)
     except (ValueError, TypeError) as e:
-        raise UsageError(_as_flags(str(e))) from None
+        raise UsageError(_as_flags(str(e), _ENGINES_FLAGS)) from None
     kwargs.update(exhaustive=a.exhaustive > 0, runtime_compiled=not a.no_runtime_compiled,
                   check_clock=a.check_clock)
     results = []
@@ -370,7 +373,7 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs), models=split(a.models),
                               progress=not a.no_progress)
     except (ValueError, TypeError) as e:
-        raise UsageError(_as_flags(str(e))) from None
+        raise UsageError(_as_flags(str(e), _CORPUS_FLAGS)) from None
     print(corpus)
     if a.json:
         corpus.to_json(a.json)
