@@ -11,6 +11,7 @@ never guessed.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -303,11 +304,13 @@ def build_corpus(families: Iterable[str] | None = None, *, batches: Sequence[int
                 bar.update(name)
                 continue
             done.setdefault(family, []).append(name)
-            counts: dict[tuple, tuple[str, int]] = {}
+            first: dict[tuple, str] = {}  # (spec, shape) -> the first layer that runs it
+            uses_of: Counter = Counter()
             for layer, spec, shape1 in calls:
-                k = (spec, shape1)
-                counts[k] = (counts[k][0] if k in counts else layer, counts.get(k, ("", 0))[1] + 1)
-            for (spec, shape1), (layer, uses) in counts.items():
+                first.setdefault((spec, shape1), layer)
+                uses_of[(spec, shape1)] += 1
+            for (spec, shape1), layer in first.items():
+                uses = uses_of[(spec, shape1)]
                 for b in batches:
                     for c in configs:
                         dtype, fmt = CONFIGS[c]

@@ -104,7 +104,8 @@ def _fit(lines: list[str], width: int = 120) -> list[str]:
             out.append(line)
             continue
         head, rest = line[:13], line[13:]
-        parts = [p + (";" if i < len(rest.split("; ")) - 1 else "") for i, p in enumerate(rest.split("; "))]
+        pieces = rest.split("; ")
+        parts = [p + ";" for p in pieces[:-1]] + pieces[-1:]
         first = True
         for part in parts:
             for w in textwrap.wrap(part, width - 13, break_long_words=False, break_on_hyphens=False):

@@ -108,7 +108,7 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
     """Runs the tasks on Dask (or in this process without it); returns (engine, what stopped it early or "")."""
     try:
         import dask
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         if scheduler:
             raise ImportError("scheduler= needs Dask: pip install 'cudnn_algos[sweep]'") from None
@@ -126,15 +126,15 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
             cluster = local_cluster(n, gpus=not dry_run)
             client, engine = Client(cluster), f"dask, {n} local worker(s)"
         try:
-            return engine, _collect(client, as_completed, todo, fn, options, record, deadline)
+            return engine, _collect(client, todo, fn, options, record, deadline)
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
 
 
-def _collect(client, as_completed, todo, fn, options, record, deadline) -> str:
-    from distributed import KilledWorker
+def _collect(client, todo, fn, options, record, deadline) -> str:
+    from distributed import KilledWorker, as_completed
 
     by_key = {t["key"]: t for t in todo}
     futures = {client.submit(fn, t, options, key=f"cudnn-algos-{i}", pure=False): t["key"]
