@@ -169,8 +169,8 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
 
 def validate_engines(
     conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
-    heuristics: Sequence[str] | None = None, max_configs: int = 64, measure: bool = False, repeats: int = 10,
-    warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
+    heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64, measure: bool = False,
+    repeats: int = 10, warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
     refine: int = 0, refine_max: int = 64, screen: int | None = None, confirm: int = 3, configs: Sequence[str] = (),
     device=None,
 ) -> tuple[Problem, tuple[str, ...], list, int]:
@@ -183,8 +183,8 @@ def validate_engines(
     exact = [parse_config(c) for c in configs]
     if heuristics is None:
         heuristics = () if exact else ("instant", "a", "b", "fallback")
-    if not heuristics and not exact:
-        raise ValueError("heuristics is empty and no configs are named: nothing to search")
+    if not heuristics and not exact and not exhaustive:
+        raise ValueError("nothing to search: heuristics is empty, configs is empty and exhaustive is off")
     _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
                 measure if compare_torch is None else compare_torch, torch_benchmark, direction)
     problem = make_problem(conv, input_shape, dtype, memory_format, None)
@@ -227,9 +227,9 @@ def find_engines(
     """
     problem, heuristics, exact, dev = validate_engines(
         conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
-        max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2, compare_torch=compare_torch,
-        torch_benchmark=torch_benchmark, refine=refine, refine_max=refine_max, screen=screen, confirm=confirm,
-        configs=configs, device=device)
+        exhaustive=exhaustive, max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2,
+        compare_torch=compare_torch, torch_benchmark=torch_benchmark, refine=refine, refine_max=refine_max,
+        screen=screen, confirm=confirm, configs=configs, device=device)
     compare_torch = measure if compare_torch is None else compare_torch
     cdir = problem.cudnn_direction(direction)
     with torch.cuda.device(dev):

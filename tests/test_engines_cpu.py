@@ -141,3 +141,17 @@ def test_every_row_carries_the_command_that_measures_it_again(make):
         a = cli.build_parser().parse_args(argv)
         assert cli.parse_conv(a.conv).kernel_size == (3, 3) and tuple(map(int, a.input.split(","))) in (
             (2, 8, 8, 8), (32, 64, 56, 56))
+
+
+def test_an_exhaustive_search_needs_no_heuristic_list():
+    """CPU: find_engines's checks accept heuristics=() with exhaustive=True (every engine's knobs, no list), and
+    refuse a search with nothing to enumerate."""
+    from cudnn_algos.engines import validate_engines
+
+    layer = torch.nn.Conv2d(8, 8, 3)
+    try:
+        validate_engines(layer, (2, 8, 8, 8), heuristics=(), exhaustive=True)
+    except Exception as e:  # past the argument checks, only the missing GPU may stop it here
+        assert type(e).__name__ == "CudaUnavailableError", e
+    with pytest.raises(ValueError, match="nothing to search"):
+        validate_engines(layer, (2, 8, 8, 8), heuristics=())

@@ -298,7 +298,7 @@ def cmd_find(a: argparse.Namespace) -> int:
 # each command's API argument names -> its flags (the same name can be another flag elsewhere: configs)
 _ENGINES_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine",
                   "screen": "--screen", "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive",
-                  "measure=True": "--measure"}
+                  "measure=True": "--measure", "exhaustive is off": "--exhaustive is not given"}
 _CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "--batches", "models": "--models"}
 
 
@@ -320,7 +320,8 @@ def cmd_engines(a: argparse.Namespace) -> int:
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
     heur = None if a.heuristics is None else tuple(h for h in a.heuristics.split(",") if h)
-    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, max_configs=a.exhaustive or 64,
+    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
+                  max_configs=a.exhaustive or 64,
                   measure=a.measure, repeats=a.repeats, l2=a.l2,
                   compare_torch=None if a.torch is None else a.torch == "yes",
                   torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
@@ -331,8 +332,7 @@ def cmd_engines(a: argparse.Namespace) -> int:
             validate_engines(conv, shape, direction=d, **kwargs)
     except (ValueError, TypeError) as e:
         raise UsageError(_as_flags(str(e), _ENGINES_FLAGS)) from None
-    kwargs.update(exhaustive=a.exhaustive > 0, runtime_compiled=not a.no_runtime_compiled,
-                  check_clock=a.check_clock)
+    kwargs.update(runtime_compiled=not a.no_runtime_compiled, check_clock=a.check_clock)
     results = []
     for d in directions:
         res = find_engines(conv, shape, direction=d, **kwargs)
