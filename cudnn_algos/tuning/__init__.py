@@ -2,7 +2,8 @@
 ``$CUDNN_ALGOS_DB`` or ``$XDG_CACHE_HOME/cudnn_algos/tuning.sqlite``), what it stores per environment and problem
 key (``winner``, ``keys``), which winner a search stores (``policy``), ``tune()`` and ``apply()``."""
 from .patching import CONV_TYPES, TRANSPOSED_TYPES, Applied, ModuleArgs, apply, module_args
-from .db import ENV_VAR, SCHEMA, ImportCount, TuningDB, check_entry, default_path, open_db, read_export
+from .db import ENV_VAR, ImportCount, TuningDB, default_path, open_db
+from .entries import SCHEMA, check_entry, read_export
 from .keys import env_key, problem_key
 from .policy import TORCH_MARGIN, check_margin, reselected, torch_wins, winner_entry
 from .tuner import SEARCHES, TuneResult, tune

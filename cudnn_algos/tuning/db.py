@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sqlite3
 import time
@@ -27,11 +26,10 @@ from ..errors import (TuningDBDamaged, TuningDBError, TuningDBForeign, TuningDBL
                      TuningDBUnavailable)
 from ..files import atomic_write, check_distinct
 from .policy import check_margin, reselected
+from .entries import EXPORT_HEAD, SCHEMA, check_entry, read_export
 from .winner import CANDIDATE_COLS, WINNER_COLS, Winner, now
 
-SCHEMA = 1
 ENV_VAR = "CUDNN_ALGOS_DB"
-EXPORT_HEAD = "cudnn_algos_tuning_export"
 QUICK_CHECK_MAX_BYTES = 256 << 20  # PRAGMA quick_check on open up to this size (it reads every page)
 LOCK_NOTICE_S = 2.0  # a lock held longer than this is waited for with a warning
 
@@ -46,11 +44,6 @@ CREATE TABLE IF NOT EXISTS candidates (
   throughput_ms REAL, host_ms REAL, rel_err REAL, workspace_bytes INTEGER, torch_filter TEXT, sources TEXT,
   measured_at TEXT, PRIMARY KEY (env, key, settings, name));
 """
-_REAL = {"kernel_ms", "host_ms", "rel_err", "runner_up_ms", "torch_on_ms", "throughput_ms"}
-_INT = {"engine_id", "workspace_bytes"}
-_REQUIRED = {"winner": ("env", "key", "settings", "config", "engine_id"), "candidate": ("env", "key", "settings",
-                                                                                        "name")}
-_INT64 = 2**63
 
 
 def default_path() -> Path:
@@ -160,11 +153,9 @@ class TuningDB:
         if not tables:
             if self.read_only:
                 raise TuningDBUnavailable(str(self.path), "is an empty database (opened read-only)")
-            con.execute("PRAGMA journal_mode=WAL")
-            con.executescript(_TABLES)  # IF NOT EXISTS / OR IGNORE: two processes creating it at once agree
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (now(),))
-            return
+            if self._create(con):
+                return
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         ours = {"meta", "winners", "candidates"}
         cols = {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in tables & ours}
         schema = None
@@ -181,6 +172,26 @@ class TuningDB:
                                                   "use the version that wrote it, or another --db path")
         if tables != ours and not self.read_only:  # a creator killed between its statements
             con.executescript(_TABLES)
+
+    @staticmethod
+    def _create(con: sqlite3.Connection) -> bool:
+        """Makes the tables and the schema row in one transaction, so that a process opening the file at the same
+        moment sees no tables or all of them with their schema (never tables without it, which read as another
+        program's database). False when another process created them first (then they are checked as any file)."""
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("BEGIN IMMEDIATE")  # one creator at a time: the others wait here, then find it made
+        try:
+            made = con.execute("SELECT 1 FROM sqlite_master WHERE type='table'").fetchone() is None
+            if made:
+                for stmt in filter(str.strip, _TABLES.split(";")):
+                    con.execute(stmt)
+                con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+                con.execute("INSERT INTO meta VALUES ('created', ?)", (now(),))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return made
 
     def _aside_and_fresh(self, why: str) -> sqlite3.Connection:
         """Moves the file and its -wal/-shm aside (never deletes them), warns, and opens a fresh database."""
@@ -380,79 +391,6 @@ class ImportCount(int):
         return obj
 
 
-def check_entry(kind: str, e: Any, where: str = "") -> None:
-    """One winner or candidate as put() and import take it: a JSON object with the required fields, text where
-    text goes, ints in range, finite numbers. ValueError naming `where`, the field and the value."""
-    at = f"{where}: " if where else ""
-    if not isinstance(e, dict):
-        raise ValueError(f"{at}a {kind} is a JSON object, not {type(e).__name__}")
-    cols = WINNER_COLS if kind == "winner" else CANDIDATE_COLS
-    for f in _REQUIRED[kind]:
-        if e.get(f) is None:
-            raise ValueError(f"{at}the {kind} has no {f}")
-    for f, v in e.items():
-        if f not in cols:
-            raise ValueError(f"{at}the {kind} has a field {f!r} that is not one of {', '.join(cols)}")
-        if v is None:
-            continue
-        if f in _REAL:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{at}the {kind}'s {f}={v!r} must be a finite number or null")
-        elif f in _INT:
-            if isinstance(v, bool) or not isinstance(v, int) or not -_INT64 <= v < _INT64:
-                raise ValueError(f"{at}the {kind}'s {f}={v!r} must be an integer that fits 64 bits")
-        elif not isinstance(v, str):
-            raise ValueError(f"{at}the {kind}'s {f}={v!r} must be text")
-    if kind == "winner":
-        for f in ("settings", "knobs", "environment"):
-            if isinstance(e.get(f), str) and e[f]:
-                try:
-                    json.loads(e[f])
-                except ValueError:
-                    raise ValueError(f"{at}the winner's {f} is not JSON text: {e[f][:80]!r}") from None
-
-
-def read_export(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The winners and candidates of an export file, every entry checked (check_entry); ValueError naming the
-    file and line of the first bad one."""
-    p = str(path)
-    if os.path.isdir(p):
-        raise ValueError(f"{p} is a directory, not a tuning export")
-    winners, candidates = [], []
-    with open(p, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            where = f"{p} line {n}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                hint = " (gzip-compressed: gunzip it first)" if raw[:2] == b"\x1f\x8b" else ""
-                raise ValueError(f"{where}: not UTF-8 text{hint}: not a cudnn_algos tuning export") from None
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line, parse_constant=_no_constant)
-            except (ValueError, RecursionError) as e:
-                raise ValueError(f"{where}: not JSON ({str(e)[:100]})") from None
-            if n == 1:
-                if not isinstance(d, dict) or d.get(EXPORT_HEAD) != SCHEMA:
-                    raise ValueError(f"{where}: not a cudnn_algos tuning export of schema {SCHEMA} (it begins "
-                                     f"{line.strip()[:80]!r})")
-                continue
-            if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in ("winner", "candidate"):
-                raise ValueError(f"{where}: an entry is {{\"winner\": {{...}}}} or {{\"candidate\": {{...}}}}, not "
-                                 f"{line.strip()[:80]!r}")
-            kind, entry = next(iter(d.items()))
-            check_entry(kind, entry, where)
-            (winners if kind == "winner" else candidates).append(entry)
-    if not winners and not candidates and os.path.getsize(p) == 0:
-        raise ValueError(f"{p} is empty: not a cudnn_algos tuning export")
-    return winners, candidates
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def _checked_path(path: str | os.PathLike | None) -> Path:
     p = Path(path).expanduser() if path is not None else default_path()
     if p.name in ("", ".", ".."):
@@ -492,4 +430,4 @@ def open_db(db: "TuningDB | str | os.PathLike | None") -> tuple[TuningDB, bool]:
     return (db, False) if isinstance(db, TuningDB) else (TuningDB(db), True)
 
 
-__all__ = ["TuningDB", "ImportCount", "default_path", "open_db", "check_entry", "read_export", "SCHEMA", "ENV_VAR"]
+__all__ = ["TuningDB", "ImportCount", "default_path", "open_db", "ENV_VAR"]
