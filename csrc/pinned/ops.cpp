@@ -19,10 +19,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
 #include <array>
 #include <memory>
+#include <type_traits>
 
 #include "../common/dtypes.h"
 #include "../search/engine_search.h"
@@ -367,10 +371,12 @@ Grads call_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor&
                       : bwd.call(gy, x, w, a.stride, a.padding, a.dilation, a.groups, mask);
 }
 
-// Autograd: the backward operator runs backward-data and backward-filter, each its own stored winner; the bias's
-// gradient is the sum of grad_y over all but the channel dim, as torch computes it. Two Functions: autograd's
-// apply() takes only defined tensors, so a convolution without bias has its own. The arguments travel as one
-// SavedArgs (vectors owned by the node).
+// Note [the autograd node]: the forward operators' Autograd kernel records one ConvBackward node per call, written
+// as torch's generated nodes are (the inputs saved as SavedVariables, the arguments as plain members, next edges and
+// history set directly) rather than through torch::autograd::Function, whose per-call context (a string-keyed map of
+// IValues for the arguments, the checks of each output) cost more host time than the convolution's own bookkeeping.
+// Its backward runs the backward operator: backward-data and backward-filter, each its own stored winner; the bias's
+// gradient is the sum of grad_y over all but the channel dim, as torch computes it.
 struct SavedArgs {
   std::vector<int64_t> stride, padding, output_padding, dilation;
   int64_t groups = 1;
@@ -380,63 +386,64 @@ struct SavedArgs {
     return {a.stride.vec(), a.padding.vec(), a.output_padding.vec(), a.dilation.vec(), a.groups, a.transposed};
   }
   ConvArgs view() const { return ConvArgs{stride, padding, output_padding, dilation, groups, transposed}; }
+};
 
-  void save(torch::autograd::AutogradContext* ctx) const {
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["output_padding"] = output_padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["groups"] = groups;
-    ctx->saved_data["transposed"] = transposed;
+struct ConvBackward final : torch::autograd::Node {
+  torch::autograd::SavedVariable x, w;
+  SavedArgs args;
+  bool has_bias = false;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    torch::autograd::variable_list out(has_bias ? 3 : 2);
+    const std::array<bool, 3> mask{task_should_compute_output(0), task_should_compute_output(1),
+                                   has_bias && task_should_compute_output(2)};
+    if (!grads[0].defined() || !(mask[0] || mask[1] || mask[2])) return out;
+    // the backward operator has no autograd kernel: below autograd unless a graph of the backward is being built
+    // (create_graph), where torch's fallback for such operators notices the gradients are not differentiable
+    std::optional<at::AutoDispatchBelowADInplaceOrView> below;
+    if (!at::GradMode::is_enabled()) below.emplace();
+    auto [gx, gw, gb] = call_backward(grads[0], x.unpack(), w.unpack(), args.view(), mask);
+    out[0] = std::move(gx);
+    out[1] = std::move(gw);
+    if (has_bias) out[2] = std::move(gb);
+    return out;
   }
-  static Grads grads(torch::autograd::AutogradContext* ctx, const at::Tensor& gy, bool bias) {
-    const auto saved = ctx->get_saved_variables();
-    const std::array<bool, 3> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                   bias && ctx->needs_input_grad(2)};
-    if (!gy.defined() || !(mask[0] || mask[1] || mask[2])) return {};
-    const SavedArgs a{ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
-                      ctx->saved_data["output_padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
-                      ctx->saved_data["groups"].toInt(), ctx->saved_data["transposed"].toBool()};
-    return call_backward(gy, saved[0], saved[1], a.view(), mask);
+  std::string name() const override { return "cudnn_algos::ConvBackward"; }
+  void release_variables() override {
+    x.reset_data();
+    w.reset_data();
   }
 };
 
-class PinnedConvBias : public torch::autograd::Function<PinnedConvBias> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& bias, const SavedArgs& a) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    ctx->save_for_backward({x, w});
-    a.save(ctx);
-    return call_forward(x, w, bias, a.view());
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto [gx, gw, gb] = SavedArgs::grads(ctx, grads[0], true);
-    return {gx, gw, gb, at::Tensor()};
-  }
-};
-
-class PinnedConvNoBias : public torch::autograd::Function<PinnedConvNoBias> {
- public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const SavedArgs& a) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    ctx->save_for_backward({x, w});
-    a.save(ctx);
-    return call_forward(x, w, std::nullopt, a.view());
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto [gx, gw, gb] = SavedArgs::grads(ctx, grads[0], false);
-    return {gx, gw, at::Tensor()};
-  }
-};
+// A new node, held the way this torch's autograd edges hold nodes (an intrusive pointer in newer releases, a
+// shared_ptr in older ones)
+template <class N>
+auto make_node() {
+  using Ptr = decltype(torch::autograd::Edge::function);
+  if constexpr (std::is_same_v<Ptr, std::shared_ptr<torch::autograd::Node>>) return std::make_shared<N>();
+  else return c10::make_intrusive<N>();
+}
 
 at::Tensor autograd_any(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
                         const ConvArgs& a) {
-  if (bias && bias->defined()) return PinnedConvBias::apply(x, w, *bias, SavedArgs::of(a));
-  return PinnedConvNoBias::apply(x, w, SavedArgs::of(a));
+  const bool has_bias = bias && bias->defined();
+  at::Tensor y;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    y = call_forward(x, w, bias, a);
+  }
+  if (!(has_bias ? torch::autograd::compute_requires_grad(x, w, *bias)
+                 : torch::autograd::compute_requires_grad(x, w)))
+    return y;
+  auto node = make_node<ConvBackward>();
+  node->set_next_edges(has_bias ? torch::autograd::collect_next_edges(x, w, *bias)
+                                : torch::autograd::collect_next_edges(x, w));
+  node->x = torch::autograd::SavedVariable(x, false);
+  node->w = torch::autograd::SavedVariable(w, false);
+  node->args = SavedArgs::of(a);
+  node->has_bias = has_bias;
+  torch::autograd::set_history(y, node);
+  return y;
 }
 
 // torch.autocast: cast as torch's convolutions are cast (they are on autocast's lower-precision list)
