@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .sweep.store import SweepStore
+from .sweep.tasks import REPEAT, is_repeat
 
 TIME_COLUMNS = ("kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "throughput_median_ms", "host_median_ms",
                 "reference_kernel_ms")
@@ -53,9 +54,11 @@ def problem_errors(rows: Iterable[dict[str, Any]]) -> list[str]:
 
 def validate(store: SweepStore) -> Validation:
     """The store's done problem-directions whose rows pass problem_errors; the others with their reasons (failed
-    ones with the sweep's reason)."""
+    ones with the sweep's reason). Repeats (the noise floor's second measurements) are not part of it."""
     kept, rejected, n = [], {}, 0
     for t in store.tasks():
+        if is_repeat(t.key):
+            continue
         if t.status != "done":
             rejected[t.key] = f"the sweep failed it: {t.reason}"
             continue
@@ -67,6 +70,61 @@ def validate(store: SweepStore) -> Validation:
             kept.append(t.key)
             n += len(rows)
     return Validation(tuple(kept), rejected, n)
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The same problem-directions measured twice, by different processes: per configuration measured both times, the
+    second kernel median over the first; per problem-direction, whether both runs found the same best and how far
+    apart their bests are."""
+
+    pairs: int  # problem-directions measured twice (both done)
+    configs: int  # configurations with a kernel time in both
+    median_abs_change: float | None  # median over configurations of |second/first - 1|
+    p95_abs_change: float | None
+    same_best: int  # pairs whose fastest configuration is the same
+    best_within: float | None  # p95 over pairs of |best time second / best time first - 1|
+
+    def __str__(self) -> str:
+        if not self.pairs:
+            return "noise floor: no problem-direction measured twice yet (a later sweep of the same store measures " \
+                   "its sample again)"
+        return (f"noise floor: {self.pairs} problem-directions measured twice in different processes, {self.configs} "
+                f"configurations timed both times: |change| median {100 * self.median_abs_change:.1f}%, p95 "
+                f"{100 * self.p95_abs_change:.1f}%; the same fastest configuration in {self.same_best} of "
+                f"{self.pairs}; the best time moved by up to {100 * self.best_within:.1f}% (p95)")
+
+
+def _quantile(v: list[float], q: float) -> float | None:
+    if not v:
+        return None
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
+
+
+def _timed(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
+    return {(r.get("candidate_kind"), r.get("candidate")): r["kernel_median_ms"] for r in rows
+            if r.get("status") == "SUCCESS" and isinstance(r.get("kernel_median_ms"), (int, float))
+            and r["kernel_median_ms"] > 0}
+
+
+def noise_floor(store: SweepStore) -> NoiseFloor:
+    """The noise floor from the store's repeats (sweep's repeat_fraction sample) and their first measurements."""
+    done = {t.key for t in store.tasks() if t.status == "done"}
+    changes, best_moves, same, pairs = [], [], 0, 0
+    for key in sorted(k for k in done if is_repeat(k)):
+        first_key = key[: -len(REPEAT)]
+        if first_key not in done:
+            continue
+        a, b = _timed(store.rows(first_key)), _timed(store.rows(key))
+        if not a or not b:
+            continue
+        pairs += 1
+        changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys()]
+        same += min(a, key=a.get) == min(b, key=b.get)
+        best_moves.append(abs(min(b.values()) / min(a.values()) - 1))
+    return NoiseFloor(pairs, len(changes), _quantile(changes, 0.5), _quantile(changes, 0.95), same,
+                      _quantile(best_moves, 0.95))
 
 
 def to_frame(store: SweepStore, validation: Validation | None = None):
@@ -95,4 +153,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["Validation", "problem_errors", "validate", "to_frame", "write_parquet", "TIME_COLUMNS"]
+__all__ = ["NoiseFloor", "Validation", "noise_floor", "problem_errors", "validate", "to_frame", "write_parquet",
+           "TIME_COLUMNS"]

@@ -27,8 +27,32 @@ def test_two_workers_store_every_task_once_and_a_rerun_skips_them(corpus, tmp_pa
     with SweepStore(db) as s:
         assert s.keys() == {t["key"] for t in tasks_of(corpus.problems)}
         assert s.counts()["done"] == 48 and s.counts()["rows"] == len(s.rows())
-    again = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
+    again = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False, repeat_fraction=0)
     assert (again.done, again.skipped) == (0, 48)
+
+
+def test_a_later_sweep_measures_the_noise_floors_sample_again_once(corpus, tmp_path):
+    """The noise floor: a sample of what an earlier sweep stored is measured again by the next sweep's processes,
+    under repeat keys, once; the dataset leaves repeats out and pairs them with their first measurements."""
+    from cudnn_algos.dataset import noise_floor, validate
+    from cudnn_algos.sweep.tasks import chosen_for_repeat, is_repeat
+
+    db = tmp_path / "s.sqlite"
+    first = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, repeat_fraction=0.25)
+    assert first.repeats == 0 and first.done == 48  # nothing stored before: nothing to repeat
+    sample = {t["key"] for t in tasks_of(corpus.problems) if chosen_for_repeat(t["key"], 0.25)}
+    assert 0 < len(sample) < 48
+    second = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, repeat_fraction=0.25)
+    assert (second.repeats, second.done, second.skipped) == (len(sample), len(sample), 48)
+    third = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, repeat_fraction=0.25)
+    assert (third.repeats, third.done) == (0, 0)
+    with SweepStore(db) as s:
+        assert {k[: -len(" #repeat")] for k in s.keys() if is_repeat(k)} == sample
+        assert len(validate(s).kept) == 48  # repeats are not dataset rows
+        nf = noise_floor(s)
+    # the dry run's rows are the same every time: no change, the same best everywhere
+    assert (nf.pairs, nf.same_best, nf.median_abs_change, nf.best_within) == (len(sample), len(sample), 0.0, 0.0)
+    assert "measured twice" in str(nf)
 
 
 def test_a_worker_killed_mid_sweep_costs_only_its_task(corpus, tmp_path, monkeypatch):
@@ -49,7 +73,7 @@ def test_the_budget_stops_submitting_and_a_rerun_continues(corpus, tmp_path):
     r = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, budget_s=0.3,
               options={"seconds": 0.1})
     assert r.stopped_by == "budget" and r.left > 0 and r.done + r.left == 48
-    rest = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
+    rest = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False, repeat_fraction=0)
     assert rest.skipped == r.done and rest.done == 48 - r.done and not rest.stopped_by
 
 
@@ -97,17 +121,31 @@ def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypat
     long-form records of the search, JSON-storable — and a cuDNN failure is a failed outcome with its reason."""
     import torch
 
-    from cudnn_algos import backend, engines
+    from cudnn_algos import api, backend, engines
     from cudnn_algos.errors import CudnnError
     from cudnn_algos.sweep import measure_task
 
     corpus = build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False)
     task = tasks_of(corpus.problems[:1], ("forward",))[0]
     monkeypatch.setattr(engines, "find_engines", lambda *a, **k: make.engine_result())
+    monkeypatch.setattr(api, "find", lambda *a, mode, **k: make.legacy_result(mode=mode))
     monkeypatch.setattr(backend, "environment", lambda dev: make.env)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    out = measure_task(task)
+    n_legacy = len(make.legacy_result().to_records())
+    out = measure_task(task, {"legacy": False})
     assert out["status"] == "done" and out["env"] == make.env.key() and len(out["rows"]) == 5
+    out = measure_task(task)  # the legacy algorithms measured (find_ex) and the legacy heuristic's ranking
+    legacy = [r for r in out["rows"] if r["candidate_kind"] == "legacy"]
+    assert len(out["rows"]) == 5 + 2 * n_legacy and {r["stage"] for r in legacy} == {"find_ex", "heuristic"}
+
+    def legacy_fails(*a, mode, **k):
+        raise CudnnError("cudnnFindConvolutionForwardAlgorithmEx failed", "CUDNN_STATUS_BAD_PARAM", 2000)
+
+    monkeypatch.setattr(api, "find", legacy_fails)
+    out = measure_task(task)  # the engine rows are kept; each failed legacy search is a row with its reason
+    failed = [r for r in out["rows"] if r["status"] == "FAILED"]
+    assert out["status"] == "done" and len(out["rows"]) == 7 and len(failed) == 2
+    assert "CUDNN_STATUS_BAD_PARAM" in failed[0]["note"]
     with SweepStore(tmp_path / "s.sqlite") as s:
         s.put(task["key"], out["status"], out["rows"], worker=out["worker"], env=out["env"])
         assert s.rows(task["key"])[0]["candidate"] == out["rows"][0]["candidate"]

@@ -395,6 +395,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise ValueError(f"--workers {a.workers} must be >= 1")
         if a.allowed_failures < 0 or a.exhaustive < 0:
             raise ValueError("--allowed-failures and --exhaustive must be >= 0")
+        if not 0 <= a.repeat_fraction <= 1:
+            raise ValueError(f"--repeat-fraction {a.repeat_fraction} must be in [0, 1]")
         if a.budget_s is not None and not a.budget_s > 0:
             raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
     except ValueError as e:
@@ -409,7 +411,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
               allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
-              dry_run=a.dry_run, options={"exhaustive": a.exhaustive})
+              dry_run=a.dry_run, options={"exhaustive": a.exhaustive}, repeat_fraction=a.repeat_fraction)
     print(r)
     if r.stopped_by:
         return _stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "
@@ -418,7 +420,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_dataset(a: argparse.Namespace) -> int:
-    from ..dataset import validate, write_parquet
+    from ..dataset import noise_floor, validate, write_parquet
     from ..sweep import SweepStore
 
     if a.action == "write" and not a.out:
@@ -432,6 +434,7 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         with SweepStore(a.store) as s:
             if a.action == "validate":
                 print(validate(s))
+                print(noise_floor(s))
                 return EXIT_OK
             v = write_parquet(s, a.out)
     except ValueError as e:

@@ -241,12 +241,16 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")
     w.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine's knob choices, up to N configurations per problem-direction")
+    w.add_argument("--repeat-fraction", type=float, default=0.05, metavar="F",
+                   help="the noise floor's sample: this share of what earlier sweeps stored is measured again "
+                        "(default 0.05)")
     w.add_argument("--dry-run", action="store_true", help="rows made from the tasks alone, no GPU: checks the wiring")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     ds = sub.add_parser("dataset", help="validate a sweep store; write its rows as Parquet",
                         description="validate: which problem-directions of a sweep store are whole (a status on "
-                                    "every row, finite non-negative times, a best) and why the others are not; "
-                                    "write: the whole ones as Parquet partitioned by environment.")
+                                    "every row, finite non-negative times, a best) and why the others are not, and "
+                                    "the noise floor (the sample measured twice); write: the whole ones as Parquet "
+                                    "partitioned by environment.")
     ds.add_argument("action", choices=["validate", "write"])
     ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
     ds.add_argument("--out", metavar="DIR", help="write: the Parquet directory")

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..progress import Progress
 from .store import SweepStore
-from .tasks import dry_run_measure, measure_task, tasks_of
+from .tasks import dry_run_measure, measure_task, repeats_of, tasks_of
 
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
            "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
@@ -32,6 +32,7 @@ class SweepResult:
     per_worker: dict[str, int] = field(default_factory=dict)
     stopped_by: str = ""  # "budget" or "ctrl-c"
     engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
+    repeats: int = 0  # of the problem-directions run, those measured a second time (the noise floor's sample)
 
     @property
     def rate(self) -> float:
@@ -41,7 +42,8 @@ class SweepResult:
         per = ", ".join(f"{w}: {n}" for w, n in sorted(self.per_worker.items()))
         stop = {"budget": "; stopped: the time budget ran out (the same command continues)",
                 "ctrl-c": "; stopped: Ctrl-C (the same command continues)"}.get(self.stopped_by, "")
-        return (f"sweep ({self.engine}): {self.done} measured, {self.failed} failed, {self.skipped} already stored, "
+        rep = f" ({self.repeats} of them again, for the noise floor)" if self.repeats else ""
+        return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already stored, "
                 f"{self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
                 + (f"; per worker: {per}" if per else "") + stop)
 
@@ -62,13 +64,16 @@ def local_cluster(n_workers: int, gpus: bool = True):
 def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Iterable[str] | None = None,
           measure: Callable[..., dict[str, Any]] | None = None, options: dict[str, Any] | None = None,
           scheduler: str | None = None, n_workers: int | None = None, allowed_failures: int = 2,
-          budget_s: float | None = None, progress: bool = True, dry_run: bool = False) -> SweepResult:
+          budget_s: float | None = None, progress: bool = True, dry_run: bool = False,
+          repeat_fraction: float = 0.05) -> SweepResult:
     """Measures every problem-direction of `problems` (CorpusProblems) that `store` lacks. Long because: it is
     the driver's one loop (submit, collect, store, stop) with its three engines side by side.
 
     measure: the task function (default measure_task; dry_run=True: dry_run_measure, no GPU). n_workers: local
     workers (default: the visible GPUs). scheduler: an existing Dask cluster's address instead. allowed_failures:
-    worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it."""
+    worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it.
+    repeat_fraction: the noise floor's sample (tasks.chosen_for_repeat): each of its problem-directions that an
+    earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor)."""
     from ..choices import DIRECTIONS
 
     own = not isinstance(store, SweepStore)
@@ -78,7 +83,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     deadline = None if budget_s is None else t0 + budget_s
     have = db.keys()
     all_tasks = tasks_of(problems, tuple(directions or DIRECTIONS))
-    todo = [t for t in all_tasks if t["key"] not in have]
+    repeats = repeats_of(all_tasks, have, repeat_fraction)  # first: few, and their first run was another process's
+    todo = repeats + [t for t in all_tasks if t["key"] not in have]
     counts: Counter = Counter()
     per_worker: Counter = Counter()
     stopped = ""
@@ -99,7 +105,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         if own:
             db.close()
     left = len(todo) - counts["done"] - counts["failed"]
-    return SweepResult(done=counts["done"], failed=counts["failed"], skipped=len(all_tasks) - len(todo), left=left,
+    return SweepResult(done=counts["done"], failed=counts["failed"], skipped=len(all_tasks) - len(todo) + len(repeats),
+                       left=left, repeats=len(repeats),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
                        engine=engine)
 

@@ -5,6 +5,7 @@ cluster is wired (and for the tests). Either returns its outcome; a candidate or
 (status "failed" with the reason), only a worker's death is left to the scheduler (the task runs again elsewhere)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -33,6 +34,33 @@ def tasks_of(problems: Iterable[Any], directions: Iterable[str] = DIRECTIONS) ->
     return out
 
 
+REPEAT = " #repeat"  # a repeat's key: the problem-direction's key and this
+
+
+def repeat_key(key: str) -> str:
+    return key + REPEAT
+
+
+def is_repeat(key: str) -> bool:
+    return key.endswith(REPEAT)
+
+
+def chosen_for_repeat(key: str, fraction: float) -> bool:
+    """Whether problem-direction `key` is in the sample measured twice (the noise floor): a stable choice by the
+    key's hash, the same in every process and run, about `fraction` of all keys."""
+    if fraction <= 0:
+        return False
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) < fraction * 0x100000000
+
+
+def repeats_of(tasks: Iterable[dict[str, Any]], stored: set[str], fraction: float) -> list[dict[str, Any]]:
+    """The noise floor's tasks: for each task of the sample (chosen_for_repeat) whose first measurement is already
+    stored (so by an earlier sweep's process, never this one's), the same measurement again under its repeat key,
+    unless that is stored too."""
+    return [{**t, "key": repeat_key(t["key"]), "repeat_of": t["key"]} for t in tasks
+            if t["key"] in stored and repeat_key(t["key"]) not in stored and chosen_for_repeat(t["key"], fraction)]
+
+
 def worker_name() -> str:
     """The Dask worker's name where there is one (the GPU it is pinned to), else this process."""
     try:
@@ -46,15 +74,18 @@ def worker_name() -> str:
 def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
     options["exhaustive"] N, every engine's knob choices up to N configurations), screened, refined, confirmed
-    beside torch's op (benchmark on); returns its long-form records."""
+    beside torch's op (benchmark on); with options["legacy"] (default) also the legacy algorithms, measured
+    (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind "legacy" with
+    heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
     import torch
 
+    from ..api import find
     from ..backend import environment
     from ..engines import find_engines
     from ..errors import CudaError, CudnnError
     from ..spec import ConvSpec
 
-    opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, **(options or {})}
+    opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
     try:
@@ -64,6 +95,17 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64))
         rows = r.to_records(uses=task.get("uses", 1))
+        if opts["legacy"]:
+            args = dict(direction=task["direction"], dtype=task["dtype"], memory_format=task["memory_format"])
+            for mode, measure in (("find_ex", True), ("heuristic", False)):
+                try:
+                    rows += find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
+                                 repeats=opts["repeats"], **args).to_records(uses=task.get("uses", 1), stage=mode)
+                except (CudnnError, CudaError, torch.OutOfMemoryError) as e:
+                    status = getattr(e, "status", "")
+                    rows.append({"candidate_kind": "legacy", "candidate": f"legacy {mode}", "status": "FAILED",
+                                 "stage": mode, "note": f"{type(e).__name__}{' ' + status if status else ''}: "
+                                                        f"{str(e)[:300]}"})
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
                 "seconds": time.perf_counter() - t0}
     except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
@@ -86,5 +128,6 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
     if delay:
         time.sleep(delay)
     n = 1 + sum(task["input_shape"]) % 3
-    rows = [{"key": task["key"], "candidate": f"eng{i}", "kernel_median_ms": 0.01 * (i + 1)} for i in range(n)]
+    rows = [{"key": task["key"], "candidate_kind": "engine", "candidate": f"eng{i}", "status": "SUCCESS",
+             "kernel_median_ms": 0.01 * (i + 1)} for i in range(n)]
     return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay}
