@@ -127,6 +127,13 @@ def noise_floor(store: SweepStore) -> NoiseFloor:
                       _quantile(best_moves, 0.95))
 
 
+def measured_problems(store: SweepStore, validation: Validation | None = None):
+    """(key, rows) of every problem-direction the validation keeps (repeats left out), in the store's order."""
+    v = validation or validate(store)
+    for key in v.kept:
+        yield key, store.rows(key)
+
+
 def to_frame(store: SweepStore, validation: Validation | None = None):
     """The kept rows as one DataFrame with the problem-direction's key and environment key on every row (lists stay
     list columns; knobs as NAME=value,...)."""
@@ -153,5 +160,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["NoiseFloor", "Validation", "noise_floor", "problem_errors", "validate", "to_frame", "write_parquet",
+__all__ = ["NoiseFloor", "Validation", "measured_problems", "noise_floor", "problem_errors", "validate", "to_frame", "write_parquet",
            "TIME_COLUMNS"]

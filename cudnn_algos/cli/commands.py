@@ -421,19 +421,29 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 def cmd_dataset(a: argparse.Namespace) -> int:
     from ..dataset import noise_floor, validate, write_parquet
+    from ..regret import GROUP_BY
     from ..sweep import SweepStore
 
     if a.action == "write" and not a.out:
         raise UsageError("dataset write needs --out DIR")
     if a.action == "write":
         _needs("dataset write", "pyarrow")
-    _check_outputs({"STORE": a.store}, {}, {"--out": a.out} if a.out else None)
+    by = tuple(x for x in a.by.split(",") if x)
+    for f in by:
+        if f not in GROUP_BY:
+            raise UsageError(f"--by {f!r} is not one of {', '.join(GROUP_BY)}")
+    if a.plot:
+        _needs("dataset report --plot", "matplotlib")
+    _check_outputs({"STORE": a.store}, {"--plot": a.plot} if a.plot else {}, {"--out": a.out} if a.out else None)
     if not os.path.isfile(a.store):
         raise FileError(f"{a.store}: no such file")
     try:
         with SweepStore(a.store) as s:
+            if a.action == "report":
+                return _dataset_report(s, by, a.plot)
+            v = validate(s)
             if a.action == "validate":
-                print(validate(s))
+                print(v)
                 print(noise_floor(s))
                 return EXIT_OK
             v = write_parquet(s, a.out)
@@ -441,6 +451,35 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         raise FileError(str(e)) from None
     print(v)
     print(f"wrote {a.out}")
+    return EXIT_OK
+
+
+def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
+    """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
+    from ..dataset import measured_problems, noise_floor, validate
+    from ..regret import plot_cdf, problem_regrets, summarize, table, worst
+
+    v = validate(store)
+    regrets = problem_regrets(measured_problems(store, v))
+    if not regrets:
+        raise FileError(f"{store.path}: no measured problem-direction with a best to report on ({v})")
+    print(f"regret against the measured best (pick / best - 1, %), {len(v.kept)} problem-directions "
+          f"({len(regrets)} counting each family a problem is in):")
+    if by:
+        print(table(summarize(regrets, by), by))
+    print(table(summarize(regrets, ()), ()))
+    print("instant: what torch runs with benchmark off; torch_on: torch's benchmark mode;\n"
+          "legacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
+    print(noise_floor(store))
+    for m in ("instant", "torch_on"):
+        w = worst(regrets, m, 3)
+        if w:
+            print(f"largest {m} regrets:")
+            for p in w:
+                print(f"  {100 * p.regret[m]:.0f}% {p.direction} {p.dtype} {p.shape}"[:120])
+    if plot:
+        plot_cdf(regrets, plot)
+        print(f"wrote {plot}")
     return EXIT_OK
 
 

@@ -250,10 +250,14 @@ def _add_corpus_parser(sub) -> None:
                         description="validate: which problem-directions of a sweep store are whole (a status on "
                                     "every row, finite non-negative times, a best) and why the others are not, and "
                                     "the noise floor (the sample measured twice); write: the whole ones as Parquet "
-                                    "partitioned by environment.")
-    ds.add_argument("action", choices=["validate", "write"])
+                                    "partitioned by environment; report: the regret of cuDNN's heuristics, the legacy "
+                                    "searches and torch's benchmark mode against the measured best.")
+    ds.add_argument("action", choices=["validate", "write", "report"])
     ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
     ds.add_argument("--out", metavar="DIR", help="write: the Parquet directory")
+    ds.add_argument("--by", default="family,dtype,direction",
+                    help="report: comma-separated groups among family, dtype, direction ('' for one overall group)")
+    ds.add_argument("--plot", metavar="PATH", help="report: the regret CDF per method as an image")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -94,13 +94,14 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                          memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64))
-        rows = r.to_records(uses=task.get("uses", 1))
+        context = dict(uses=task.get("uses", 1), families=task.get("families", []))
+        rows = r.to_records(**context)
         if opts["legacy"]:
             args = dict(direction=task["direction"], dtype=task["dtype"], memory_format=task["memory_format"])
             for mode, measure in (("find_ex", True), ("heuristic", False)):
                 try:
                     rows += find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
-                                 repeats=opts["repeats"], **args).to_records(uses=task.get("uses", 1), stage=mode)
+                                 repeats=opts["repeats"], **args).to_records(**context, stage=mode)
                 except (CudnnError, CudaError, torch.OutOfMemoryError) as e:
                     status = getattr(e, "status", "")
                     rows.append({"candidate_kind": "legacy", "candidate": f"legacy {mode}", "status": "FAILED",

@@ -1,0 +1,185 @@
+"""What each way of choosing a configuration would have cost, from a sweep's measured rows: per problem-direction,
+the pick of each method and its regret against the fastest measured candidate (``pick / best - 1``), and their
+summaries by family, dtype and direction (``cudnn-algos dataset report``).
+
+Methods (each a rule over one problem-direction's long-form rows):
+  instant, a, b, fallback   cuDNN's engine heuristic lists: the first configuration of the list that built
+                            (torch with benchmark off runs instant's, then fallback's)
+  legacy_heuristic          cudnnGet...Algorithm_v7's first algorithm, timed as the legacy search measured it
+  legacy_find               cudnnFind...AlgorithmEx's first (cuDNN's own timing picks it), timed by us
+  torch_on                  torch's op with benchmark mode on, timed in the same session as the candidates
+The best is the fastest measured engine configuration or legacy algorithm. A method whose pick has no time (not
+built, pruned, or not run) counts as missing, never as zero regret.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+METHODS = ("instant", "a", "b", "fallback", "legacy_heuristic", "legacy_find", "torch_on")
+GROUP_BY = ("family", "dtype", "direction")
+BIG = 0.05  # the share of problems with regret above this is reported
+
+
+def _time(r: dict[str, Any]) -> float | None:
+    t = r.get("kernel_median_ms")
+    if r.get("status") != "SUCCESS" or not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    return float(t) if math.isfinite(t) and t > 0 else None
+
+
+def _first(rows: Iterable[dict[str, Any]], rank: str) -> dict[str, Any] | None:
+    """The row of lowest `rank` among those that built (status SUCCESS), or None."""
+    ranked = [r for r in rows if r.get(rank) is not None and r.get("status") == "SUCCESS"]
+    return min(ranked, key=lambda r: r[rank]) if ranked else None
+
+
+def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float | None]]:
+    """Per method (and "best"): (the candidate it picks, that candidate's measured kernel ms), from one
+    problem-direction's rows. (None, None): the method picks nothing here."""
+    engine = [r for r in rows if r.get("candidate_kind") == "engine"]
+    legacy_timed = [r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") != "heuristic"]
+    timed = {(r.get("candidate_kind"), r.get("candidate")): _time(r) for r in engine + legacy_timed}
+    timed = {k: t for k, t in timed.items() if t is not None}
+    out: dict[str, tuple[str | None, float | None]] = {}
+    if timed:
+        (_, name), t = min(timed.items(), key=lambda kv: kv[1])
+        out["best"] = (name, t)
+    else:
+        out["best"] = (None, None)
+    for m in ("instant", "a", "b", "fallback"):
+        r = _first(engine, f"rank_{m}")
+        out[m] = (r["candidate"], _time(r)) if r else (None, None)
+    heur = _first([r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") == "heuristic"],
+                  "heuristic_rank")
+    out["legacy_heuristic"] = ((heur["candidate"], timed.get(("legacy", heur["candidate"]))) if heur
+                               else (None, None))
+    found = _first(legacy_timed, "heuristic_rank")
+    out["legacy_find"] = (found["candidate"], _time(found)) if found else (None, None)
+    on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
+    out["torch_on"] = (on["candidate"], _time(on)) if on else (None, None)
+    return out
+
+
+@dataclass(frozen=True)
+class ProblemRegret:
+    """One problem-direction: its group fields, occurrence count, best time and each method's regret (None:
+    no timed pick)."""
+
+    key: str
+    family: str
+    dtype: str
+    direction: str
+    shape: str  # spec and input shape, for "where it happens"
+    uses: int
+    best_ms: float
+    regret: dict[str, float | None]
+
+
+def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> list[ProblemRegret]:
+    """ProblemRegret per (key, rows) with a best; a problem found in several families counts once per family."""
+    out = []
+    for key, rows in problems:
+        p = picks(rows)
+        best = p["best"][1]
+        if best is None or not rows:
+            continue
+        r0 = rows[0]
+        reg = {m: (p[m][1] / best - 1 if p[m][1] is not None else None) for m in METHODS}
+        for fam in r0.get("families") or ["?"]:
+            out.append(ProblemRegret(key, fam, str(r0.get("dtype")), str(r0.get("direction")),
+                                     f"{r0.get('spec')} @ {r0.get('input_shape')}", int(r0.get("uses") or 1), best,
+                                     reg))
+    return out
+
+
+def _quantile(v: Sequence[float], q: float) -> float:
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One group's regrets for one method: problems with a timed pick (n) and without (missing), mean, mean
+    weighted by occurrences, p95, and the share above BIG."""
+
+    group: tuple[str, ...]
+    method: str
+    n: int
+    missing: int
+    mean: float | None
+    weighted: float | None
+    p95: float | None
+    share_big: float | None
+
+
+def summarize(regrets: Sequence[ProblemRegret], by: Sequence[str] = GROUP_BY,
+              methods: Sequence[str] = METHODS) -> list[Summary]:
+    """Summary per group (the fields in `by`; () for one overall group) and method."""
+    groups: dict[tuple[str, ...], list[ProblemRegret]] = {}
+    for p in regrets:
+        groups.setdefault(tuple(getattr(p, f) for f in by), []).append(p)
+    out = []
+    for g in sorted(groups):
+        ps = groups[g]
+        for m in methods:
+            have = [(p.regret[m], p.uses) for p in ps if p.regret[m] is not None]
+            if not have:
+                out.append(Summary(g, m, 0, len(ps), None, None, None, None))
+                continue
+            v = [x for x, _ in have]
+            w = sum(u for _, u in have)
+            out.append(Summary(g, m, len(v), len(ps) - len(v), sum(v) / len(v), sum(x * u for x, u in have) / w,
+                               _quantile(v, 0.95), sum(x > BIG + 1e-9 for x in v) / len(v)))
+    return out
+
+
+def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
+    """The summaries as text: one line per group and method (regrets in %), fitting 120 columns."""
+    head = f"{' / '.join(by) or 'all':<44} {'method':<17} {'n':>5} {'miss':>5} {'mean':>7} {'weighted':>9} " \
+           f"{'p95':>7} {'>' + format(BIG, '.0%'):>6}"
+    lines = [head]
+    last = None
+    for s in summaries:
+        g = " / ".join(s.group) if s.group else "all"
+        name = g if g != last else ""
+        last = g
+        if s.n == 0:
+            lines.append(f"{name[:44]:<44} {s.method:<17} {0:>5} {s.missing:>5} {'-':>7} {'-':>9} {'-':>7} {'-':>6}")
+            continue
+        lines.append(f"{name[:44]:<44} {s.method:<17} {s.n:>5} {s.missing:>5} {100 * s.mean:>6.1f}% "
+                     f"{100 * s.weighted:>8.1f}% {100 * s.p95:>6.1f}% {100 * s.share_big:>5.0f}%")
+    return "\n".join(lines)
+
+
+def worst(regrets: Sequence[ProblemRegret], method: str, n: int = 5) -> list[ProblemRegret]:
+    """Where a method loses most: its n problem-directions of largest regret."""
+    have = {p.key: p for p in regrets if p.regret.get(method) is not None}  # once each, whatever its families
+    return sorted(have.values(), key=lambda p: -p.regret[method])[:n]
+
+
+def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str] = METHODS) -> None:
+    """The regret CDF per method (x: regret, log-scaled above 0.1%; y: share of problem-directions)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for m in methods:
+        v = sorted(max(p.regret[m], 1e-4) for p in regrets if p.regret[m] is not None)
+        if v:
+            ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post", label=f"{m} (n={len(v)})")
+    ax.set_xscale("log")
+    ax.set_xlabel("regret against the measured best (pick / best - 1; below 0.01% drawn at 0.01%)")
+    ax.set_ylabel("share of problem-directions")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "Summary", "summarize",
+           "table", "worst", "plot_cdf"]

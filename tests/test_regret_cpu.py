@@ -1,0 +1,92 @@
+"""CPU: the dataset report's arithmetic (cudnn_algos.regret) on hand-made long-form rows whose answers are known:
+each method's pick (the first configuration of a heuristic list that built, the legacy heuristic's first algorithm
+timed by the legacy search, cudnnFind's first, torch's op), regrets against the measured best, occurrence-weighted
+summaries, and `cudnn-algos dataset report` on a store. Real rows come from a sweep on the device."""
+import pytest
+from conftest import run_cli
+
+from cudnn_algos.regret import picks, problem_regrets, summarize, table, worst
+from cudnn_algos.sweep import SweepStore
+
+
+def eng(name, ms, status="SUCCESS", **ranks):
+    return {"candidate_kind": "engine", "candidate": name, "status": status, "kernel_median_ms": ms,
+            **{f"rank_{k}": v for k, v in ranks.items()}}
+
+
+def legacy(name, stage, rank, ms=None):
+    return {"candidate_kind": "legacy", "candidate": name, "status": "SUCCESS", "stage": stage,
+            "heuristic_rank": rank, "kernel_median_ms": ms}
+
+
+def problem(scale=1.0, family="resnet", direction="forward", uses=1):
+    rows = [eng("eng0", 0.020 * scale, instant=0), eng("eng1", 0.015 * scale, a=0),
+            eng("eng2", 0.010 * scale, b=0, instant=1), eng("eng3", None, "NOT_SUPPORTED", fallback=0),
+            eng("eng4", 0.030 * scale, fallback=1),
+            legacy("IMPLICIT_GEMM", "find_ex", 0, 0.012 * scale), legacy("FFT", "find_ex", 1, 0.011 * scale),
+            legacy("FFT", "heuristic", 0), legacy("GEMM", "heuristic", 1),
+            {"candidate_kind": "torch_on", "candidate": "torch benchmark_on", "status": "SUCCESS",
+             "kernel_median_ms": 0.0105 * scale}]
+    for r in rows:
+        r.update(families=[family], dtype="float16", direction=direction, uses=uses, spec="Conv2d(8, 8, 3)",
+                 input_shape="2x8x8x8")
+    return rows
+
+
+def test_each_methods_pick_and_regret():
+    p = picks(problem())
+    assert p["best"] == ("eng2", 0.010)
+    assert p["instant"] == ("eng0", 0.020)  # rank 0 of INSTANT built; eng2 is only its second
+    assert p["fallback"] == ("eng4", 0.030)  # fallback's rank 0 did not build: its first that did
+    assert p["legacy_heuristic"] == ("FFT", 0.011)  # cudnnGet's first, timed by the legacy search
+    assert p["legacy_find"] == ("IMPLICIT_GEMM", 0.012)  # cudnnFind's first (its own timing), timed by us
+    (r,) = problem_regrets([("k", problem())])
+    want = {"instant": 1.0, "a": 0.5, "b": 0.0, "fallback": 2.0, "legacy_heuristic": 0.1, "legacy_find": 0.2,
+            "torch_on": 0.05}
+    assert r.regret == pytest.approx(want) and r.best_ms == 0.010
+
+
+def test_missing_picks_are_missing_not_zero_and_summaries_weigh_occurrences():
+    no_torch = [x for x in problem() if x["candidate_kind"] != "torch_on"]
+    rs = problem_regrets([("k1", problem(uses=3)), ("k2", no_torch), ("k3", problem(direction="backward_data"))])
+    assert rs[1].regret["torch_on"] is None
+    s = {(x.group, x.method): x for x in summarize(rs, ("direction",))}
+    fwd = s[(("forward",), "torch_on")]
+    assert (fwd.n, fwd.missing) == (1, 1) and fwd.mean == pytest.approx(0.05)
+    # a: the same regret everywhere; weights change nothing there. Mixed regrets: weighted by uses
+    rs2 = problem_regrets([("k1", problem(uses=3)), ("k2", [dict(x, kernel_median_ms=(0.02 if x["candidate"] == "eng1"
+                                                                                        else x["kernel_median_ms"]))
+                                                            for x in problem(uses=1)])])
+    (a,) = [x for x in summarize(rs2, ()) if x.method == "a"]
+    assert a.mean == pytest.approx((0.5 + 1.0) / 2) and a.weighted == pytest.approx((3 * 0.5 + 1.0) / 4)
+    assert a.share_big == 1.0 and a.p95 == pytest.approx(1.0)
+    assert worst(rs2, "a", 1)[0].key == "k2"
+    text = table(summarize(rs, ("direction",)), ("direction",))
+    assert "torch_on" in text and max(map(len, text.splitlines())) <= 120
+
+
+def test_a_problem_in_two_families_counts_in_each():
+    rows = problem()
+    for r in rows:
+        r["families"] = ["resnet", "regnet"]
+    rs = problem_regrets([("k", rows)])
+    assert sorted(r.family for r in rs) == ["regnet", "resnet"]
+
+
+def test_cli_dataset_report(tmp_path):
+    path = tmp_path / "s.sqlite"
+    with SweepStore(path) as s:
+        s.put("k1", "done", problem(), env="H200")
+        s.put("k2", "done", problem(2.0, family="decoders", uses=4), env="H200")
+    png = tmp_path / "cdf.png"
+    r = run_cli("dataset", "report", path, "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert "2 problem-directions" in r.stdout and "instant" in r.stdout and "100.0%" in r.stdout
+    assert "decoders / float16 / forward" in r.stdout and png.stat().st_size > 0
+    assert max(map(len, r.stdout.splitlines())) <= 120
+    r = run_cli("dataset", "report", path, "--by", "model")
+    assert r.returncode == 2 and "--by 'model' is not one of" in r.stderr
+    with SweepStore(tmp_path / "e.sqlite"):
+        pass
+    r = run_cli("dataset", "report", tmp_path / "e.sqlite")
+    assert r.returncode != 0 and "nothing" not in r.stdout and "no measured problem-direction" in r.stderr
