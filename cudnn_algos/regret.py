@@ -8,8 +8,9 @@ Methods (each a rule over one problem-direction's long-form rows):
   legacy_heuristic          cudnnGet...Algorithm_v7's first algorithm, timed as the legacy search measured it
   legacy_find               cudnnFind...AlgorithmEx's first (cuDNN's own timing picks it), timed by us
   torch_on                  torch's op with benchmark mode on, timed in the same session as the candidates
-The best is the fastest measured engine configuration or legacy algorithm. A method whose pick has no time (not
-built, pruned, or not run) counts as missing, never as zero regret.
+The best is the fastest measured legacy algorithm or engine configuration that torch would accept (no
+``torch_filter``: what tune() may store). A method whose pick has no time (not built, pruned, or not run) counts
+as missing, never as zero regret. Regrets below the noise floor (``dataset.noise_floor``) are not differences.
 """
 from __future__ import annotations
 
@@ -42,9 +43,11 @@ def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float |
     legacy_timed = [r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") != "heuristic"]
     timed = {(r.get("candidate_kind"), r.get("candidate")): _time(r) for r in engine + legacy_timed}
     timed = {k: t for k, t in timed.items() if t is not None}
+    filtered = {("engine", r.get("candidate")) for r in engine if r.get("torch_filter")}
+    eligible = {k: t for k, t in timed.items() if k not in filtered}
     out: dict[str, tuple[str | None, float | None]] = {}
-    if timed:
-        (_, name), t = min(timed.items(), key=lambda kv: kv[1])
+    if eligible:
+        (_, name), t = min(eligible.items(), key=lambda kv: kv[1])
         out["best"] = (name, t)
     else:
         out["best"] = (None, None)

@@ -1,5 +1,6 @@
 """CPU: the benchmark scripts' own logic (job parsing, the shape cycle, the cumulative-time figure) without a GPU;
 what they measure runs on the device (scripts/gpu-check)."""
+import json
 import importlib.util
 from pathlib import Path
 
@@ -62,3 +63,14 @@ def test_cpu_lists_parse_and_pinning_without_a_gpu_changes_nothing():
     if not __import__("torch").cuda.is_available():
         assert fresh.pin_to_gpu_cpus(0) is None  # no device to ask: affinity left alone
         assert os.sched_getaffinity(0) == before
+
+
+def test_apply_overhead_times_every_case_on_the_cpu(tmp_path):
+    """benchmarks/apply_overhead.py (CPU: the operator's CPU kernel is torch's convolution): every case timed for
+    torch, apply and torch again, and apply() undone after its row (no timing asserted here)."""
+    ao = _load("apply_overhead")
+    out = tmp_path / "o.json"
+    assert ao.main(["--calls", "20", "--json", str(out)]) == 0
+    us = json.loads(out.read_text())["us"]
+    assert list(us) == ["torch", "apply", "torch again"]
+    assert all(v > 0 for row in us.values() for v in row.values()) and len(us["apply"]) == 3

@@ -2,6 +2,10 @@
 each method's pick (the first configuration of a heuristic list that built, the legacy heuristic's first algorithm
 timed by the legacy search, cudnnFind's first, torch's op), regrets against the measured best, occurrence-weighted
 summaries, and `cudnn-algos dataset report` on a store. Real rows come from a sweep on the device."""
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 from conftest import run_cli
 
@@ -90,3 +94,43 @@ def test_cli_dataset_report(tmp_path):
         pass
     r = run_cli("dataset", "report", tmp_path / "e.sqlite")
     assert r.returncode != 0 and "nothing" not in r.stdout and "no measured problem-direction" in r.stderr
+
+
+def test_torch_filtered_configurations_are_not_the_best():
+    rows = problem() + [dict(eng("eng9", 0.001, a=5), torch_filter="down-converts inputs")]
+    assert picks(rows)["best"] == ("eng2", 0.010)
+
+
+REAL = Path(__file__).parent / "fixtures" / "sweep_decoders_h200_sample.jsonl.gz"
+
+
+def real_sample():
+    """A committed real sample: 17 problem-directions the sweep measured on an H200 (rows cut to what the report
+    reads; its first line says where it came from)."""
+    lines = [json.loads(x) for x in gzip.open(REAL, "rt")]
+    assert lines[0]["environment"]["gpu"] == "NVIDIA H200"
+    return [(o["key"], o["rows"]) for o in lines[1:]]
+
+
+def test_the_report_on_a_real_sample():
+    problems = real_sample()
+    rs = problem_regrets(problems)
+    assert len(rs) == 17 and all(r.family == "decoders" for r in rs)
+    # torch's benchmark mode, checked by a direct computation over the rows: its time over the fastest timed
+    # legacy algorithm or engine configuration torch would accept, less one
+    direct = []
+    for _, rows in problems:
+        ok = [r["kernel_median_ms"] for r in rows if r["status"] == "SUCCESS" and r["kernel_median_ms"]
+              and r["candidate_kind"] in ("engine", "legacy") and r.get("stage") != "heuristic"
+              and not r.get("torch_filter")]
+        on = next(r["kernel_median_ms"] for r in rows if r["candidate_kind"] == "torch_on")
+        direct.append(on / min(ok) - 1)
+    assert [r.regret["torch_on"] for r in rs] == pytest.approx(direct)
+    s = {x.method: x for x in summarize(rs, ())}
+    # what this sample says (pinned: a change of the arithmetic shows here)
+    assert s["instant"].mean == pytest.approx(0.148765, abs=1e-6) and s["instant"].share_big == pytest.approx(9 / 17)
+    assert s["torch_on"].mean == pytest.approx(0.052221, abs=1e-6)
+    assert s["torch_on"].weighted == pytest.approx(0.053405, abs=1e-6)
+    assert all(s[m].missing == 0 for m in s)
+    # a list's pick is one of the candidates the best is taken over: never below the best
+    assert min(r.regret[m] for r in rs for m in ("instant", "a", "b", "fallback", "legacy_find")) >= 0

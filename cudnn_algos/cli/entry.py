@@ -1,6 +1,7 @@
 """``main``: parse, run the command, turn every failure into one line and an exit status."""
 from __future__ import annotations
 
+import os
 import sys
 from typing import Sequence
 
@@ -34,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cudnn-algos: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except Exception as e:  # torch.OutOfMemoryError and anything unexpected: one line, no traceback
         if type(e).__name__ == "OutOfMemoryError":
             print(f"cudnn-algos: out of GPU memory: {(str(e).splitlines() or [''])[0]}", file=sys.stderr)
