@@ -1,7 +1,7 @@
 """CPU: the benchmark scripts' own logic (job parsing, the shape cycle, the cumulative-time figure) without a GPU;
 what they measure runs on the device (scripts/gpu-check)."""
-import json
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
