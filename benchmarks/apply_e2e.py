@@ -210,6 +210,13 @@ def main(argv=None) -> int:
                 if rnd == 0:
                     row[mode] = r
                 row[mode].setdefault("rounds", []).append({k: r.get(k) for k in ("steady_ms", "first_step_s")})
+        # paired: each round's apply against that round's off and on (processes run back to back), so that a drift
+        # of the machine between rounds cancels; the median of these ratios is the comparison to read
+        paired = [r3["steady_ms"] / min(r1["steady_ms"], r2["steady_ms"])
+                  for r1, r2, r3 in zip(*(row[m].get("rounds", []) for m in MODES))
+                  if all(x.get("steady_ms") for x in (r1, r2, r3))]
+        if paired:
+            row["paired_ratios"] = paired
         for mode in MODES:  # the reported steady step and first step: medians over the rounds
             rs = row[mode].get("rounds", [])
             for k in ("steady_ms", "first_step_s"):
@@ -251,6 +258,10 @@ def main(argv=None) -> int:
         if all(sp.values()):
             print(f"  steady over {len(r['off'].get('rounds', []))} fresh processes each (min-max): "
                   + ", ".join(f"{m} {lo:.2f}-{hi:.2f} ms" for m, (lo, hi) in sp.items()))
+        if r.get("paired_ratios"):
+            pr = r["paired_ratios"]
+            print(f"  apply/min(off,on) round by round: {', '.join(f'{x:.3f}' for x in pr)} "
+                  f"(median {statistics.median(pr):.3f})")
         if t.get("searched"):
             print(f"  tune: {t['tune_s']:.1f} s for {t['searched']} searches: {t.get('build_s', 0):.1f} s building "
                   f"plans, {t.get('store_s', 0):.1f} s storing, the rest measuring")

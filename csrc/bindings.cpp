@@ -219,6 +219,7 @@ py::dict engine_search_py(const std::string& direction, const ConvProblem& p, st
   d["plans"] = out.plans;
   d["engine_count"] = out.engine_count;
   d["search_ms"] = out.search_ms;
+  d["heuristic_query_ms"] = out.heuristic_query_ms;
   return d;
 }
 

@@ -160,6 +160,7 @@ class EngineSearchOut:
     plans: tuple[Plan, ...]
     engine_count: int  # engines cuDNN has for this operation graph
     search_ms: float  # host ms to enumerate and build
+    heuristic_query_ms: tuple[tuple[str, float], ...] = ()  # per list asked for: host ms of its query
 
 
 def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = ("instant", "a", "b", "fallback"),
@@ -173,7 +174,8 @@ def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = ("
                                     device, [(e, [tuple(k) for k in kn]) for e, kn in seeds],
                                     [(e, [tuple(k) for k in kn]) for e, kn in exact])
     return EngineSearchOut(plans=tuple(Plan.of(p) for p in out["plans"]), engine_count=int(out["engine_count"]),
-                           search_ms=float(out["search_ms"]))
+                           search_ms=float(out["search_ms"]),
+                           heuristic_query_ms=tuple((str(m), float(t)) for m, t in out["heuristic_query_ms"]))
 
 
 # =============================================================================================== kernel clock

@@ -242,6 +242,7 @@ def find_engines(
         rows=tuple(rows), spec=problem.spec, shapes=problem.shapes, direction=direction, cudnn_direction=cdir,
         dtype=problem.dtype_name, memory_format=problem.memory_format, engine_count=out.engine_count,
         search_ms=out.search_ms, exhaustive=exhaustive, env=environment(dev), flops=problem.flops(),
+        heuristic_query_ms=out.heuristic_query_ms,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     if not (measure or compare_torch):
         return result

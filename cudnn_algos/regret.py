@@ -4,7 +4,9 @@ summaries by family, dtype and direction (``cudnn-algos dataset report``).
 
 Methods (each a rule over one problem-direction's long-form rows):
   instant, a, b, fallback   cuDNN's engine heuristic lists: the first configuration of the list that built
-                            (torch with benchmark off runs instant's, then fallback's)
+  torch_off                 torch's rule with benchmark off applied to the lists: INSTANT's first configuration
+                            that built and that torch accepts (no torch_filter), else FALLBACK's (derived from the
+                            rows, not torch's op timed: torch's op keeps one plan per process)
   legacy_heuristic          cudnnGet...Algorithm_v7's first algorithm, timed as the legacy search measured it
   legacy_find               cudnnFind...AlgorithmEx's first (cuDNN's own timing picks it), timed by us
   torch_on                  torch's op with benchmark mode on, timed in the same session as the candidates
@@ -18,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-METHODS = ("instant", "a", "b", "fallback", "legacy_heuristic", "legacy_find", "torch_on")
+METHODS = ("instant", "a", "b", "fallback", "torch_off", "legacy_heuristic", "legacy_find", "torch_on")
 GROUP_BY = ("family", "dtype", "direction")
 BIG = 0.05  # the share of problems with regret above this is reported
 
@@ -54,6 +56,9 @@ def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float |
     for m in ("instant", "a", "b", "fallback"):
         r = _first(engine, f"rank_{m}")
         out[m] = (r["candidate"], _time(r)) if r else (None, None)
+    accepted = [r for r in engine if not r.get("torch_filter")]
+    off = _first(accepted, "rank_instant") or _first(accepted, "rank_fallback")
+    out["torch_off"] = (off["candidate"], _time(off)) if off else (None, None)
     heur = _first([r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") == "heuristic"],
                   "heuristic_rank")
     out["legacy_heuristic"] = ((heur["candidate"], timed.get(("legacy", heur["candidate"]))) if heur
@@ -95,6 +100,23 @@ def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) ->
                                      f"{r0.get('spec')} @ {r0.get('input_shape')}", int(r0.get("uses") or 1), best,
                                      reg))
     return out
+
+
+def search_costs(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, float]:
+    """What choosing costs, per method that has a recorded cost: the median over problem-directions of each
+    heuristic list's query (host ms, query_<list>_ms) and of torch's first call with benchmark on (its search
+    included: first_call_ms of the torch_on row)."""
+    acc: dict[str, list[float]] = {}
+    for _, rows in problems:
+        r0 = next((r for r in rows if r.get("candidate_kind") == "engine"), None)
+        for m in ("instant", "a", "b", "fallback"):
+            t = r0.get(f"query_{m}_ms") if r0 else None
+            if isinstance(t, (int, float)):
+                acc.setdefault(m, []).append(float(t))
+        on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
+        if on is not None and isinstance(on.get("first_call_ms"), (int, float)):
+            acc.setdefault("torch_on", []).append(float(on["first_call_ms"]))
+    return {m: _quantile(v, 0.5) for m, v in acc.items()}
 
 
 def _quantile(v: Sequence[float], q: float) -> float:
@@ -140,7 +162,7 @@ def summarize(regrets: Sequence[ProblemRegret], by: Sequence[str] = GROUP_BY,
 
 def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
     """The summaries as text: one line per group and method (regrets in %), fitting 120 columns."""
-    head = f"{' / '.join(by) or 'all':<44} {'method':<17} {'n':>5} {'miss':>5} {'mean':>7} {'weighted':>9} " \
+    head = f"{' / '.join(by) or 'overall':<44} {'method':<17} {'n':>5} {'miss':>5} {'mean':>7} {'weighted':>9} " \
            f"{'p95':>7} {'>' + format(BIG, '.0%'):>6}"
     lines = [head]
     last = None
@@ -184,5 +206,5 @@ def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "Summary", "summarize",
-           "table", "worst", "plot_cdf"]
+__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "search_costs", "Summary",
+           "summarize", "table", "worst", "plot_cdf"]

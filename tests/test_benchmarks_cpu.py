@@ -74,3 +74,27 @@ def test_apply_overhead_times_every_case_on_the_cpu(tmp_path):
     us = json.loads(out.read_text())["us"]
     assert list(us) == ["torch", "apply", "torch again"]
     assert all(v > 0 for row in us.values() for v in row.values()) and len(us["apply"]) == 3
+
+
+def test_apply_e2e_pairs_each_rounds_processes(tmp_path, monkeypatch, capsys):
+    """apply_e2e's aggregation (workers replaced by made-up step times): the medians over rounds, and apply against
+    the same round's off and on, so that a drift between rounds cancels."""
+    ae = _load("apply_e2e")
+    steady = {"off": [20.0, 30.0, 25.0], "on": [19.0, 29.0, 24.0], "apply": [19.5, 28.0, 24.0]}
+    seen = {m: 0 for m in ae.MODES}
+
+    def fake(args, timeout):
+        mode = args[args.index("--worker") + 1]
+        if mode == "tune":
+            return {"tune_s": 1.0, "searched": 3, "already": 0, "build_s": 0.1, "store_s": 0.0}
+        i = seen[mode]
+        seen[mode] += 1
+        return {"mode": mode, "steady_ms": steady[mode][i], "first_step_s": 1.0, "cpus": [0]}
+
+    monkeypatch.setattr(ae, "_sub", fake)
+    out = tmp_path / "r.json"
+    assert ae.main(["--configs", "fp16-nhwc:32", "--rounds", "3", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert row["paired_ratios"] == pytest.approx([19.5 / 19.0, 28.0 / 29.0, 24.0 / 24.0])
+    assert row["apply"]["steady_ms"] == 24.0 and row["on"]["steady_ms"] == 24.0  # medians over the rounds
+    assert "round by round: 1.026, 0.966, 1.000 (median 1.000)" in capsys.readouterr().out

@@ -45,8 +45,8 @@ def test_each_methods_pick_and_regret():
     assert p["legacy_heuristic"] == ("FFT", 0.011)  # cudnnGet's first, timed by the legacy search
     assert p["legacy_find"] == ("IMPLICIT_GEMM", 0.012)  # cudnnFind's first (its own timing), timed by us
     (r,) = problem_regrets([("k", problem())])
-    want = {"instant": 1.0, "a": 0.5, "b": 0.0, "fallback": 2.0, "legacy_heuristic": 0.1, "legacy_find": 0.2,
-            "torch_on": 0.05}
+    want = {"instant": 1.0, "a": 0.5, "b": 0.0, "fallback": 2.0, "torch_off": 1.0, "legacy_heuristic": 0.1,
+            "legacy_find": 0.2, "torch_on": 0.05}
     assert r.regret == pytest.approx(want) and r.best_ms == 0.010
 
 
@@ -96,9 +96,14 @@ def test_cli_dataset_report(tmp_path):
     assert r.returncode != 0 and "nothing" not in r.stdout and "no measured problem-direction" in r.stderr
 
 
-def test_torch_filtered_configurations_are_not_the_best():
+def test_torch_filtered_configurations_are_not_the_best_nor_torchs_pick_with_benchmark_off():
     rows = problem() + [dict(eng("eng9", 0.001, a=5), torch_filter="down-converts inputs")]
     assert picks(rows)["best"] == ("eng2", 0.010)
+    # torch with benchmark off: INSTANT's first that built and that torch accepts, else FALLBACK's
+    rows = [dict(r, torch_filter="down-converts inputs") if r["candidate"] == "eng0" else r for r in problem()]
+    assert picks(rows)["torch_off"] == ("eng2", 0.010)
+    rows = [dict(r, rank_instant=None) for r in problem()]
+    assert picks(rows)["torch_off"] == ("eng4", 0.030)
 
 
 REAL = Path(__file__).parent / "fixtures" / "sweep_decoders_h200_sample.jsonl.gz"
@@ -134,3 +139,19 @@ def test_the_report_on_a_real_sample():
     assert all(s[m].missing == 0 for m in s)
     # a list's pick is one of the candidates the best is taken over: never below the best
     assert min(r.regret[m] for r in rs for m in ("instant", "a", "b", "fallback", "legacy_find")) >= 0
+
+
+def test_what_choosing_costs_is_the_median_over_problems():
+    from cudnn_algos.regret import search_costs
+
+    def costed(q, first):
+        rows = problem()
+        for r in rows:
+            r.update(query_instant_ms=q, query_a_ms=10 * q)
+            if r["candidate_kind"] == "torch_on":
+                r["first_call_ms"] = first
+        return rows
+
+    cost = search_costs([("k1", costed(0.1, 50.0)), ("k2", costed(0.3, 70.0)), ("k3", costed(0.2, 900.0))])
+    assert cost == pytest.approx({"instant": 0.2, "a": 2.0, "torch_on": 70.0})
+    assert search_costs([("k", problem())]) == {}  # not recorded: no cost claimed

@@ -277,7 +277,10 @@ class EngineSearch {
   void heuristic_lists() {
     for (const auto& mode_name : opt_.heuristics) {
       const std::string source = mode_name == "fallback" ? "fallback" : "heuristic_" + mode_name;
+      const auto t0 = std::chrono::steady_clock::now();
       auto cfgs = heuristic_configs(heur_mode(mode_name));
+      out_.heuristic_query_ms.emplace_back(
+          mode_name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       for (size_t r = 0; r < cfgs.size(); ++r) {
         auto pl = new_plan();
         pl->config = std::move(cfgs[r]);

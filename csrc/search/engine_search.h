@@ -84,6 +84,9 @@ struct EngineSearchOutput {
   std::vector<std::shared_ptr<EnginePlan>> plans;
   int64_t engine_count = 0;  // engines cuDNN has for this operation graph
   double search_ms = 0;      // host time to enumerate and finalize
+  // per heuristic list asked for: host ms of its query (the heuristic descriptor finalized and its ranked
+  // configurations read: what choosing without timing costs), in the order asked
+  std::vector<std::pair<std::string, double>> heuristic_query_ms;
 };
 
 EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,

@@ -457,7 +457,7 @@ def cmd_dataset(a: argparse.Namespace) -> int:
 def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
     """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
     from ..dataset import measured_problems, noise_floor, validate
-    from ..regret import plot_cdf, problem_regrets, summarize, table, worst
+    from ..regret import plot_cdf, problem_regrets, search_costs, summarize, table, worst
 
     v = validate(store)
     regrets = problem_regrets(measured_problems(store, v))
@@ -468,8 +468,12 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
     if by:
         print(table(summarize(regrets, by), by))
     print(table(summarize(regrets, ()), ()))
-    print("instant: what torch runs with benchmark off; torch_on: torch's benchmark mode;\n"
-          "legacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
+    print("torch_off: torch's benchmark-off rule on the lists (INSTANT, else FALLBACK); torch_on: its benchmark "
+          "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
+    cost = search_costs(measured_problems(store, v))
+    if cost:
+        print("choosing costs (host ms per problem-direction, median): "
+              + ", ".join(f"{m} {ms:.3g}" for m, ms in cost.items()))
     print(noise_floor(store))
     for m in ("instant", "torch_on"):
         w = worst(regrets, m, 3)

@@ -216,6 +216,9 @@ class EngineSearchResult(Saved):
     refined: int = 0  # configurations added by refine
     measure: MeasureConfig | None = None
     measure_s: float = 0.0  # wall seconds spent timing and checking
+    # per heuristic list asked for ("instant", "a", "b", "fallback"): host ms of cuDNN's query (the ranked list,
+    # without building or timing anything)
+    heuristic_query_ms: tuple[tuple[str, float], ...] = ()
 
     KIND = "engine_search"
 
@@ -332,7 +335,9 @@ class EngineSearchResult(Saved):
         return out
 
     def to_records(self, **context: Any) -> list[dict[str, Any]]:
-        """Long-form records: one per configuration, then one per torch run (candidate_kind torch_on/torch_off)."""
+        """Long-form records: one per configuration, then one per torch run (candidate_kind torch_on/torch_off);
+        each also says what each heuristic list's query cost (query_<list>_ms, the same on every row)."""
+        context = {**{f"query_{m}_ms": ms for m, ms in self.heuristic_query_ms}, **context}
         out = [record(self, engine_candidate(r), r.measured, context) for r in self.rows]
         out += [record(self, torch_candidate(t), t.measured, context) for t in self.torch_runs]
         return out

@@ -54,8 +54,8 @@ LONG_FORM_COLUMNS = (
     "model", "layers", "uses", "spec", "input_shape", "dtype", "memory_format", "math", "direction",
     "cudnn_direction", "candidate_kind", "candidate", "repro", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
     "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank", "rank_instant", "rank_a", "rank_b",
-    "rank_fallback", "torch_rank", "torch_filter",
-    "torch_ran", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
+    "rank_fallback", "query_instant_ms", "query_a_ms", "query_b_ms", "query_fallback_ms", "torch_rank", "torch_filter",
+    "torch_ran", "first_call_ms", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
     "throughput_median_ms", "throughput_min_ms", "throughput_max_ms", "throughput_spread", "throughput_samples_ms",
     "host_median_ms", "host_min_ms", "host_max_ms", "host_spread", "host_samples_ms", "calls_per_sample",
     "kernel_calls", "kernel_clock", "kernels", "activities_per_call", "reference_kernel_ms", "rel_err", "max_abs_err",
@@ -86,6 +86,7 @@ def engine_candidate(r: EngineRow) -> dict[str, Any]:
 def torch_candidate(t: TorchRun) -> dict[str, Any]:
     return {"candidate_kind": "torch_" + t.mode.replace("benchmark_", ""), "candidate": "torch " + t.mode,
             "status": "SUCCESS" if t.measured is not None and t.measured.kernel_ms is not None else "NOT_MEASURED",
+            "first_call_ms": t.first_call_ms,
             "note": f"ran {', '.join(t.matches) or t.match} ({t.where})" + (f"; {t.error}" if t.error else "")}
 
 
