@@ -139,6 +139,11 @@ class Summary:
     share_big: float | None
 
 
+def present(regrets: Sequence[ProblemRegret], methods: Sequence[str] = METHODS) -> tuple[str, ...]:
+    """The methods with a timed pick for at least one problem (the others would be rows of dashes)."""
+    return tuple(m for m in methods if any(p.regret.get(m) is not None for p in regrets))
+
+
 def summarize(regrets: Sequence[ProblemRegret], by: Sequence[str] = GROUP_BY,
               methods: Sequence[str] = METHODS) -> list[Summary]:
     """Summary per group (the fields in `by`; () for one overall group) and method."""
@@ -206,5 +211,5 @@ def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "search_costs", "Summary",
+__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "present", "search_costs", "Summary",
            "summarize", "table", "worst", "plot_cdf"]

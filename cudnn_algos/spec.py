@@ -263,6 +263,30 @@ class ConvSpec:
             kw["output_padding"] = self.output_padding
         return kind(self.in_channels, self.out_channels, self.kernel_size, **kw)
 
+    @classmethod
+    def parse(cls, text: str) -> "ConvSpec":
+        """The spec `str(spec)` printed ('Conv2d(32, 64, kernel_size=3, padding=1)'), read back without torch; only
+        literal arguments (nothing is evaluated). ValueError where the text is not such a call."""
+        import ast
+
+        try:
+            node = ast.parse(str(text).strip(), mode="eval").body
+            name = node.func.id
+            args = [ast.literal_eval(a) for a in node.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        except (SyntaxError, AttributeError, ValueError, TypeError, RecursionError, MemoryError):
+            raise ValueError(f"{text!r} is not a layer such as Conv2d(64, 128, kernel_size=3)") from None
+        kinds = {f"{base}{n}d": (n, base == "ConvTranspose") for base in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
+        if name not in kinds:
+            raise ValueError(f"{text!r}: {name} is not one of {', '.join(kinds)}")
+        nd, transposed = kinds[name]
+        names = ("in_channels", "out_channels", "kernel_size")
+        kwargs.update(zip(names, args))
+        ks = kwargs.get("kernel_size")
+        if isinstance(ks, int):
+            kwargs["kernel_size"] = (ks,) * nd
+        return cls(transposed=transposed, **kwargs)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         for k, v in d.items():

@@ -27,9 +27,9 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
   "$PY" -m pip install -q --no-deps torchvision 2>/dev/null | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
 fi
-# Dask for the sweep and pyarrow for the dataset (cudnn_algos[sweep]; their CPU tests skip without them): installed
-# where a registry answers
-for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow"; do
+# Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
+# (cudnn_algos[selector]); their CPU tests skip without them: installed where a registry answers
+for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow" "sklearn:scikit-learn"; do
   "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q "${pkg#*:}" 2>/dev/null \
     | grep -v "Running pip as the 'root' user" || true; }
 done

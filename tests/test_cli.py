@@ -118,7 +118,7 @@ def test_profile_checks_optional_packages_before_any_gpu_work(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rich" else real(name, *a))
     with pytest.raises(cli.UsageError, match="--rich needs the rich package"):
-        cli.commands._needs("--rich", "rich")
+        cli.checks.needs("--rich", "rich")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CLI where no GPU is visible")

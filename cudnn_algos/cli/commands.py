@@ -4,35 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from .parsing import (EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, FileError,
-                      UsageError, parse_conv, parse_shape)
-
-def _check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None:
-    """Before any work: no output over an input or over another output, each output's directory there and
-    writable, a figures directory not an existing file. UsageError naming the flag."""
-    from ..files import check_distinct, writable_dir, writable_dir_of
-
-    try:
-        check_distinct(inputs, outputs)
-        for flag, path in outputs.items():
-            writable_dir_of(flag, path)
-        for flag, path in (dirs or {}).items():
-            writable_dir(flag, path)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _stop_status(stopped_by: str, resume: str) -> int:
-    """The exit status of a run that stopped early, with its last line saying so (on stderr, so that a --json or
-    table on stdout stays clean)."""
-    if stopped_by == "budget":
-        print(f"cudnn-algos: stopped at the time budget (--budget-s) as planned: {resume}", file=sys.stderr)
-        return EXIT_BUDGET
-    print(f"cudnn-algos: interrupted: {resume}", file=sys.stderr)
-    return EXIT_INTERRUPTED
-
+from .checks import as_flags, check_outputs, needs, stop_status
+from .data_commands import cmd_corpus, cmd_dataset, cmd_selector, cmd_sweep
+from .parsing import EXIT_FAILED, EXIT_OK, FileError, UsageError, parse_conv, parse_shape
 
 def _model_from_args(a: argparse.Namespace) -> tuple:
     """(model, example input, name, directions, memory format) from _add_model_args' arguments; UsageError naming
@@ -71,7 +46,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if r.failed:
         return EXIT_FAILED
     if r.interrupted:
-        return _stop_status(r.stopped_by, f"{r.searched} of {r.todo} searches stored in {r.db}; the same command "
+        return stop_status(r.stopped_by, f"{r.searched} of {r.todo} searches stored in {r.db}; the same command "
                                           "again continues with the rest")
     return EXIT_OK
 
@@ -137,14 +112,6 @@ def cmd_db(a: argparse.Namespace) -> int:
     return 0
 
 
-def _needs(flag: str, module: str) -> None:
-    """An optional package a flag needs, checked before any GPU work (a missing one must not cost a whole run)."""
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{flag} needs the {module} package: pip install {module}")
-
-
 def cmd_profile(a: argparse.Namespace) -> int:
     from ..problem import device_index
     from ..model import profile
@@ -152,9 +119,9 @@ def cmd_profile(a: argparse.Namespace) -> int:
     for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
                                 ("--plot", a.plot, "matplotlib")):
         if given:
-            _needs(flag, module)
+            needs(flag, module)
     store = a.store or (a.json + ".searches.jsonl" if a.json else None)
-    _check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
+    check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
                    {"--json": a.json, "--csv": a.csv, "--html": a.html, "--store": store}, {"--plot": a.plot})
     model, example, name, directions, fmt = _model_from_args(a)
     device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
@@ -190,7 +157,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
             print(f"wrote {p}")
     if not report.interrupted:
         return EXIT_OK
-    return _stop_status(report.stopped_by, f"{len(report.problems)} problem(s) searched; " + (
+    return stop_status(report.stopped_by, f"{len(report.problems)} problem(s) searched; " + (
         f"they are kept in {store}: the same command again continues with the rest" if store else
         "nothing was kept for a re-run: add --store PATH (or --json PATH) to make the next run resumable"))
 
@@ -216,8 +183,8 @@ def cmd_show(a: argparse.Namespace) -> int:
 
     for flag, given, module in (("--csv", a.csv, "pandas"), ("--plot", a.plot, "matplotlib")):
         if given:
-            _needs(flag, module)
-    _check_outputs({"FILE": a.file}, {"--csv": a.csv, "--html": a.html, "--trace": a.trace}, {"--plot": a.plot})
+            needs(flag, module)
+    check_outputs({"FILE": a.file}, {"--csv": a.csv, "--html": a.html, "--trace": a.trace}, {"--plot": a.plot})
     obj = _load(a.file)
     if a.plot and not isinstance(obj, ModelReport):
         raise UsageError(f"--plot draws model reports; {a.file} holds a {type(obj).__name__}")
@@ -246,12 +213,12 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    _needs("compare", "pandas")
+    needs("compare", "pandas")
     from ..comparison import compare
 
     if a.top < 0:
         raise UsageError(f"--top {a.top} must be >= 0")
-    _check_outputs({"A": a.a, "B": a.b}, {"--csv": a.csv})
+    check_outputs({"A": a.a, "B": a.b}, {"--csv": a.csv})
     try:
         c = compare(_load(a.a), _load(a.b), floor=a.floor)
     except ValueError as e:
@@ -275,7 +242,7 @@ def _layer(a: argparse.Namespace):
 def cmd_find(a: argparse.Namespace) -> int:
     from ..api import find, validate
 
-    _check_outputs({}, {"--json": a.json})
+    check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
     kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
                   workspace_limit=a.workspace_limit, device=a.device)
@@ -299,15 +266,6 @@ def cmd_find(a: argparse.Namespace) -> int:
 _ENGINES_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine",
                   "screen": "--screen", "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive",
                   "measure=True": "--measure", "exhaustive is off": "--exhaustive is not given"}
-_CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "--batches", "models": "--models"}
-
-
-def _as_flags(message: str, flags: dict[str, str]) -> str:
-    """An API argument check's message in the CLI's words: `heuristics='zz'` -> `--heuristics='zz'`."""
-    import re
-
-    return re.sub(r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w])", lambda m: flags[m.group(1)],
-                  message)
 
 
 def cmd_engines(a: argparse.Namespace) -> int:
@@ -315,7 +273,7 @@ def cmd_engines(a: argparse.Namespace) -> int:
     from ..problem import DIRECTIONS
     from ..results import EngineSearches
 
-    _check_outputs({}, {"--json": a.json})
+    check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
     if a.exhaustive < 0:
         raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
@@ -331,7 +289,7 @@ def cmd_engines(a: argparse.Namespace) -> int:
         for d in directions:
             validate_engines(conv, shape, direction=d, **kwargs)
     except (ValueError, TypeError) as e:
-        raise UsageError(_as_flags(str(e), _ENGINES_FLAGS)) from None
+        raise UsageError(as_flags(str(e), _ENGINES_FLAGS)) from None
     kwargs.update(runtime_compiled=not a.no_runtime_compiled, check_clock=a.check_clock)
     results = []
     for d in directions:
@@ -360,133 +318,6 @@ def _print_winners(ws) -> None:
                                    legend={0: 32, 3: 60})))
 
 
-def cmd_corpus(a: argparse.Namespace) -> int:
-    from ..corpus import build_corpus
-
-    _check_outputs({}, {"--json": a.json})
-    split = (lambda v: None if v is None else [x for x in v.split(",") if x])  # noqa: E731
-    try:
-        batches = [int(b) for b in split(a.batches)]
-    except ValueError:
-        raise UsageError(f"--batches {a.batches!r} must be comma-separated ints, e.g. 1,8,32,128") from None
-    try:
-        corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs), models=split(a.models),
-                              progress=not a.no_progress)
-    except (ValueError, TypeError) as e:
-        raise UsageError(_as_flags(str(e), _CORPUS_FLAGS)) from None
-    print(corpus)
-    if a.json:
-        corpus.to_json(a.json)
-        print(f"wrote {a.json}")
-    return EXIT_OK if corpus.problems else EXIT_FAILED
-
-
-def cmd_sweep(a: argparse.Namespace) -> int:
-    from ..choices import DIRECTIONS
-    from ..corpus import Corpus
-    from ..problem import check_choice
-
-    _check_outputs({"CORPUS": a.corpus}, {"--store": a.store})
-    directions = [d for d in a.directions.split(",") if d]
-    try:
-        for d in directions:
-            check_choice("--directions", d, DIRECTIONS)
-        if a.workers is not None and a.workers < 1:
-            raise ValueError(f"--workers {a.workers} must be >= 1")
-        if a.allowed_failures < 0 or a.exhaustive < 0:
-            raise ValueError("--allowed-failures and --exhaustive must be >= 0")
-        if not 0 <= a.repeat_fraction <= 1:
-            raise ValueError(f"--repeat-fraction {a.repeat_fraction} must be in [0, 1]")
-        if a.budget_s is not None and not a.budget_s > 0:
-            raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    try:
-        corpus = Corpus.load(a.corpus)
-    except FileNotFoundError:
-        raise FileError(f"{a.corpus}: no such file") from None
-    except ValueError as e:
-        raise FileError(f"{a.corpus}: {e}") from None
-    from ..sweep import sweep
-
-    r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
-              allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
-              dry_run=a.dry_run, options={"exhaustive": a.exhaustive}, repeat_fraction=a.repeat_fraction)
-    print(r)
-    if r.stopped_by:
-        return _stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "
-                                          "command again continues")
-    return EXIT_OK
-
-
-def cmd_dataset(a: argparse.Namespace) -> int:
-    from ..dataset import noise_floor, validate, write_parquet
-    from ..regret import GROUP_BY
-    from ..sweep import SweepStore
-
-    if a.action == "write" and not a.out:
-        raise UsageError("dataset write needs --out DIR")
-    if a.action == "write":
-        _needs("dataset write", "pyarrow")
-    by = tuple(x for x in a.by.split(",") if x)
-    for f in by:
-        if f not in GROUP_BY:
-            raise UsageError(f"--by {f!r} is not one of {', '.join(GROUP_BY)}")
-    if a.plot:
-        _needs("dataset report --plot", "matplotlib")
-    _check_outputs({"STORE": a.store}, {"--plot": a.plot} if a.plot else {}, {"--out": a.out} if a.out else None)
-    if not os.path.isfile(a.store):
-        raise FileError(f"{a.store}: no such file")
-    try:
-        with SweepStore(a.store) as s:
-            if a.action == "report":
-                return _dataset_report(s, by, a.plot)
-            v = validate(s)
-            if a.action == "validate":
-                print(v)
-                print(noise_floor(s))
-                return EXIT_OK
-            v = write_parquet(s, a.out)
-    except ValueError as e:
-        raise FileError(str(e)) from None
-    print(v)
-    print(f"wrote {a.out}")
-    return EXIT_OK
-
-
-def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
-    """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
-    from ..dataset import measured_problems, noise_floor, validate
-    from ..regret import plot_cdf, problem_regrets, search_costs, summarize, table, worst
-
-    v = validate(store)
-    regrets = problem_regrets(measured_problems(store, v))
-    if not regrets:
-        raise FileError(f"{store.path}: no measured problem-direction with a best to report on ({v})")
-    print(f"regret against the measured best (pick / best - 1, %), {len(v.kept)} problem-directions "
-          f"({len(regrets)} counting each family a problem is in):")
-    if by:
-        print(table(summarize(regrets, by), by))
-    print(table(summarize(regrets, ()), ()))
-    print("torch_off: torch's benchmark-off rule on the lists (INSTANT, else FALLBACK); torch_on: its benchmark "
-          "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
-    cost = search_costs(measured_problems(store, v))
-    if cost:
-        print("choosing costs (host ms per problem-direction, median): "
-              + ", ".join(f"{m} {ms:.3g}" for m, ms in cost.items()))
-    print(noise_floor(store))
-    for m in ("instant", "torch_on"):
-        w = worst(regrets, m, 3)
-        if w:
-            print(f"largest {m} regrets:")
-            for p in w:
-                print(f"  {100 * p.regret[m]:.0f}% {p.direction} {p.dtype} {p.shape}"[:120])
-    if plot:
-        plot_cdf(regrets, plot)
-        print(f"wrote {plot}")
-    return EXIT_OK
-
-
 def cmd_info(a: argparse.Namespace) -> int:
     from ..sysinfo import info
 
@@ -496,4 +327,4 @@ def cmd_info(a: argparse.Namespace) -> int:
 
 COMMANDS = {"info": cmd_info, "find": cmd_find, "engines": cmd_engines, "profile": cmd_profile, "tune": cmd_tune,
             "db": cmd_db, "show": cmd_show, "compare": cmd_compare, "corpus": cmd_corpus,
-            "sweep": cmd_sweep, "dataset": cmd_dataset}
+            "sweep": cmd_sweep, "dataset": cmd_dataset, "selector": cmd_selector}

@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"cudnn-algos {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    sub = p.add_subparsers(dest="command", metavar="{info,find,engines,profile,tune,db,show,compare,corpus,sweep,dataset}")
+    sub = p.add_subparsers(dest="command",
+                           metavar="{info,find,engines,profile,tune,db,show,compare,corpus,sweep,dataset,selector}")
     p.set_defaults(_commands=sub.choices)  # each command's own parser, for its usage line
     sub.required = True
     sub.add_parser("info", help="what the package sees: GPUs, versions, cuDNN library, extension state")
@@ -258,6 +259,16 @@ def _add_corpus_parser(sub) -> None:
     ds.add_argument("--by", default="family,dtype,direction",
                     help="report: comma-separated groups among family, dtype, direction ('' for one overall group)")
     ds.add_argument("--plot", metavar="PATH", help="report: the regret CDF per method as an image")
+    se = sub.add_parser("selector", help="train, evaluate or show a selector that needs no search",
+                        description="train: a selector (gradient-boosted trees and a nearest-neighbour baseline) from "
+                                    "a sweep store, written as arrays (.npz); eval: leave one family (or batch size) "
+                                    "out, train on the rest, regret of the held-out problems beside cuDNN's "
+                                    "heuristics and torch's benchmark mode; show: what a model file holds.")
+    se.add_argument("action", choices=["train", "eval", "show"])
+    se.add_argument("file", help="train/eval: a sweep store; show: a model file")
+    se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
+    se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
+    se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
 
 
 def _add_tuning_parsers(sub) -> None:

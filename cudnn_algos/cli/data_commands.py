@@ -1,0 +1,206 @@
+"""The data pipeline's CLI commands: corpus (the problems of model families), sweep (measured across GPUs into a
+store), dataset (validate, write as Parquet, report), selector (train, evaluate, show)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from .checks import as_flags, check_outputs, needs, stop_status
+from .parsing import EXIT_FAILED, EXIT_OK, FileError, UsageError
+
+_CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "--batches", "models": "--models"}
+
+
+def cmd_corpus(a: argparse.Namespace) -> int:
+    from ..corpus import build_corpus
+
+    check_outputs({}, {"--json": a.json})
+    split = (lambda v: None if v is None else [x for x in v.split(",") if x])  # noqa: E731
+    try:
+        batches = [int(b) for b in split(a.batches)]
+    except ValueError:
+        raise UsageError(f"--batches {a.batches!r} must be comma-separated ints, e.g. 1,8,32,128") from None
+    try:
+        corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs), models=split(a.models),
+                              progress=not a.no_progress)
+    except (ValueError, TypeError) as e:
+        raise UsageError(as_flags(str(e), _CORPUS_FLAGS)) from None
+    print(corpus)
+    if a.json:
+        corpus.to_json(a.json)
+        print(f"wrote {a.json}")
+    return EXIT_OK if corpus.problems else EXIT_FAILED
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from ..choices import DIRECTIONS
+    from ..corpus import Corpus
+    from ..problem import check_choice
+
+    check_outputs({"CORPUS": a.corpus}, {"--store": a.store})
+    directions = [d for d in a.directions.split(",") if d]
+    try:
+        for d in directions:
+            check_choice("--directions", d, DIRECTIONS)
+        if a.workers is not None and a.workers < 1:
+            raise ValueError(f"--workers {a.workers} must be >= 1")
+        if a.allowed_failures < 0 or a.exhaustive < 0:
+            raise ValueError("--allowed-failures and --exhaustive must be >= 0")
+        if not 0 <= a.repeat_fraction <= 1:
+            raise ValueError(f"--repeat-fraction {a.repeat_fraction} must be in [0, 1]")
+        if a.budget_s is not None and not a.budget_s > 0:
+            raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        corpus = Corpus.load(a.corpus)
+    except FileNotFoundError:
+        raise FileError(f"{a.corpus}: no such file") from None
+    except ValueError as e:
+        raise FileError(f"{a.corpus}: {e}") from None
+    from ..sweep import sweep
+
+    r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
+              allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
+              dry_run=a.dry_run, options={"exhaustive": a.exhaustive}, repeat_fraction=a.repeat_fraction)
+    print(r)
+    if r.stopped_by:
+        return stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "
+                                          "command again continues")
+    return EXIT_OK
+
+
+def cmd_dataset(a: argparse.Namespace) -> int:
+    from ..dataset import noise_floor, validate, write_parquet
+    from ..regret import GROUP_BY
+    from ..sweep import SweepStore
+
+    if a.action == "write" and not a.out:
+        raise UsageError("dataset write needs --out DIR")
+    if a.action == "write":
+        needs("dataset write", "pyarrow")
+    by = tuple(x for x in a.by.split(",") if x)
+    for f in by:
+        if f not in GROUP_BY:
+            raise UsageError(f"--by {f!r} is not one of {', '.join(GROUP_BY)}")
+    if a.plot:
+        needs("dataset report --plot", "matplotlib")
+    check_outputs({"STORE": a.store}, {"--plot": a.plot} if a.plot else {}, {"--out": a.out} if a.out else None)
+    if not os.path.isfile(a.store):
+        raise FileError(f"{a.store}: no such file")
+    try:
+        with SweepStore(a.store) as s:
+            if a.action == "report":
+                return _dataset_report(s, by, a.plot)
+            v = validate(s)
+            if a.action == "validate":
+                print(v)
+                print(noise_floor(s))
+                return EXIT_OK
+            v = write_parquet(s, a.out)
+    except ValueError as e:
+        raise FileError(str(e)) from None
+    print(v)
+    print(f"wrote {a.out}")
+    return EXIT_OK
+
+
+def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
+    """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
+    from ..dataset import measured_problems, noise_floor, validate
+    from ..regret import plot_cdf, present, problem_regrets, search_costs, summarize, table, worst
+
+    v = validate(store)
+    regrets = problem_regrets(measured_problems(store, v))
+    if not regrets:
+        raise FileError(f"{store.path}: no measured problem-direction with a best to report on ({v})")
+    print(f"regret against the measured best (pick / best - 1, %), {len(v.kept)} problem-directions "
+          f"({len(regrets)} counting each family a problem is in):")
+    if by:
+        print(table(summarize(regrets, by, present(regrets)), by))
+    print(table(summarize(regrets, (), present(regrets)), ()))
+    print("torch_off: torch's benchmark-off rule on the lists (INSTANT, else FALLBACK); torch_on: its benchmark "
+          "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
+    cost = search_costs(measured_problems(store, v))
+    if cost:
+        print("choosing costs (host ms per problem-direction, median): "
+              + ", ".join(f"{m} {ms:.3g}" for m, ms in cost.items()))
+    print(noise_floor(store))
+    for m in ("instant", "torch_on"):
+        w = worst(regrets, m, 3)
+        if w:
+            print(f"largest {m} regrets:")
+            for p in w:
+                print(f"  {100 * p.regret[m]:.0f}% {p.direction} {p.dtype} {p.shape}"[:120])
+    if plot:
+        plot_cdf(regrets, plot)
+        print(f"wrote {plot}")
+    return EXIT_OK
+
+
+
+
+def cmd_selector(a: argparse.Namespace) -> int:
+    if a.action in ("train", "eval"):
+        needs(f"selector {a.action}", "sklearn")
+    if a.action == "train" and not a.out:
+        raise UsageError("selector train needs --out PATH (the model file, .npz)")
+    check_outputs({"FILE": a.file}, {"--out": a.out} if a.out else {})
+    if not os.path.isfile(a.file):
+        raise FileError(f"{a.file}: no such file")
+    if a.action == "show":
+        return _selector_show(a.file)
+    from ..dataset import measured_problems
+    from ..regret import METHODS, present, summarize, table
+    from ..selector.train import leave_one_out, train
+    from ..sweep import SweepStore
+
+    try:
+        with SweepStore(a.file) as s:
+            problems = list(measured_problems(s))
+    except ValueError as e:
+        raise FileError(f"{a.file}: {e}") from None
+    if not problems:
+        raise FileError(f"{a.file}: no measured problem-direction to learn from")
+    if a.action == "train":
+        try:
+            sel = train(problems, family=a.family or _family_of(problems))
+        except ValueError as e:
+            raise FileError(f"{a.file}: {e}") from None
+        sel.save(a.out)
+        print(f"trained on {sel.trained_on['problems']} problem-directions ({sel.trained_on['candidates']} timed "
+              f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
+        return EXIT_OK
+    rs = leave_one_out(problems, by=a.by)
+    if not rs:
+        raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
+    methods = present(rs, ("selector", "nearest") + METHODS)
+    print(f"leave one {a.by} out: regret against the measured best (pick / best - 1, %) of the held-out problems")
+    print(table(summarize(rs, (a.by if a.by == "family" else "dtype",), methods), ("held-out " + a.by,)))
+    print(table(summarize(rs, (), methods), ()))
+    return EXIT_OK
+
+
+def _family_of(problems) -> str:
+    """The environment family of the rows (GPU architecture x cuDNN major.minor), where they say."""
+    r = problems[0][1][0]
+    cc, cudnn = r.get("compute_capability"), r.get("cudnn")
+    if not cc or not cudnn:
+        return "unknown"
+    return f"sm_{str(cc).replace('.', '')} cudnn {'.'.join(str(cudnn).split('.')[:2])}"
+
+
+def _selector_show(path: str) -> int:
+    from ..selector import Selector
+
+    try:
+        sel = Selector.load(path)
+    except (ValueError, OSError, KeyError) as e:
+        raise FileError(f"{path}: not a cudnn_algos selector ({str(e)[:200]})") from None
+    t = sel.trained_on
+    print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
+          f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
+    print(f"{len(sel.trees.offset)} trees ({len(sel.trees.feature)} nodes), {len(sel.vocabulary.engines)} engines, "
+          f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
+          f"{os.path.getsize(path) / 1e6:.2f} MB")
+    return EXIT_OK

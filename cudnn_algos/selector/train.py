@@ -1,0 +1,126 @@
+"""Training a selector on measured problem-directions (a sweep store's rows) and evaluating it honestly: leave one
+group out (a model family, or a batch size), train on the rest, and read each held-out problem's regret against its
+measured best beside cuDNN's heuristics and torch's benchmark mode (cudnn_algos.regret's methods).
+
+Training needs scikit-learn (GradientBoostingRegressor); the trained model is arrays (selector.model), so using it
+needs numpy only."""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..regret import ProblemRegret, picks
+from .features import Vocabulary, row_features, row_problem
+from .model import Neighbours, Selector, Trees
+
+TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
+
+
+def engine_candidates(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, dict[str, int], float]]:
+    """(name, engine id, knobs, kernel ms) of every timed engine configuration torch would accept."""
+    out = []
+    for r in rows:
+        t = r.get("kernel_median_ms")
+        if (r.get("candidate_kind") == "engine" and r.get("status") == "SUCCESS" and not r.get("torch_filter")
+                and isinstance(t, (int, float)) and t > 0 and math.isfinite(t) and r.get("engine_id") is not None):
+            out.append((r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}), float(t)))
+    return out
+
+
+def _problems(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]):
+    """(key, rows, features, candidates) of the problems with at least one timed engine configuration."""
+    for key, rows in problems:
+        cands = engine_candidates(rows)
+        if cands:
+            yield key, rows, row_features(rows[0]), cands
+
+
+def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
+          params: dict[str, Any] | None = None) -> Selector:
+    """A selector trained on `problems` ((key, long-form rows) pairs): trees predicting log2(time / the problem's
+    fastest) from the problem's features and the candidate, and the nearest-neighbour baseline."""
+    try:
+        from sklearn.ensemble import GradientBoostingRegressor
+    except ImportError:
+        raise ImportError("training a selector needs scikit-learn: pip install scikit-learn") from None
+    ps = list(_problems(problems))
+    if not ps:
+        raise ValueError("no problem-direction with a timed engine configuration to train on")
+    vocab = Vocabulary.of((e, k) for *_, cands in ps for _, e, k, _ in cands)
+    x, y = [], []
+    for _, _, feats, cands in ps:
+        best = min(t for *_, t in cands)
+        for _, e, k, t in cands:
+            x.append(feats + vocab.encode(e, k))
+            y.append(math.log2(t / best))
+    gbr = GradientBoostingRegressor(**{**TREE_PARAMS, **(params or {})}).fit(np.array(x), np.array(y))
+    f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
+    mean, scale = f.mean(axis=0), f.std(axis=0)
+    scale[scale == 0] = 1.0
+    nb = Neighbours((f - mean) / scale, tuple(min(c, key=lambda c: c[3])[0] for *_, c in ps), mean, scale)
+    families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
+    info = {"problems": len(ps), "candidates": len(y), "families": families,
+            "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "params": {
+                **TREE_PARAMS, **(params or {})}}
+    return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info)
+
+
+def choose(selector: Selector, rows: Sequence[dict[str, Any]]) -> dict[str, str | None]:
+    """The selector's and the nearest neighbour's picks among one problem's buildable configurations."""
+    cands = engine_candidates(rows)
+    if not cands:
+        return {"selector": None, "nearest": None}
+    feats = row_features(rows[0])
+    order = selector.rank(feats, [(e, k) for _, e, k, _ in cands])
+    return {"selector": cands[order[0]][0], "nearest": selector.neighbours.pick(feats, [c[0] for c in cands])}
+
+
+def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
+                  ) -> list[ProblemRegret]:
+    """The problem's ProblemRegrets (regret.problem_regrets) with the selector's and the neighbour's regrets."""
+    out = regrets_of([(key, rows)])
+    if not out:
+        return out
+    chosen = choose(selector, rows)
+    times = {name: t for name, _, _, t in engine_candidates(rows)}
+    best = picks(rows)["best"][1]
+    extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
+    return [ProblemRegret(p.key, p.family, p.dtype, p.direction, p.shape, p.uses, p.best_ms, {**p.regret, **extra})
+            for p in out]
+
+
+def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
+    """The groups a problem is in: its families (by="family") or its batch size (by="batch")."""
+    if by == "family":
+        return set(rows[0].get("families") or ["?"])
+    if by == "batch":
+        return {str(row_problem(rows[0])[1][0])}
+    raise ValueError(f"by={by!r} must be 'family' or 'batch'")
+
+
+def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
+                  params: dict[str, Any] | None = None, regrets_of: Callable | None = None) -> list[ProblemRegret]:
+    """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
+    selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
+    left out."""
+    from ..regret import problem_regrets
+
+    regrets_of = regrets_of or problem_regrets
+    groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
+    out = []
+    for g in groups:
+        held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
+        rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
+        try:
+            sel = train(rest, params=params)
+        except ValueError:
+            continue
+        for k, rows in held:
+            out += [p for p in with_selector(regrets_of, sel, k, rows) if by != "family" or p.family == g]
+    return out
+
+
+__all__ = ["TREE_PARAMS", "engine_candidates", "train", "choose", "with_selector", "group_of", "leave_one_out"]
