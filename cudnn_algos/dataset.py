@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .regret import quantile
 from .sweep.store import SweepStore
 from .sweep.tasks import REPEAT, is_repeat
 
@@ -95,13 +96,6 @@ class NoiseFloor:
                 f"{self.pairs}; the best time moved by up to {100 * self.best_within:.1f}% (p95)")
 
 
-def _quantile(v: list[float], q: float) -> float | None:
-    if not v:
-        return None
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
-
-
 def _timed(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
     return {(r.get("candidate_kind"), r.get("candidate")): r["kernel_median_ms"] for r in rows
             if r.get("status") == "SUCCESS" and isinstance(r.get("kernel_median_ms"), (int, float))
@@ -123,8 +117,8 @@ def noise_floor(store: SweepStore) -> NoiseFloor:
         changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys()]
         same += min(a, key=a.get) == min(b, key=b.get)
         best_moves.append(abs(min(b.values()) / min(a.values()) - 1))
-    return NoiseFloor(pairs, len(changes), _quantile(changes, 0.5), _quantile(changes, 0.95), same,
-                      _quantile(best_moves, 0.95))
+    return NoiseFloor(pairs, len(changes), quantile(changes, 0.5), quantile(changes, 0.95), same,
+                      quantile(best_moves, 0.95))
 
 
 def measured_problems(store: SweepStore, validation: Validation | None = None):
@@ -160,5 +154,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["NoiseFloor", "Validation", "measured_problems", "noise_floor", "problem_errors", "validate", "to_frame", "write_parquet",
-           "TIME_COLUMNS"]
+__all__ = ["NoiseFloor", "Validation", "measured_problems", "noise_floor", "problem_errors", "validate", "to_frame",
+           "write_parquet", "TIME_COLUMNS"]

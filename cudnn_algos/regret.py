@@ -116,10 +116,13 @@ def search_costs(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> di
         on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
         if on is not None and isinstance(on.get("first_call_ms"), (int, float)):
             acc.setdefault("torch_on", []).append(float(on["first_call_ms"]))
-    return {m: _quantile(v, 0.5) for m, v in acc.items()}
+    return {m: quantile(v, 0.5) for m, v in acc.items()}
 
 
-def _quantile(v: Sequence[float], q: float) -> float:
+def quantile(v: Sequence[float], q: float) -> float | None:
+    """The `q` quantile of `v` (the nearest rank; None for no values)."""
+    if not v:
+        return None
     v = sorted(v)
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
@@ -161,7 +164,7 @@ def summarize(regrets: Sequence[ProblemRegret], by: Sequence[str] = GROUP_BY,
             v = [x for x, _ in have]
             w = sum(u for _, u in have)
             out.append(Summary(g, m, len(v), len(ps) - len(v), sum(v) / len(v), sum(x * u for x, u in have) / w,
-                               _quantile(v, 0.95), sum(x > BIG + 1e-9 for x in v) / len(v)))
+                               quantile(v, 0.95), sum(x > BIG + 1e-9 for x in v) / len(v)))
     return out
 
 
@@ -211,5 +214,5 @@ def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "present", "search_costs", "Summary",
-           "summarize", "table", "worst", "plot_cdf"]
+__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "present", "quantile",
+           "search_costs", "Summary", "summarize", "table", "worst", "plot_cdf"]

@@ -37,7 +37,8 @@ def test_spec_parse_refuses_what_is_not_a_layer():
 def test_problem_features():
     f = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec.parse("Conv2d(32, 64, kernel_size=3, padding=1)"),
                                                     (8, 32, 56, 56), "float16", "channels_last", "backward_data")))
-    assert (f["log_batch"], f["log_in_channels"], f["log_out_channels"], f["kernel_h"], f["kernel_d"]) == (3, 5, 6, 3, 1)
+    assert (f["log_batch"], f["log_in_channels"], f["log_out_channels"], f["kernel_h"], f["kernel_d"]) == (
+        3, 5, 6, 3, 1)
     assert f["log_gflops"] == pytest.approx(np.log2(2 * 8 * 64 * 56 * 56 * 32 * 9 / 1e9))
     assert (f["float16"], f["float32"], f["channels_last"], f["backward_data"], f["forward"]) == (1, 0, 1, 1, 0)
     dw = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec.parse("Conv1d(8, 8, kernel_size=5, groups=8)"),

@@ -43,8 +43,8 @@ class SweepResult:
         stop = {"budget": "; stopped: the time budget ran out (the same command continues)",
                 "ctrl-c": "; stopped: Ctrl-C (the same command continues)"}.get(self.stopped_by, "")
         rep = f" ({self.repeats} of them again, for the noise floor)" if self.repeats else ""
-        return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already stored, "
-                f"{self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
+        return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
+                f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
                 + (f"; per worker: {per}" if per else "") + stop)
 
 
