@@ -83,6 +83,16 @@ class ProblemRegret:
     uses: int
     best_ms: float
     regret: dict[str, float | None]
+    channels: int = 0  # the layer's input channels (the regret map's x)
+    spatial: int = 0  # the input's spatial size, product of its spatial dims (the map's y)
+
+
+def _dims(shape: Any) -> list[int]:
+    """An input shape as the long form writes it ("8x32x56x56") or as a list, as ints ([] where neither)."""
+    try:
+        return [int(v) for v in (shape.split("x") if isinstance(shape, str) else shape)]
+    except (TypeError, ValueError, AttributeError):
+        return []
 
 
 def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> list[ProblemRegret]:
@@ -95,10 +105,11 @@ def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) ->
             continue
         r0 = rows[0]
         reg = {m: (p[m][1] / best - 1 if p[m][1] is not None else None) for m in METHODS}
+        dims = _dims(r0.get("input_shape"))
         for fam in r0.get("families") or ["?"]:
             out.append(ProblemRegret(key, fam, str(r0.get("dtype")), str(r0.get("direction")),
                                      f"{r0.get('spec')} @ {r0.get('input_shape')}", int(r0.get("uses") or 1), best,
-                                     reg))
+                                     reg, dims[1] if len(dims) > 1 else 0, math.prod(dims[2:]) if dims else 0))
     return out
 
 
@@ -214,5 +225,31 @@ def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
+def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str] = ("torch_off", "torch_on")) -> None:
+    """Where a method loses: one panel per method, each problem-direction a point at (input channels, spatial size),
+    coloured by its regret (capped at 50%)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(methods), figsize=(5.5 * len(methods), 4.2), squeeze=False)
+    for ax, m in zip(axes[0], methods):
+        pts = [p for p in regrets if p.regret.get(m) is not None and p.channels and p.spatial]
+        sc = ax.scatter([p.channels for p in pts], [p.spatial for p in pts],
+                        c=[min(max(p.regret[m], 0.0), 0.5) * 100 for p in pts], cmap="viridis", vmin=0, vmax=50,
+                        s=18, alpha=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("input channels")
+        ax.set_ylabel("input spatial size (elements per channel)")
+        ax.set_title(f"{m} (n={len(pts)})")
+        ax.grid(alpha=0.3)
+        fig.colorbar(sc, ax=ax, label="regret, % (capped at 50)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 __all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "present", "quantile",
-           "search_costs", "Summary", "summarize", "table", "worst", "plot_cdf"]
+           "search_costs", "Summary", "summarize", "table", "worst", "plot_cdf", "plot_map"]

@@ -48,6 +48,7 @@ def test_each_methods_pick_and_regret():
     want = {"instant": 1.0, "a": 0.5, "b": 0.0, "fallback": 2.0, "torch_off": 1.0, "legacy_heuristic": 0.1,
             "legacy_find": 0.2, "torch_on": 0.05}
     assert r.regret == pytest.approx(want) and r.best_ms == 0.010
+    assert (r.channels, r.spatial) == (8, 64)  # input 2x8x8x8: where the regret map puts it
 
 
 def test_missing_picks_are_missing_not_zero_and_summaries_weigh_occurrences():
@@ -82,9 +83,10 @@ def test_cli_dataset_report(tmp_path):
     with SweepStore(path) as s:
         s.put("k1", "done", problem(), env="H200")
         s.put("k2", "done", problem(2.0, family="decoders", uses=4), env="H200")
-    png = tmp_path / "cdf.png"
-    r = run_cli("dataset", "report", path, "--plot", png)
+    png, where = tmp_path / "cdf.png", tmp_path / "map.png"
+    r = run_cli("dataset", "report", path, "--plot", png, "--map", where)
     assert r.returncode == 0, r.stderr
+    assert where.stat().st_size > 0 and f"wrote {where}" in r.stdout
     assert "2 problem-directions" in r.stdout and "instant" in r.stdout and "100.0%" in r.stdout
     assert "decoders / float16 / forward" in r.stdout and png.stat().st_size > 0
     assert max(map(len, r.stdout.splitlines())) <= 120

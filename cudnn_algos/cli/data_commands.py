@@ -83,15 +83,16 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     for f in by:
         if f not in GROUP_BY:
             raise UsageError(f"--by {f!r} is not one of {', '.join(GROUP_BY)}")
-    if a.plot:
-        needs("dataset report --plot", "matplotlib")
-    check_outputs({"STORE": a.store}, {"--plot": a.plot} if a.plot else {}, {"--out": a.out} if a.out else None)
+    figures = {flag: path for flag, path in (("--plot", a.plot), ("--map", a.map)) if path}
+    for flag in figures:
+        needs(f"dataset report {flag}", "matplotlib")
+    check_outputs({"STORE": a.store}, figures, {"--out": a.out} if a.out else None)
     if not os.path.isfile(a.store):
         raise FileError(f"{a.store}: no such file")
     try:
         with SweepStore(a.store) as s:
             if a.action == "report":
-                return _dataset_report(s, by, a.plot)
+                return _dataset_report(s, by, a.plot, a.map)
             v = validate(s)
             if a.action == "validate":
                 print(v)
@@ -105,10 +106,10 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
+def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | None = None) -> int:
     """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
     from ..dataset import measured_problems, noise_floor, validate
-    from ..regret import plot_cdf, present, problem_regrets, search_costs, summarize, table, worst
+    from ..regret import plot_cdf, plot_map, present, problem_regrets, search_costs, summarize, table, worst
 
     v = validate(store)
     regrets = problem_regrets(measured_problems(store, v))
@@ -135,6 +136,9 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None) -> int:
     if plot:
         plot_cdf(regrets, plot)
         print(f"wrote {plot}")
+    if where:
+        plot_map(regrets, where)
+        print(f"wrote {where}")
     return EXIT_OK
 
 

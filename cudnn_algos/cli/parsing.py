@@ -259,6 +259,8 @@ def _add_corpus_parser(sub) -> None:
     ds.add_argument("--by", default="family,dtype,direction",
                     help="report: comma-separated groups among family, dtype, direction ('' for one overall group)")
     ds.add_argument("--plot", metavar="PATH", help="report: the regret CDF per method as an image")
+    ds.add_argument("--map", metavar="PATH",
+                    help="report: where torch's picks lose, regret over input channels x spatial size, as an image")
     se = sub.add_parser("selector", help="train, evaluate or show a selector that needs no search",
                         description="train: a selector (gradient-boosted trees and a nearest-neighbour baseline) from "
                                     "a sweep store, written as arrays (.npz); eval: leave one family (or batch size) "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -88,8 +89,7 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     times = {name: t for name, _, _, t in engine_candidates(rows)}
     best = picks(rows)["best"][1]
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
-    return [ProblemRegret(p.key, p.family, p.dtype, p.direction, p.shape, p.uses, p.best_ms, {**p.regret, **extra})
-            for p in out]
+    return [replace(p, regret={**p.regret, **extra}) for p in out]
 
 
 def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
