@@ -98,3 +98,15 @@ def test_apply_e2e_pairs_each_rounds_processes(tmp_path, monkeypatch, capsys):
     assert row["paired_ratios"] == pytest.approx([19.5 / 19.0, 28.0 / 29.0, 24.0 / 24.0])
     assert row["apply"]["steady_ms"] == 24.0 and row["on"]["steady_ms"] == 24.0  # medians over the rounds
     assert "round by round: 1.026, 0.966, 1.000 (median 1.000)" in capsys.readouterr().out
+
+
+def test_store_write_stores_what_it_times(tmp_path):
+    """benchmarks/store_write.py: every problem-direction stored with full long-form rows (no timing asserted)."""
+    sw = _load("store_write")
+    out = tmp_path / "w.json"
+    assert sw.main(["--tasks", "5", "--rows", "3", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert (r["tasks"], r["rows_per_task"]) == (5, 3) and r["rows_per_s"] > 0 and r["row_json_bytes"] > 1000
+    from cudnn_algos.results import LONG_FORM_COLUMNS
+
+    assert set(LONG_FORM_COLUMNS) <= set(sw.long_form_row(0))
