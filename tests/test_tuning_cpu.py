@@ -705,3 +705,48 @@ def test_eight_processes_tuning_at_once_and_one_killed_mid_tune_lose_nothing(tmp
     finally:
         tuning.device_index, tuning.environment, tuning.find_engines = old
     assert (r.searched, r.already, searched) == (0, 36, [])
+
+
+def _engine2_selector():
+    """A hand-made selector (no training): one tree that predicts engine 2 faster than anything else."""
+    import numpy as np
+
+    from cudnn_algos.selector import PROBLEM_FEATURES, Neighbours, Selector, Trees, Vocabulary
+
+    n = len(PROBLEM_FEATURES)
+    trees = Trees(feature=np.array([n + 1, 0, 0], dtype=np.int32), threshold=np.array([0.5, 0.0, 0.0]),
+                  left=np.array([1, -1, -1], dtype=np.int32), right=np.array([2, -1, -1], dtype=np.int32),
+                  value=np.array([0.0, 1.0, -1.0]), offset=np.array([0], dtype=np.int64), base=0.0, rate=1.0)
+    nb = Neighbours(np.zeros((1, n)), ("eng0",), np.zeros(n), np.ones(n))
+    return Selector(Vocabulary((0, 2), ("WORKSPACE",)), trees, nb, "sm_90 cudnn 9.19", {"problems": 1})
+
+
+def test_tune_predict_stores_the_selectors_pick_without_timing(fake_tune, tmp_path):
+    """search="predict": the lists' configurations built, nothing measured, the selector's first pick among those
+    torch would accept stored as predicted (the fake search's eng1 down-converts inputs, eng3 does not build)."""
+    search = fake_tune()
+    model, x = _small_model(), torch.randn(2, 3, 8, 8)
+    sel = _engine2_selector()
+    path = tmp_path / "sel.npz"
+    sel.save(path)
+    db = tmp_path / "t.sqlite"
+    r = cudnn_algos.tune(model, x, db, progress=False, search="predict", selector=str(path))
+    assert (r.searched, r.failed) == (9, {}) and search.kw["measure"] is False
+    with TuningDB(db) as t:
+        ws = t.winners(env_key(_env()))
+    assert len(ws) == 9 and {w.config for w in ws} == {"eng2"} and {w.source for w in ws} == {"predicted"}
+    assert all(w.kernel_ms is None and w.runner_up == "eng0" for w in ws)
+    assert json.loads(ws[0].settings)["search"] == "predict" and "sm_90 cudnn 9.19" in ws[0].settings
+    from conftest import run_cli
+
+    listed = run_cli("db", "list", "--db", db)
+    assert listed.returncode == 0 and "eng2" in listed.stdout, listed.stderr
+    r = run_cli("tune", "resnet18", "--batch", "2", "--predict", tmp_path / "nope.npz")
+    assert r.returncode == 2 and "--predict" in r.stderr and "no such file" in r.stderr, r.stderr
+    r = run_cli("tune", "resnet18", "--quick", "--predict", path)
+    assert r.returncode == 2 and "not allowed with" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="needs selector="):
+        cudnn_algos.tune(model, x, tmp_path / "u.sqlite", progress=False, search="predict")
+    with pytest.raises(ValueError, match="selector='.*nope.npz'"):
+        cudnn_algos.tune(model, x, tmp_path / "u.sqlite", progress=False, search="predict",
+                         selector=str(tmp_path / "nope.npz"))

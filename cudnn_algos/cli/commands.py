@@ -34,11 +34,14 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ..problem import device_index
     from ..tuning import tune
 
+    if a.predict and not os.path.isfile(a.predict):
+        raise FileError(f"--predict {a.predict}: no such file")
     model, example, _, directions, fmt = _model_from_args(a)
     device_index(a.device)
+    search = "predict" if a.predict else "quick" if a.quick else "full"
     try:
         r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
-                 search="quick" if a.quick else "full", progress=not a.no_progress, device=a.device,
+                 search=search, progress=not a.no_progress, device=a.device, selector=a.predict,
                  **({} if a.torch_margin is None else {"torch_margin": a.torch_margin}))
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None

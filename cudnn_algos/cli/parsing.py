@@ -281,8 +281,11 @@ def _add_tuning_parsers(sub) -> None:
     _add_model_args(t, "what the layers receive when the model runs (float16 for autocast; default: the model's)")
     t.add_argument("--db", metavar="PATH", help="the tuning database (default: $CUDNN_ALGOS_DB or the user cache)")
     t.add_argument("--budget-s", type=float, default=None, metavar="S", help="start no new search after S seconds")
-    t.add_argument("--quick", action="store_true",
-                   help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
+    how = t.add_mutually_exclusive_group()
+    how.add_argument("--quick", action="store_true",
+                     help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
+    how.add_argument("--predict", metavar="SELECTOR", help="time nothing: store a selector's picks (its .npz file, "
+                                                          "cudnn-algos selector train)")
     t.add_argument("--torch-margin", type=float, default=None, metavar="F",
                    help="store torch's own op as a winner only when faster than the best configuration by more than "
                         "this fraction (default 0.03)")

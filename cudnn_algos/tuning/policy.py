@@ -68,6 +68,34 @@ def winner_entry(result: EngineSearchResult, env: Environment, key: str, setting
     return w, cands
 
 
+def predicted_entry(result: EngineSearchResult, env: Environment, key: str, settings: str,
+                    order: list[int]) -> tuple[Winner, list[dict[str, Any]]]:
+    """The database rows of an unmeasured search whose candidates a selector ranked: `order` indexes
+    ``result.rows``' buildable configurations torch would accept (``eligible_rows``), predicted fastest first. The
+    winner is the first, marked ``source="predicted"``, with no times; ValueError when nothing is eligible."""
+    rows = eligible_rows(result)
+    if not rows or not order:
+        raise ValueError(f"{key}: no configuration that built and that torch would accept to predict among")
+    best = rows[order[0]]
+    second = rows[order[1]] if len(order) > 1 else None
+    at = now()
+    w = Winner(env=env.key(), key=key, settings=settings, direction=result.direction, config=best.name,
+               engine_id=best.engine_id, knobs=json.dumps([list(k) for k in parse_config(best.name)[1]]),
+               kernel_ms=None, host_ms=None, rel_err=None, runner_up=second.name if second else None,
+               runner_up_ms=None, torch_on=None, torch_on_ms=None, source="predicted", measured_at=at,
+               environment=json.dumps(asdict(env)))
+    cands = [{"env": w.env, "key": key, "settings": settings, "direction": result.direction, "name": r.name,
+              "engine_id": r.engine_id, "status": r.status, "kernel_ms": None, "throughput_ms": None, "host_ms": None,
+              "rel_err": None, "workspace_bytes": r.workspace_bytes, "torch_filter": r.torch_filter,
+              "sources": ",".join(r.sources), "measured_at": at} for r in result.rows]
+    return w, cands
+
+
+def eligible_rows(result: EngineSearchResult) -> list[Any]:
+    """The configurations of a search that built and that torch would accept (what a winner may be)."""
+    return [r for r in result.rows if r.ok and not r.torch_filter]
+
+
 def reselected(w: Winner, margin: float, eligible: list[dict[str, Any]]) -> Winner | None:
     """The stored winner `w` under another `margin` (TuningDB.reselect), or None where it stays as it is.
     `eligible`: its search's stored candidates torch would accept, timed, fastest first."""

@@ -18,7 +18,7 @@ from ..problem import DIRECTIONS, check_choice, device_index, make_problem, pars
 from ..progress import Progress
 from .db import TuningDB, open_db
 from .keys import problem_key
-from .policy import TORCH_MARGIN, check_margin, winner_entry
+from .policy import TORCH_MARGIN, check_margin, eligible_rows, predicted_entry, winner_entry
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ SEARCHES = {
     "quick": lambda repeats, screen, refine, refine_max, rtc: dict(
         heuristics=("instant", "fallback"), compare_torch=False, repeats=min(repeats, 3), screen=1, confirm=1,
         refine=0, runtime_compiled=rtc),
+    # the heuristic lists' configurations built, nothing timed: a selector ranks them (predicted_entry)
+    "predict": lambda repeats, screen, refine, refine_max, rtc: dict(compare_torch=False, runtime_compiled=rtc),
 }
 
 
@@ -70,7 +72,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
          memory_format: torch.memory_format | str | None = None, budget_s: float | None = None,
          repeats: int = 7, screen: int = 3, refine: int = 3, refine_max: int = 32, runtime_compiled: bool = True,
          search: str = "full", torch_margin: float = TORCH_MARGIN, progress: bool = True,
-         device: int | str | torch.device | None = None) -> TuneResult:
+         device: int | str | torch.device | None = None, selector: Any = None) -> TuneResult:
     """Fills the tuning database with the winners of `model`'s convolutions (as one forward pass on `example_input`
     meets them), searching only the problems and directions it lacks: per problem, ``find_engines`` as ``profile``
     runs it (heuristic lists screened, refine, the fastest confirmed beside torch's op with benchmark on), stored
@@ -86,6 +88,10 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     torch comparison (its winner is still at least torch's benchmark pick on our clock, as that is among the
     candidates) — for a cost nearer torch's own warm-up (docs/results/ has the measured cost).
 
+    search="predict" (with `selector`, a cudnn_algos.selector.Selector or its file): nothing is timed; the heuristic
+    lists' configurations are built and the selector's first pick among those torch would accept is stored, marked
+    ``source="predicted"`` and without times.
+
     torch_margin: torch's own op is stored as the winner only when it was faster than the best configuration by more
     than this fraction (Note [torch's op as the winner] in cudnn_algos/tuning/policy.py; 0 stores it whenever it was faster at all)."""
     dirs = tuple(directions)
@@ -93,11 +99,14 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
         check_choice("directions", d, DIRECTIONS)
     check_choice("search", search, SEARCHES)
     check_margin(torch_margin)
+    if search == "predict":
+        selector = _selector(selector)
     dev = device_index(device)
     env = environment(dev)
     ekey = env.key()
     options = SEARCHES[search](repeats, screen, refine, refine_max, runtime_compiled)
-    settings = json.dumps({"search": search, "torch_margin": torch_margin, **options}, sort_keys=True)
+    settings = json.dumps({"search": search, "torch_margin": torch_margin, **options,
+                           **({"selector": selector.family} if search == "predict" else {})}, sort_keys=True)
     store, own = open_db(db)
     t0 = time.perf_counter()
     searched = already = unsupported = 0
@@ -117,11 +126,14 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
                 bar.update()
                 continue
             try:
-                r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt, measure=True,
-                                 device=dev, **options)
+                r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt,
+                                 measure=search != "predict", device=dev, **options)
                 build_s += r.search_ms / 1e3
                 t_store = time.perf_counter()
-                store.put(*winner_entry(r, env, key, settings, torch_margin))
+                if search == "predict":
+                    store.put(*predicted_entry(r, env, key, settings, _rank(selector, r, spec, shape, dname, fmt, d)))
+                else:
+                    store.put(*winner_entry(r, env, key, settings, torch_margin))
                 store_s += time.perf_counter() - t_store
                 searched += 1
             except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError) as e:
@@ -135,6 +147,28 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             store.close()
     return TuneResult(searched, already, unsupported, failed, time.perf_counter() - t0, interrupted, str(store.path),
                       build_s, store_s, stopped_by, len(todo))
+
+
+def _selector(selector: Any):
+    """tune(search="predict")'s selector: a Selector, or the file of one (ValueError naming the argument)."""
+    from ..selector import Selector
+
+    if isinstance(selector, Selector):
+        return selector
+    if isinstance(selector, (str, os.PathLike)):
+        try:
+            return Selector.load(selector)
+        except (OSError, KeyError, ValueError) as e:
+            raise ValueError(f"selector={str(selector)!r}: {e}") from None
+    raise ValueError(f"search='predict' needs selector= (a Selector or its .npz file), not {selector!r}")
+
+
+def _rank(selector, result, spec, shape, dname: str, fmt: str | None, direction: str) -> list[int]:
+    """The selector's order of the search's eligible configurations (policy.eligible_rows), fastest first."""
+    from ..selector import problem_features
+
+    feats = problem_features(spec, shape, dname, fmt or "contiguous", direction)
+    return selector.rank(feats, [(r.engine_id, dict(r.knobs)) for r in eligible_rows(result)])
 
 
 def _tuning_todo(model, example_input, dtype, memory_format, dirs, store: TuningDB, ekey: str):
