@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .regret import quantile
+from .regret import quantile, timed_ms
+from .results.tables import knobs_text
 from .sweep.store import SweepStore
 from .sweep.tasks import REPEAT, is_repeat
 
@@ -97,9 +98,7 @@ class NoiseFloor:
 
 
 def _timed(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
-    return {(r.get("candidate_kind"), r.get("candidate")): r["kernel_median_ms"] for r in rows
-            if r.get("status") == "SUCCESS" and isinstance(r.get("kernel_median_ms"), (int, float))
-            and r["kernel_median_ms"] > 0}
+    return {(r.get("candidate_kind"), r.get("candidate")): t for r in rows if (t := timed_ms(r)) is not None}
 
 
 def noise_floor(store: SweepStore) -> NoiseFloor:
@@ -138,7 +137,7 @@ def to_frame(store: SweepStore, validation: Validation | None = None):
     recs = []
     for key in v.kept:
         for r in store.rows(key):
-            recs.append({**r, "knobs": ",".join(f"{k}={x}" for k, x in (r.get("knobs") or {}).items()) or None,
+            recs.append({**r, "knobs": knobs_text(r.get("knobs")) or None,
                          "task": key, "env_key": env[key] or "unknown"})
     return pd.DataFrame.from_records(recs)
 

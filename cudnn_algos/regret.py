@@ -25,7 +25,8 @@ GROUP_BY = ("family", "dtype", "direction")
 BIG = 0.05  # the share of problems with regret above this is reported
 
 
-def _time(r: dict[str, Any]) -> float | None:
+def timed_ms(r: dict[str, Any]) -> float | None:
+    """A long-form row's kernel median where it ran (status SUCCESS, a finite positive time), else None."""
     t = r.get("kernel_median_ms")
     if r.get("status") != "SUCCESS" or not isinstance(t, (int, float)) or isinstance(t, bool):
         return None
@@ -43,7 +44,7 @@ def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float |
     problem-direction's rows. (None, None): the method picks nothing here."""
     engine = [r for r in rows if r.get("candidate_kind") == "engine"]
     legacy_timed = [r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") != "heuristic"]
-    timed = {(r.get("candidate_kind"), r.get("candidate")): _time(r) for r in engine + legacy_timed}
+    timed = {(r.get("candidate_kind"), r.get("candidate")): timed_ms(r) for r in engine + legacy_timed}
     timed = {k: t for k, t in timed.items() if t is not None}
     filtered = {("engine", r.get("candidate")) for r in engine if r.get("torch_filter")}
     eligible = {k: t for k, t in timed.items() if k not in filtered}
@@ -55,18 +56,18 @@ def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float |
         out["best"] = (None, None)
     for m in ("instant", "a", "b", "fallback"):
         r = _first(engine, f"rank_{m}")
-        out[m] = (r["candidate"], _time(r)) if r else (None, None)
+        out[m] = (r["candidate"], timed_ms(r)) if r else (None, None)
     accepted = [r for r in engine if not r.get("torch_filter")]
     off = _first(accepted, "rank_instant") or _first(accepted, "rank_fallback")
-    out["torch_off"] = (off["candidate"], _time(off)) if off else (None, None)
+    out["torch_off"] = (off["candidate"], timed_ms(off)) if off else (None, None)
     heur = _first([r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") == "heuristic"],
                   "heuristic_rank")
     out["legacy_heuristic"] = ((heur["candidate"], timed.get(("legacy", heur["candidate"]))) if heur
                                else (None, None))
     found = _first(legacy_timed, "heuristic_rank")
-    out["legacy_find"] = (found["candidate"], _time(found)) if found else (None, None)
+    out["legacy_find"] = (found["candidate"], timed_ms(found)) if found else (None, None)
     on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
-    out["torch_on"] = (on["candidate"], _time(on)) if on else (None, None)
+    out["torch_on"] = (on["candidate"], timed_ms(on)) if on else (None, None)
     return out
 
 
@@ -87,7 +88,7 @@ class ProblemRegret:
     spatial: int = 0  # the input's spatial size, product of its spatial dims (the map's y)
 
 
-def _dims(shape: Any) -> list[int]:
+def input_dims(shape: Any) -> list[int]:
     """An input shape as the long form writes it ("8x32x56x56") or as a list, as ints ([] where neither)."""
     try:
         return [int(v) for v in (shape.split("x") if isinstance(shape, str) else shape)]
@@ -105,7 +106,7 @@ def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) ->
             continue
         r0 = rows[0]
         reg = {m: (p[m][1] / best - 1 if p[m][1] is not None else None) for m in METHODS}
-        dims = _dims(r0.get("input_shape"))
+        dims = input_dims(r0.get("input_shape"))
         for fam in r0.get("families") or ["?"]:
             out.append(ProblemRegret(key, fam, str(r0.get("dtype")), str(r0.get("direction")),
                                      f"{r0.get('spec')} @ {r0.get('input_shape')}", int(r0.get("uses") or 1), best,
@@ -251,5 +252,5 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "picks", "ProblemRegret", "problem_regrets", "present", "quantile",
+__all__ = ["METHODS", "GROUP_BY", "BIG", "timed_ms", "input_dims", "picks", "ProblemRegret", "problem_regrets", "present", "quantile",
            "search_costs", "Summary", "summarize", "table", "worst", "plot_cdf", "plot_map"]

@@ -112,7 +112,8 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | N
     from ..regret import plot_cdf, plot_map, present, problem_regrets, search_costs, summarize, table, worst
 
     v = validate(store)
-    regrets = problem_regrets(measured_problems(store, v))
+    problems = list(measured_problems(store, v))  # the rows, read once
+    regrets = problem_regrets(problems)
     if not regrets:
         raise FileError(f"{store.path}: no measured problem-direction with a best to report on ({v})")
     print(f"regret against the measured best (pick / best - 1, %), {len(v.kept)} problem-directions "
@@ -122,7 +123,7 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | N
     print(table(summarize(regrets, (), present(regrets)), ()))
     print("torch_off: torch's benchmark-off rule on the lists (INSTANT, else FALLBACK); torch_on: its benchmark "
           "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
-    cost = search_costs(measured_problems(store, v))
+    cost = search_costs(problems)
     if cost:
         print("choosing costs (host ms per problem-direction, median): "
               + ", ".join(f"{m} {ms:.3g}" for m, ms in cost.items()))

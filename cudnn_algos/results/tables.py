@@ -168,6 +168,11 @@ def dataframe(records: list[dict[str, Any]]):
     return df
 
 
+def knobs_text(knobs: Any) -> str:
+    """An engine row's knobs as flat text, NAME=value,... ("" for none): CSV and Parquet cells."""
+    return ",".join(f"{k}={v}" for k, v in knobs.items()) if isinstance(knobs, dict) else ""
+
+
 def csv_text(df) -> str:
     """The long-form table as CSV: list columns as space-separated values, knobs as NAME=value,... ."""
     out = df.copy()
@@ -175,7 +180,7 @@ def csv_text(df) -> str:
         if c in out:
             out[c] = [" ".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in v) for v in out[c]]
     if "knobs" in out:
-        out["knobs"] = [",".join(f"{k}={v}" for k, v in d.items()) if isinstance(d, dict) else "" for d in out.knobs]
+        out["knobs"] = [knobs_text(d) for d in out.knobs]
     return out.to_csv(index=False)
 
 

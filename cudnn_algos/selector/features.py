@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from ..regret import input_dims
 from ..spec import ConvSpec
 
 PROBLEM_FEATURES = (
@@ -46,9 +47,7 @@ def problem_features(spec: ConvSpec, input_shape: Sequence[int], dtype: str, mem
 
 def row_problem(row: dict[str, Any]) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     """The problem-direction a long-form row belongs to: (spec, input shape, dtype, memory format, direction)."""
-    shape = row["input_shape"]
-    shape = tuple(int(v) for v in (shape.split("x") if isinstance(shape, str) else shape))
-    return ConvSpec.parse(row["spec"]), shape, str(row["dtype"]), str(row["memory_format"]), str(row["direction"])
+    return ConvSpec.parse(row["spec"]), tuple(input_dims(row["input_shape"])), str(row["dtype"]), str(row["memory_format"]), str(row["direction"])
 
 
 def row_features(row: dict[str, Any]) -> list[float]:

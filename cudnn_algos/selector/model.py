@@ -61,9 +61,7 @@ class Trees:
             right.append(t.children_right)
             value.append(t.value[:, 0, 0])
             n += t.node_count
-        init = gbr.init_
-        base = float(init.constant_.ravel()[0]) if hasattr(init, "constant_") else float(gbr._raw_predict_init(
-            np.zeros((1, gbr.n_features_in_)))[0, 0])  # noqa: SLF001 (older sklearn)
+        base = float(gbr.init_.constant_.ravel()[0])  # the default init: the training targets' mean
         return cls(np.concatenate(feature).astype(np.int32), np.concatenate(threshold).astype(np.float64),
                    np.concatenate(left).astype(np.int32), np.concatenate(right).astype(np.int32),
                    np.concatenate(value).astype(np.float64), np.asarray(offset, dtype=np.int64), base,

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..regret import ProblemRegret, picks
+from ..regret import ProblemRegret, timed_ms
 from .features import Vocabulary, row_features, row_problem
 from .model import Neighbours, Selector, Trees
 
@@ -22,13 +22,9 @@ TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subs
 
 def engine_candidates(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, dict[str, int], float]]:
     """(name, engine id, knobs, kernel ms) of every timed engine configuration torch would accept."""
-    out = []
-    for r in rows:
-        t = r.get("kernel_median_ms")
-        if (r.get("candidate_kind") == "engine" and r.get("status") == "SUCCESS" and not r.get("torch_filter")
-                and isinstance(t, (int, float)) and t > 0 and math.isfinite(t) and r.get("engine_id") is not None):
-            out.append((r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}), float(t)))
-    return out
+    return [(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}), t) for r in rows
+            if r.get("candidate_kind") == "engine" and not r.get("torch_filter") and r.get("engine_id") is not None
+            and (t := timed_ms(r)) is not None]
 
 
 def _problems(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]):
@@ -87,7 +83,7 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
         return out
     chosen = choose(selector, rows)
     times = {name: t for name, _, _, t in engine_candidates(rows)}
-    best = picks(rows)["best"][1]
+    best = out[0].best_ms
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
     return [replace(p, regret={**p.regret, **extra}) for p in out]
 
