@@ -156,3 +156,22 @@ def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypat
     monkeypatch.setattr(engines, "find_engines", fails)
     out = measure_task(task)
     assert out["status"] == "failed" and out["reason"].startswith("CudnnError") and out["rows"] == []
+
+
+def test_sweeps_opening_a_new_store_at_once_all_find_it_whole(tmp_path):
+    """Eight processes open one new store at the same moment: each finds the tables and the schema row (made in one
+    transaction), none fails, one schema row."""
+    import sqlite3
+    import subprocess
+
+    path = tmp_path / "s.sqlite"
+    code = ("import sys; from cudnn_algos.sweep import SweepStore; s = SweepStore(sys.argv[1]); "
+            "s.put(sys.argv[2], 'done', [{'status': 'SUCCESS'}]); s.close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), f"k{i}"], stderr=subprocess.PIPE, text=True)
+             for i in range(8)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errs
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT COUNT(*) FROM meta WHERE k = 'schema'").fetchone()[0] == 1
+    with SweepStore(path) as s:
+        assert s.counts()["done"] == 8

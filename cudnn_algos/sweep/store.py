@@ -44,11 +44,21 @@ class SweepStore:
         if os.path.isdir(self.path):
             raise ValueError(f"{self.path} is a directory: give the sweep store a file path")
         self.con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.con.executescript(_TABLES)
-        got = self.con.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
-        if got is None:
-            self.con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
-        elif got[0] != str(SCHEMA):
+        # tables and schema row in one transaction (as TuningDB makes its file): a second sweep opening a new store
+        # at the same moment waits, then finds both
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, _TABLES.split(";")):
+                self.con.execute(statement)
+            self.con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+            got = self.con.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            self.con.close()
+            raise
+        if got[0] != str(SCHEMA):
+            self.con.close()
             raise ValueError(f"{self.path} is a sweep store of schema {got[0]}; this version reads {SCHEMA}")
 
     def close(self) -> None:
