@@ -33,6 +33,7 @@ class SweepResult:
     stopped_by: str = ""  # "budget" or "ctrl-c"
     engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
     repeats: int = 0  # of the problem-directions run, those measured a second time (the noise floor's sample)
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per step summed over tasks (measure_task's)
 
     @property
     def rate(self) -> float:
@@ -43,9 +44,12 @@ class SweepResult:
         stop = {"budget": "; stopped: the time budget ran out (the same command continues)",
                 "ctrl-c": "; stopped: Ctrl-C (the same command continues)"}.get(self.stopped_by, "")
         rep = f" ({self.repeats} of them again, for the noise floor)" if self.repeats else ""
+        n = self.done + self.failed
+        steps = ("; per problem-direction: " + ", ".join(f"{k} {v / n:.2f} s" for k, v in self.stages.items())
+                 if self.stages and n else "")
         return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
                 f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
-                + (f"; per worker: {per}" if per else "") + stop)
+                + (f"; per worker: {per}" if per else "") + steps + stop)
 
 
 def local_cluster(n_workers: int, gpus: bool = True):
@@ -87,6 +91,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     todo = repeats + [t for t in all_tasks if t["key"] not in have]
     counts: Counter = Counter()
     per_worker: Counter = Counter()
+    stages: Counter = Counter()
     stopped = ""
     bar = Progress(len(todo), progress, "sweeping", unit="task")
 
@@ -95,6 +100,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
                worker=out.get("worker"), seconds=out.get("seconds"), env=out.get("env"))
         counts[out["status"]] += 1
         per_worker[out.get("worker") or "?"] += 1
+        stages.update({"task": out.get("seconds") or 0.0, **(out.get("stages") or {})})
         elapsed = time.perf_counter() - t0
         bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
 
@@ -108,7 +114,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     return SweepResult(done=counts["done"], failed=counts["failed"], skipped=len(all_tasks) - len(todo) + len(repeats),
                        left=left, repeats=len(repeats),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
-                       engine=engine)
+                       engine=engine, stages=dict(stages))
 
 
 def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run) -> tuple[str, str]:

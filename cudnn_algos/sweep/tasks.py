@@ -88,17 +88,21 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
+    stages: dict[str, float] = {}  # host seconds per step of this task (the sweep prints their sums)
     try:
         spec = ConvSpec.from_dict(task["spec"])
         r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
                          memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64))
+        stages.update(engine_build=r.search_ms / 1e3, engine_measure=r.measure_s or 0.0,
+                      engine_search=time.perf_counter() - t0)
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
         rows = r.to_records(**context)
         if opts["legacy"]:
             args = dict(direction=task["direction"], dtype=task["dtype"], memory_format=task["memory_format"])
             for mode, measure in (("find_ex", True), ("heuristic", False)):
+                t1 = time.perf_counter()
                 try:
                     rows += find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
                                  repeats=opts["repeats"], **args).to_records(**context, stage=mode)
@@ -107,8 +111,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                     rows.append({"candidate_kind": "legacy", "candidate": f"legacy {mode}", "status": "FAILED",
                                  "stage": mode, "note": f"{type(e).__name__}{' ' + status if status else ''}: "
                                                         f"{str(e)[:300]}"})
+                stages[f"legacy_{mode}"] = time.perf_counter() - t1
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
-                "seconds": time.perf_counter() - t0}
+                "seconds": time.perf_counter() - t0, "stages": stages}
     except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
         return {**base, "status": "failed", "rows": [], "reason": f"{type(e).__name__}: {str(e)[:300]}",
                 "seconds": time.perf_counter() - t0}
