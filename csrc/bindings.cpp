@@ -201,8 +201,10 @@ py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo
 py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
                           bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
                           std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
-                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact) {
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
+                          bool build) {
   EngineSearchOptions opt;
+  opt.build = build;
   opt.seeds = std::move(seeds);
   opt.exact = std::move(exact);
   opt.heuristics = std::move(heuristics);
@@ -321,7 +323,8 @@ void bind_search(py::module_& m) {
         py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
-        py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{});
+        py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
+        py::arg("build") = true);
 }
 
 void bind_clock(py::module_& m) {
@@ -379,9 +382,64 @@ void bind_pinned(py::module_& m) {
   m.def("pinned_counts", []() {
     py::list out;
     for (const auto& c : pinned_counts())
-      out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason, c.execute_ns, c.timed_calls));
+      out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason, c.execute_ns, c.timed_calls,
+                                c.origin, c.engine_id, c.knobs));
     return out;
   });
+  // Note [unseen problems] (pinned.h): what the handler is asked, and the handler itself (a Python callable
+  // query -> (configs, origin, why), or None)
+  py::class_<MissQuery>(m, "MissQuery")
+      .def_readonly("key", &MissQuery::key)
+      .def_property_readonly("direction", [](const MissQuery& q) {
+        static const char* names[] = {"forward", "backward_data", "backward_filter"};
+        return std::string(names[static_cast<int>(q.dir)]);
+      })
+      .def_readonly("problem", &MissQuery::problem)
+      .def_readonly("deterministic", &MissQuery::deterministic)
+      .def_readonly("allow_tf32", &MissQuery::allow_tf32)
+      .def_readonly("device", &MissQuery::device)
+      .def_property_readonly("x", [](const MissQuery& q) { return q.problem.x_dims; })
+      .def_property_readonly("w", [](const MissQuery& q) { return q.problem.w_dims; })
+      .def_property_readonly("padding", [](const MissQuery& q) { return q.problem.padding; })
+      .def_property_readonly("stride", [](const MissQuery& q) { return q.problem.stride; })
+      .def_property_readonly("dilation", [](const MissQuery& q) { return q.problem.dilation; })
+      .def_property_readonly("groups", [](const MissQuery& q) { return q.problem.groups; })
+      .def_property_readonly("dtype", [](const MissQuery& q) {
+        const auto info = dtype_info(q.problem.dtype);
+        return std::string(info ? info->name : "unknown");
+      })
+      .def_property_readonly("channels_last", [](const MissQuery& q) { return q.problem.layout == Layout::NHWC; });
+  m.def("pinned_set_miss_handler", [](py::object fn) {
+    if (fn.is_none()) return pinned_set_miss_handler(nullptr);
+    // the callable is released with the GIL held, whichever thread drops the last reference
+    std::shared_ptr<py::object> obj(new py::object(std::move(fn)), [](py::object* o) {
+      if (Py_IsInitialized()) {
+        py::gil_scoped_acquire gil;
+        delete o;
+      } else {
+        o->release();
+        delete o;
+      }
+    });
+    pinned_set_miss_handler(std::make_shared<const MissHandler>([obj](const MissQuery& q) {
+      py::gil_scoped_acquire gil;
+      MissAnswer a;
+      try {
+        auto t = (*obj)(q).cast<std::tuple<std::vector<std::pair<int64_t, Knobs>>, std::string, std::string>>();
+        a.configs = std::move(std::get<0>(t));
+        a.origin = std::move(std::get<1>(t));
+        a.why = std::move(std::get<2>(t));
+      } catch (py::error_already_set& e) {
+        a.why = std::string("the unseen-problem handler raised ") + e.what();
+        a.configs.clear();
+      } catch (const py::cast_error& e) {
+        a.why = std::string("the unseen-problem handler answered something else than (configs, origin, why): ") +
+                e.what();
+        a.configs.clear();
+      }
+      return a;
+    }));
+  }, py::arg("handler"));
   py::class_<BoundConv>(m, "BoundConv")  // Note [the Python call] (pinned.h)
       .def(py::init([](std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> output_padding,
                        std::vector<int64_t> dilation, int64_t groups, bool transposed) {

@@ -25,7 +25,8 @@ __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTi
            "engine_search", "kernel_clock_begin", "kernel_clock_now", "kernel_clock_end", "kernel_clock_abort",
            "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_clear",
            "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing", "pinned_stage_times",
-           "bound_conv", "operator_key", "versions", "environment", "probe_handle", "cudnn_handles"]
+           "pinned_set_miss_handler", "bound_conv", "operator_key", "versions", "environment", "probe_handle",
+           "cudnn_handles"]
 
 KnobList = Sequence[tuple[int, int]]  # (cuDNN knob type, value) pairs
 
@@ -165,14 +166,15 @@ class EngineSearchOut:
 
 def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = ("instant", "a", "b", "fallback"),
                   exhaustive: bool = False, max_configs: int = 64, runtime_compiled: bool = True, device: int = 0,
-                  seeds: Sequence[tuple[int, KnobList]] = (), exact: Sequence[tuple[int, KnobList]] = ()
-                  ) -> EngineSearchOut:
+                  seeds: Sequence[tuple[int, KnobList]] = (), exact: Sequence[tuple[int, KnobList]] = (),
+                  build: bool = True) -> EngineSearchOut:
     """cuDNN 9's engine configurations for one cuDNN direction: the heuristic lists asked for, configurations
     named exactly (`exact`), every engine's knob choices (`exhaustive`, up to `max_configs`), or the one-knob
-    neighbours of `seeds` (refine); each built into a plan where cuDNN can."""
+    neighbours of `seeds` (refine); each built into a plan where cuDNN can. build=False: the heuristic lists'
+    configurations only (engine, knobs, notes; status "NOT_BUILT"), none built."""
     out = _ext.load().engine_search(_dir(direction), cp, list(heuristics), exhaustive, max_configs, runtime_compiled,
                                     device, [(e, [tuple(k) for k in kn]) for e, kn in seeds],
-                                    [(e, [tuple(k) for k in kn]) for e, kn in exact])
+                                    [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build))
     return EngineSearchOut(plans=tuple(Plan.of(p) for p in out["plans"]), engine_count=int(out["engine_count"]),
                            search_ms=float(out["search_ms"]),
                            heuristic_query_ms=tuple((str(m), float(t)) for m, t in out["heuristic_query_ms"]))
@@ -236,6 +238,9 @@ class PinnedCount:
     reason: str  # why it fell back
     execute_ns: int  # host ns inside plan execution (stage timing on)
     timed_calls: int
+    origin: str = ""  # how its winner was chosen: "stored", or the unseen handler's ("predicted", ...); "" none
+    engine_id: int = -1  # the winner's configuration (-1: none, or torch's op)
+    knobs: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,13 @@ def pinned_clear() -> None:
 
 
 def pinned_counts() -> list[PinnedCount]:
-    return [PinnedCount(*c) for c in _ext.load().pinned_counts()]
+    return [PinnedCount(*c[:9], tuple(tuple(k) for k in c[9])) for c in _ext.load().pinned_counts()]
+
+
+def pinned_set_miss_handler(handler) -> None:
+    """Note [unseen problems] (csrc/pinned/pinned.h): `handler(query) -> (configs, origin, why)` is asked once per
+    problem the registry has no winner for (query: the extension's MissQuery); None: torch's op runs them."""
+    _ext.load().pinned_set_miss_handler(handler)
 
 
 def pinned_reset_counts() -> None:

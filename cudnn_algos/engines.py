@@ -126,15 +126,31 @@ def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
     return int(m.group(1)), knobs
 
 
+def named_knobs(knobs: Sequence[tuple[int, int]]) -> tuple[tuple[str, int], ...]:
+    """cuDNN's (knob type, value) pairs as (name, value): ``(2, 0)`` -> ``("TILE_SIZE", 0)``."""
+    return tuple((_name(KNOBS, t, "KNOB_"), v) for t, v in knobs)
+
+
+def numerical_note_names(notes: Sequence[int]) -> tuple[str, ...]:
+    return tuple(_name(NUMERICAL_NOTES, v, "NOTE_") for v in notes)
+
+
+def config_name(engine_id: int, knobs: Sequence[tuple[int, int]]) -> str:
+    """An engine configuration's stable name from cuDNN's numbers (parse_config's inverse):
+    ``eng62{TILE_SIZE=0,TILEK=1}``."""
+    named = named_knobs(knobs)
+    return f"eng{engine_id}" + ("{" + ",".join(f"{k}={v}" for k, v in named) + "}" if named else "")
+
+
 def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[EngineRow]:
     """Rows of these plans, each with why torch's convolution would never run it (as torch is set now)."""
     det, tf32 = torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32
     out = []
     for plan in plans:
-        knobs = tuple((_name(KNOBS, t, "KNOB_"), v) for t, v in plan.knobs)
-        nn = tuple(_name(NUMERICAL_NOTES, v, "NOTE_") for v in plan.numerical_notes)
+        knobs = named_knobs(plan.knobs)
+        nn = numerical_note_names(plan.numerical_notes)
         bn = tuple(_name(BEHAVIOR_NOTES, v, "BEHAVIOR_") for v in plan.behavior_notes)
-        name = f"eng{plan.engine_id}" + ("{" + ",".join(f"{k}={v}" for k, v in knobs) + "}" if knobs else "")
+        name = config_name(plan.engine_id, plan.knobs)
         out.append(EngineRow(
             direction=cdir, engine_id=plan.engine_id, knobs=knobs, name=name, numerical_notes=nn, behavior_notes=bn,
             family=legacy_family(nn), deterministic="NONDETERMINISTIC" not in nn, status=plan.status,
@@ -413,5 +429,6 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
         return _identify(result, problem, bench, dev)
 
 
-__all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
+__all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "config_name",
+           "named_knobs", "numerical_note_names", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
            "HEURISTICS"]

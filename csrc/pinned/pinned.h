@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,7 +52,28 @@ struct BoundConv {
 
 // engine_id >= 0: run that engine configuration; engine_id < 0: the winner is torch's own op.
 void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs);
-void pinned_clear();  // forgets winners and built plans
+void pinned_clear();  // forgets winners, built plans and the unseen-problem handler
+
+// Note [unseen problems]: a problem with no stored winner runs torch's op, unless a handler is set. Then its first
+// call (outside a CUDA-graph capture) asks the handler once, with no lock held: the handler answers configurations
+// in order of preference (e.g. a selector's ranking, or the fastest of a few it timed), and the first that builds
+// becomes the problem's winner for this process (`origin` says how it was chosen), its plan cached like a stored
+// one's. No configuration, none that builds, or a handler that fails: torch's op, counted as a fallback with the
+// reason. The Python side (cudnn_algos/tuning/unseen.py) sets a handler that takes the GIL.
+struct MissQuery {
+  std::string key;
+  Direction dir = Direction::Forward;  // cuDNN's direction
+  ConvProblem problem;
+  bool deterministic = false, allow_tf32 = false;
+  int device = 0;
+};
+struct MissAnswer {
+  std::vector<std::pair<int64_t, Knobs>> configs;  // (engine id, knobs), most preferred first
+  std::string origin;                              // e.g. "predicted", "measured_top_k"
+  std::string why;                                 // when `configs` is empty: why
+};
+using MissHandler = std::function<MissAnswer(const MissQuery&)>;
+void pinned_set_miss_handler(std::shared_ptr<const MissHandler> handler);  // null: torch's op for unseen problems
 
 struct PinnedCount {
   std::string key;
@@ -58,6 +81,9 @@ struct PinnedCount {
   int64_t torch = 0;     // calls whose stored winner is torch's own op
   int64_t fallback = 0;  // calls that fell back to torch's op: no winner, or it could not run (reason)
   std::string reason;    // the last fallback's reason
+  std::string origin;    // how its winner was chosen: "stored" (pinned_set) or the unseen handler's origin; "" none
+  int64_t engine_id = -1;  // the winner's configuration (engine_id < 0: none, or torch's op)
+  Knobs knobs;
   int64_t execute_ns = 0;   // while host stages are timed: cudnnBackendExecute's host time over this key's calls
   int64_t timed_calls = 0;  // ... and the pinned calls it was summed over
 };

@@ -30,6 +30,7 @@ namespace {
 struct Winner {
   int64_t engine_id = -1;
   Knobs knobs;
+  std::string origin = "stored";
 };
 
 // Note [signatures]: the per-call lookup does not build the key string. A call's problem, flags and device pack into
@@ -74,6 +75,7 @@ struct Registry {
   std::map<std::pair<int, std::string>, std::shared_ptr<EnginePlan>> plans;
   std::map<std::string, std::shared_ptr<CountCell>> counts;
   std::unordered_map<Signature, std::shared_ptr<const Entry>, SignatureHash> resolved;  // Note [signatures]
+  std::shared_ptr<const MissHandler> miss;  // Note [unseen problems] (pinned.h)
   int64_t built = 0;
 };
 
@@ -104,6 +106,60 @@ std::array<std::atomic<int64_t>, kStageCount> g_stage_ns{};
 std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, backward kernel calls
 
 
+// The first configuration of `configs` that builds for the problem (null if none; `why` says what the last try said).
+std::shared_ptr<EnginePlan> build_first(Direction dir, const ConvProblem& p, int device,
+                                        const std::vector<std::pair<int64_t, Knobs>>& configs, std::string& why,
+                                        size_t* which = nullptr) {
+  for (size_t i = 0; i < configs.size(); ++i) {
+    EngineSearchOptions opt;
+    opt.heuristics = {};
+    opt.exact = {configs[i]};
+    try {
+      EngineSearchOutput out = engine_search(dir, p, opt, device);
+      for (auto& pl : out.plans)
+        if (pl->ok()) {
+          if (which) *which = i;
+          return pl;
+        }
+      why = "did not build: " + (out.plans.empty() ? std::string("no plan") : out.plans[0]->status);
+    } catch (const std::exception& ex) {
+      why = std::string("building failed: ") + ex.what();
+    }
+  }
+  return nullptr;
+}
+
+bool capturing() {
+  return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+}
+
+// Note [unseen problems]: asks the handler (no lock held) and builds its first configuration that builds.
+std::shared_ptr<EnginePlan> ask_handler(const MissHandler& h, Direction dir, const ConvProblem& p, bool det,
+                                        bool tf32, int device, const std::string& key, Winner& won,
+                                        std::string& why) {
+  MissAnswer a;
+  try {
+    a = h(MissQuery{key, dir, p, det, tf32, device});
+  } catch (const std::exception& ex) {
+    why = std::string("no stored winner; the unseen-problem handler failed: ") + ex.what();
+    return nullptr;
+  }
+  if (a.configs.empty()) {
+    why = "no stored winner; " + (a.why.empty() ? std::string("the unseen-problem handler chose nothing") : a.why);
+    return nullptr;
+  }
+  std::string last;
+  size_t i = 0;
+  auto plan = build_first(dir, p, device, a.configs, last, &i);
+  if (!plan) {
+    why = "no stored winner; none of the " + std::to_string(a.configs.size()) + " configurations " +
+          (a.origin.empty() ? "chosen" : a.origin) + " built (last: " + last + ")";
+    return nullptr;
+  }
+  won = Winner{a.configs[i].first, a.configs[i].second, a.origin.empty() ? "unseen" : a.origin};
+  return plan;
+}
+
 std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool det, bool tf32, int device) {
   Registry& r = registry();
   const Signature sig = signature(dir, p, det, tf32, device);
@@ -116,12 +172,14 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
   e->key = problem_key(dir, p, det, tf32);
   Winner win;
   bool have = false, cached = false;
+  std::shared_ptr<const MissHandler> miss;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     e->cell = cell_for(r, e->key);
     auto w = r.winners.find(e->key);
     if (w == r.winners.end()) {
       e->why = "no stored winner";
+      miss = r.miss;
     } else if (w->second.engine_id < 0) {
       e->torch_winner = true;
     } else {
@@ -135,25 +193,28 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
       }
     }
   }
-  if (have && !cached) {
-    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
+  if ((have && !cached) || miss) {
+    if (capturing()) {
       e->why = "first met during CUDA-graph capture (not built)";
       return e;  // not remembered: built at the first call outside a capture
     }
-    EngineSearchOptions opt;
-    opt.heuristics = {};
-    opt.exact = {{win.engine_id, win.knobs}};
-    try {
-      EngineSearchOutput out = engine_search(dir, p, opt, device);
-      for (auto& pl : out.plans)
-        if (pl->ok()) e->plan = pl;
-      if (!e->plan)
-        e->why = "the stored configuration did not build: " + (out.plans.empty() ? "no plan" : out.plans[0]->status);
-    } catch (const std::exception& ex) {
-      e->why = std::string("building the stored configuration failed: ") + ex.what();
-    }
+  }
+  if (have && !cached) {
+    std::string why;
+    e->plan = build_first(dir, p, device, {{win.engine_id, win.knobs}}, why);
+    if (!e->plan) e->why = "the stored configuration " + why;
+  }
+  Winner chosen;
+  if (miss) {
+    e->plan = ask_handler(*miss, dir, p, det, tf32, device, e->key, chosen, e->why);
+    if (e->plan) e->why.clear();
   }
   std::lock_guard<std::mutex> lock(r.mutex);
+  if (e->plan && miss) {
+    auto [w, fresh] = r.winners.emplace(e->key, chosen);  // another thread's answer for the key may be in first
+    if (fresh) have = true, cached = false;
+    else e->plan = nullptr, e->why = "no stored winner (chosen twice at once; the first answer is kept)";
+  }
   if (have && !cached) {
     auto [pl, inserted] = r.plans.emplace(std::make_pair(device, e->key), e->plan);
     if (inserted && e->plan) ++r.built;
@@ -177,10 +238,22 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs) {
 
 void pinned_clear() {
   Registry& r = registry();
+  std::shared_ptr<const MissHandler> old;  // released after the lock (a Python handler's release takes the GIL)
   std::lock_guard<std::mutex> lock(r.mutex);
   r.winners.clear();
   r.plans.clear();
   r.resolved.clear();
+  old = std::move(r.miss);
+}
+
+void pinned_set_miss_handler(std::shared_ptr<const MissHandler> handler) {
+  Registry& r = registry();
+  std::shared_ptr<const MissHandler> old = std::move(handler);  // the one replaced is released after the lock
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::swap(r.miss, old);
+  // entries resolved while no handler (or another) was set are asked again; their winners so far stay
+  for (auto it = r.resolved.begin(); it != r.resolved.end();)
+    it = it->second->plan || it->second->torch_winner ? std::next(it) : r.resolved.erase(it);
 }
 
 std::vector<PinnedCount> pinned_counts() {
@@ -195,6 +268,8 @@ std::vector<PinnedCount> pinned_counts() {
     pc.fallback = c->fallback.load();
     pc.execute_ns = c->execute_ns.load();
     pc.timed_calls = c->timed_calls.load();
+    auto w = r.winners.find(k);
+    if (w != r.winners.end()) pc.origin = w->second.origin, pc.engine_id = w->second.engine_id, pc.knobs = w->second.knobs;
     std::lock_guard<std::mutex> rl(c->reason_mutex);
     pc.reason = c->reason;
     if (pc.pinned || pc.torch || pc.fallback) out.push_back(std::move(pc));

@@ -167,7 +167,7 @@ std::shared_ptr<EngineGraph> build_graph(const ConvProblem& p, cudnnHandle_t han
 }
 
 // Notes, knob choices and plan of one finalized engine config; failures are recorded on the plan row.
-void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compiled) {
+void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compiled, bool build = true) {
   pl.engine_id = get_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
   pl.numerical_notes = get_enums<cudnnBackendNumericalNote_t>(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
                                                                CUDNN_TYPE_NUMERICAL_NOTE);
@@ -177,6 +177,11 @@ void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compile
                              static_cast<int>(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) != pl.behavior_notes.end();
   if (rtc && !runtime_compiled) {
     pl.status = "SKIPPED_RUNTIME_COMPILATION";
+    pl.stage = "plan";
+    return;
+  }
+  if (!build) {
+    pl.status = "NOT_BUILT";
     pl.stage = "plan";
     return;
   }
@@ -289,7 +294,8 @@ class EngineSearch {
         pl->knobs = knobs_of(pl->config);
         pl->engine_id = get_int64(engines[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
         // the same config from another list only records where else it ranked: built once
-        if (!seen_.count(std::make_pair(pl->engine_id, pl->knobs))) finish_plan(*pl, engines[0], opt_.runtime_compiled);
+        if (!seen_.count(std::make_pair(pl->engine_id, pl->knobs)))
+          finish_plan(*pl, engines[0], opt_.runtime_compiled, opt_.build);
         add(pl, source, static_cast<int>(r));
       }
     }

@@ -78,6 +78,9 @@ struct EngineSearchOptions {
   // exact: build exactly these configurations (source "exact"; a knob not given takes its minimum), e.g. to time
   // one row again or run a stored winner; built after the heuristic lists, and counted like them by exhaustive
   std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact;
+  // false: the heuristic lists' configurations only (engine, knobs, notes: status "NOT_BUILT"), no plan finalized:
+  // what choosing among them without building costs (the pinned operator's unseen-problem handler)
+  bool build = true;
 };
 
 struct EngineSearchOutput {
