@@ -33,6 +33,11 @@ class Environment:
         return (f"{self.gpu_name}|sm{self.compute_capability}|driver {self.driver_version or self.cuda_driver_api}"
                 f"|cuda {self.cuda_runtime}|cudnn {self.cudnn_runtime}|torch {self.torch_version}")
 
+    def selector_family(self) -> str:
+        """The environment family a selector is trained for: GPU architecture x cuDNN major.minor
+        ("sm_90 cudnn 9.19"); engine ids and their knobs are cuDNN's, their speeds the architecture's."""
+        return f"sm_{self.compute_capability.replace('.', '')} cudnn {self.cudnn_runtime // 10000}.{self.cudnn_runtime % 10000 // 100}"
+
     @staticmethod
     def version_str(v: int) -> str:
         return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else str(v)

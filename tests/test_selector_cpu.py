@@ -49,9 +49,10 @@ def test_problem_features():
 def test_candidate_encoding():
     v = Vocabulary.of([(62, {"TILE_SIZE": 2}), (10, {"SPLIT_K": 4, "TILE_SIZE": 1})])
     assert v.engines == (10, 62) and v.knobs == ("SPLIT_K", "TILE_SIZE")
-    assert v.encode(62, {"TILE_SIZE": 16}) == [0.0, 1.0, -1.0, 16.0]
-    assert v.encode(7, {}) == [0.0, 0.0, -1.0, -1.0]  # an engine it never saw: no one-hot, knobs absent
-    assert v.names == ("engine_10", "engine_62", "knob_SPLIT_K", "knob_TILE_SIZE")
+    assert v.encode(62, {"TILE_SIZE": 16}) == [0.0, 1.0, -1.0, 16.0, 64.0, 64.0]  # in no heuristic list given
+    assert v.encode(7, {}) == [0.0, 0.0, -1.0, -1.0, 64.0, 64.0]  # an engine it never saw: no one-hot, knobs absent
+    assert v.encode(62, {}, {"a": 3, "b": None})[-2:] == [3.0, 64.0]  # positions in heuristic A and B
+    assert v.names == ("engine_10", "engine_62", "knob_SPLIT_K", "knob_TILE_SIZE", "rank_a", "rank_b")
 
 
 def test_exported_trees_predict_what_sklearn_predicts():
@@ -84,7 +85,7 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
     back = Selector.load(path)
     assert back.family == "sm_90 cudnn 9.19" and back.vocabulary == sel.vocabulary
     key, rows = problems[0]
-    cands = [(e, k) for _, e, k, _ in engine_candidates(rows)]
+    cands = [c.encoded for c in engine_candidates(rows)]
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
     # in-sample, the trees' pick beats INSTANT's by far (a model that learned nothing would not); held-out numbers
     # need the dataset
@@ -92,7 +93,7 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
 
     ours, instant = [], []
     for _, rows in problems:
-        times = {n: t for n, _, _, t in engine_candidates(rows)}
+        times = {c.name: c.ms for c in engine_candidates(rows)}
         ours.append(times[choose(sel, rows)["selector"]] / min(times.values()) - 1)
         instant.append(times[picks(rows)["instant"][0]] / min(times.values()) - 1)
     assert np.mean(ours) < np.mean(instant) / 2

@@ -157,7 +157,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return _selector_show(a.file)
     from ..dataset import measured_problems
     from ..regret import METHODS, present, summarize, table
-    from ..selector.train import leave_one_out, train
+    from ..selector.train import MEASURE_K, leave_one_out, train
     from ..sweep import SweepStore
 
     try:
@@ -179,10 +179,13 @@ def cmd_selector(a: argparse.Namespace) -> int:
     rs = leave_one_out(problems, by=a.by)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
-    methods = present(rs, ("selector", "nearest") + METHODS)
+    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest") + METHODS)
     print(f"leave one {a.by} out: regret against the measured best (pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by if a.by == "family" else "dtype",), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
+    print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
+          f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
+          f"cuDNN's first)\nnearest: the nearest training problem's fastest")
     return EXIT_OK
 
 

@@ -16,6 +16,10 @@ PROBLEM_FEATURES = (
     "channels_last", "forward", "backward_data", "backward_filter",
 )
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# cuDNN's heuristic lists whose position of a candidate is one of its features (cuDNN's own prior, which the trees
+# correct): the lists the operator's unseen-problem handler queries (tuning/unseen.py), a few ms per problem
+RANKED_LISTS = ("a", "b")
+RANK_ABSENT = 64.0  # the position feature of a candidate a list does not name
 
 
 def _dims3(v: Sequence[int], nd: int, fill: int = 1) -> list[int]:
@@ -54,10 +58,16 @@ def row_features(row: dict[str, Any]) -> list[float]:
     return problem_features(*row_problem(row))
 
 
+def rank_features(ranks: dict[str, int | None] | None) -> list[float]:
+    """A candidate's position in each of RANKED_LISTS (RANK_ABSENT where a list does not name it)."""
+    ranks = ranks or {}
+    return [float(ranks[n]) if ranks.get(n) is not None else RANK_ABSENT for n in RANKED_LISTS]
+
+
 @dataclass(frozen=True)
 class Vocabulary:
-    """The engines and knob names a model knows; a candidate becomes [engine one-hot..., knob values...] (a knob the
-    configuration does not have: -1)."""
+    """The engines and knob names a model knows; a candidate becomes [engine one-hot..., knob values..., positions
+    in RANKED_LISTS...] (a knob the configuration does not have: -1)."""
 
     engines: tuple[int, ...]
     knobs: tuple[str, ...]
@@ -72,11 +82,14 @@ class Vocabulary:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(f"engine_{e}" for e in self.engines) + tuple(f"knob_{k}" for k in self.knobs)
+        return (tuple(f"engine_{e}" for e in self.engines) + tuple(f"knob_{k}" for k in self.knobs)
+                + tuple(f"rank_{n}" for n in RANKED_LISTS))
 
-    def encode(self, engine_id: int, knobs: dict[str, int]) -> list[float]:
+    def encode(self, engine_id: int, knobs: dict[str, int], ranks: dict[str, int | None] | None = None
+               ) -> list[float]:
         return ([float(engine_id == e) for e in self.engines]
-                + [float(knobs[k]) if k in knobs else -1.0 for k in self.knobs])
+                + [float(knobs[k]) if k in knobs else -1.0 for k in self.knobs] + rank_features(ranks))
 
 
-__all__ = ["PROBLEM_FEATURES", "problem_features", "row_problem", "row_features", "Vocabulary"]
+__all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "problem_features", "rank_features", "row_problem",
+           "row_features", "Vocabulary"]

@@ -5,19 +5,23 @@ with ``allow_pickle=False``: no library object is unpickled) holding the arrays 
 vocabulary names, the environment family it was trained for, and what it was trained on."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from .features import PROBLEM_FEATURES, Vocabulary
+from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 
-FORMAT = 1
+FORMAT = 2  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features
+REACH = 2.0  # Note [the selector's reach]
+SHIPPED = Path(__file__).parent / "models"  # the trained selectors the package ships, one file per family
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trees:
     """Regression trees as flat arrays: node i of tree t is at offset[t] + i; a leaf has left == -1. The prediction
     is base + rate * sum over trees of the leaf values."""
@@ -32,20 +36,29 @@ class Trees:
     rate: float
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predictions for the rows of `x` (2-d)."""
+        """Predictions for the rows of `x` (2-d): every row down every tree at once, one level per pass."""
         x = np.asarray(x, dtype=np.float64)
         if not len(x):
             return np.zeros(0)
+        left, right, depth = self._walk
         rows = np.arange(len(x))[:, None]
-        node = np.broadcast_to(self.offset, (len(x), len(self.offset))).copy()  # every row in every tree at once
-        while True:  # one level of every tree per pass: as many passes as the deepest tree
-            left = self.left[node]
-            leaf = left < 0
-            if leaf.all():
-                break
-            go_left = x[rows, self.feature[node]] <= self.threshold[node]
-            node = np.where(leaf, node, self.offset + np.where(go_left, left, self.right[node]))
+        node = np.broadcast_to(self.offset, (len(x), len(self.offset)))
+        for _ in range(depth):  # a leaf's children are itself: it stays put
+            node = np.where(x[rows, self.feature[node]] <= self.threshold[node], left[node], right[node])
         return self.base + self.rate * self.value[node].sum(axis=1)
+
+    @functools.cached_property
+    def _walk(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Children as absolute node indices, a leaf's both itself; and the deepest tree's depth."""
+        tree = np.repeat(np.arange(len(self.offset)), np.diff(np.append(self.offset, len(self.left))))
+        idx = np.arange(len(self.left))
+        leaf = self.left < 0
+        left = np.where(leaf, idx, self.offset[tree] + self.left)
+        right = np.where(leaf, idx, self.offset[tree] + self.right)
+        depth = np.zeros(len(idx), dtype=np.int64)  # children come after their parent in sklearn's node order
+        for i in idx[~leaf]:
+            depth[left[i]] = depth[right[i]] = depth[i] + 1
+        return left, right, int(depth.max(initial=0))
 
     @classmethod
     def from_sklearn(cls, gbr: Any) -> "Trees":
@@ -80,8 +93,16 @@ class Neighbours:
     scale: np.ndarray
 
     def order(self, problem: Sequence[float]) -> np.ndarray:
+        return np.argsort(self._squared(problem), kind="stable")
+
+    def distance(self, problem: Sequence[float]) -> float:
+        """To the nearest training problem (standardized features); inf with none."""
+        d = self._squared(problem)
+        return float(np.sqrt(d.min())) if len(d) else float("inf")
+
+    def _squared(self, problem: Sequence[float]) -> np.ndarray:
         z = (np.asarray(problem, dtype=np.float64) - self.mean) / self.scale
-        return np.argsort(((self.features - z) ** 2).sum(axis=1), kind="stable")
+        return ((self.features - z) ** 2).sum(axis=1)
 
     def pick(self, problem: Sequence[float], candidates: Sequence[str]) -> str | None:
         have = set(candidates)
@@ -89,6 +110,16 @@ class Neighbours:
             if self.best[i] in have:
                 return self.best[i]
         return None
+
+
+def heuristic_order(candidates: Sequence[tuple]) -> list[int]:
+    """Candidate indices in cuDNN's order: by position in heuristic B, then in A (features.RANKED_LISTS order
+    reversed: B's answer is the better first pick in the dataset), unlisted ones last."""
+    def key(i: int) -> tuple:
+        ranks = candidates[i][2] if len(candidates[i]) > 2 else {}
+        return tuple(ranks.get(n) if ranks.get(n) is not None else 1 << 30 for n in reversed(RANKED_LISTS)) + (i,)
+
+    return sorted(range(len(candidates)), key=key)
 
 
 @dataclass(frozen=True)
@@ -100,21 +131,69 @@ class Selector:
     neighbours: Neighbours
     family: str  # e.g. "sm_90 cudnn 9.19"
     trained_on: dict[str, Any] = field(default_factory=dict)  # problems, candidates, families, when
+    # Note [the selector's reach]: a problem farther than this from every training problem (Euclidean distance of
+    # the standardized PROBLEM_FEATURES, the neighbours' metric) is outside what the trees learned: there the
+    # ranking is cuDNN's own (heuristic B's order, then A's), not the trees'. Held out by model family, trees far
+    # from their data picked configurations many times slower than cuDNN's first with confidence (a depthwise 7x7
+    # layer when no family trained on had one); docs/selector.md has the figures.
+    reach: float = REACH
 
-    def predict(self, problem: Sequence[float], candidates: Sequence[tuple[int, dict[str, int]]]) -> np.ndarray:
-        """Predicted log2(kernel time / the problem's fastest) of each candidate (engine id, knobs)."""
-        x = np.array([list(problem) + self.vocabulary.encode(e, k) for e, k in candidates], dtype=np.float64)
+    def predict(self, problem: Sequence[float], candidates: Sequence[tuple]) -> np.ndarray:
+        """Predicted log2(kernel time / the problem's fastest) of each candidate: (engine id, knobs by name) or
+        (engine id, knobs, {heuristic list: position}) (features.RANKED_LISTS; absent: not in that list)."""
+        x = np.array([list(problem) + self.vocabulary.encode(*c) for c in candidates], dtype=np.float64)
         return self.trees.predict(x) if len(x) else np.zeros(0)
 
-    def rank(self, problem: Sequence[float], candidates: Sequence[tuple[int, dict[str, int]]]) -> list[int]:
-        """Candidate indices, predicted fastest first."""
+    def rank(self, problem: Sequence[float], candidates: Sequence[tuple]) -> list[int]:
+        """Candidate indices, predicted fastest first; outside the selector's reach (Note [the selector's reach]),
+        cuDNN's order (heuristic_order)."""
+        if not self.within_reach(problem):
+            return heuristic_order(candidates)
         return [int(i) for i in np.argsort(self.predict(problem, candidates), kind="stable")]
+
+    def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int) -> list[int]:
+        """The k candidates apply(unseen="measure_top_k") times: the selector's first k - 1 and cuDNN's own first
+        (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the fastest of
+        them is never slower than cuDNN's pick on the clock that times them."""
+        order = self.rank(problem, candidates)
+        anchor = heuristic_order(candidates)[:1]
+        head = order[:max(k - 1, 0)]
+        rest = [i for i in order[len(head):] if i not in anchor]
+        return (head + [i for i in anchor if i not in head] + rest)[:k]
+
+    def within_reach(self, problem: Sequence[float]) -> bool:
+        return self.neighbours.distance(problem) <= self.reach
+
+    @classmethod
+    def shipped(cls, family: str) -> "Selector":
+        """The selector the package ships for environment family `family` ("sm_90 cudnn 9.19",
+        Environment.selector_family); ValueError naming the families it has when it has none for this one."""
+        path = SHIPPED / f"{family.replace(' ', '-')}.npz"
+        if not path.is_file():
+            have = sorted(p.stem.replace("-", " ") for p in SHIPPED.glob("*.npz"))
+            raise ValueError(f"no selector ships for {family} (shipped: {', '.join(have) or 'none'}); train one on a "
+                             "sweep of this GPU (cudnn-algos selector train) and pass selector=FILE")
+        return cls.load(path)
+
+    @classmethod
+    def coerce(cls, selector: Any, argument: str = "selector") -> "Selector":
+        """A Selector, or the one saved in file `selector` (ValueError naming the argument otherwise)."""
+        if isinstance(selector, cls):
+            return selector
+        if isinstance(selector, (str, os.PathLike)):
+            try:
+                return cls.load(selector)
+            except (OSError, KeyError, ValueError) as e:
+                raise ValueError(f"{argument}={str(selector)!r}: {e}") from None
+        raise ValueError(f"{argument}= must be a cudnn_algos.selector.Selector or its .npz file, not {selector!r}")
 
     # ------------------------------------------------------------------------------------------- the file
     def save(self, path: str | os.PathLike) -> None:
-        header = {"format": FORMAT, "features": list(PROBLEM_FEATURES), "engines": list(self.vocabulary.engines),
+        header = {"format": FORMAT, "features": list(PROBLEM_FEATURES), "ranked_lists": list(RANKED_LISTS),
+                  "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
-                  "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best)}
+                  "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
+                  "reach": self.reach}
         t, nb = self.trees, self.neighbours
         with open(path, "wb") as f:
             np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
@@ -129,13 +208,15 @@ class Selector:
                 h = json.loads(bytes(z["header"]).decode())
             except (KeyError, ValueError) as e:
                 raise ValueError(f"{path}: not a cudnn_algos selector ({e})") from None
-            if h.get("format") != FORMAT or tuple(h.get("features", ())) != PROBLEM_FEATURES:
+            if (h.get("format") != FORMAT or tuple(h.get("features", ())) != PROBLEM_FEATURES
+                    or tuple(h.get("ranked_lists", ())) != RANKED_LISTS):
                 raise ValueError(f"{path}: a selector of format {h.get('format')} with other features; this version "
                                  f"reads format {FORMAT}: train it again")
             trees = Trees(z["feature"], z["threshold"], z["left"], z["right"], z["value"], z["offset"],
                           float(h["base"]), float(h["rate"]))
             nb = Neighbours(z["nb_features"], tuple(h["best"]), z["nb_mean"], z["nb_scale"])
-        return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"])
+        return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
+                   float(h.get("reach", REACH)))
 
 
-__all__ = ["FORMAT", "Trees", "Neighbours", "Selector"]
+__all__ = ["FORMAT", "REACH", "Trees", "Neighbours", "Selector", "heuristic_order"]

@@ -9,22 +9,42 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
-from .features import Vocabulary, row_features, row_problem
+from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from .model import Neighbours, Selector, Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 
 
-def engine_candidates(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, dict[str, int], float]]:
-    """(name, engine id, knobs, kernel ms) of every timed engine configuration torch would accept."""
-    return [(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}), t) for r in rows
-            if r.get("candidate_kind") == "engine" and not r.get("torch_filter") and r.get("engine_id") is not None
-            and (t := timed_ms(r)) is not None]
+class Candidate(NamedTuple):
+    name: str
+    engine_id: int
+    knobs: dict[str, int]
+    ranks: dict[str, int | None]  # position in each of features.RANKED_LISTS (None: not in it)
+    ms: float
+
+    @property
+    def listed(self) -> bool:
+        """Named by a list the operator's unseen handler queries (what it can be offered)."""
+        return any(v is not None for v in self.ranks.values())
+
+    @property
+    def encoded(self) -> tuple[int, dict[str, int], dict[str, int | None]]:
+        return self.engine_id, self.knobs, self.ranks
+
+
+def engine_candidates(rows: Sequence[dict[str, Any]], listed: bool = False) -> list[Candidate]:
+    """Every timed engine configuration torch would accept; `listed`: only those RANKED_LISTS name (what apply()'s
+    unseen handler is offered by cuDNN)."""
+    out = [Candidate(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}),
+                     {n: r.get(f"rank_{n}") for n in RANKED_LISTS}, t) for r in rows
+           if r.get("candidate_kind") == "engine" and not r.get("torch_filter") and r.get("engine_id") is not None
+           and (t := timed_ms(r)) is not None]
+    return [c for c in out if c.listed] if listed else out
 
 
 def _problems(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]):
@@ -46,18 +66,18 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     ps = list(_problems(problems))
     if not ps:
         raise ValueError("no problem-direction with a timed engine configuration to train on")
-    vocab = Vocabulary.of((e, k) for *_, cands in ps for _, e, k, _ in cands)
+    vocab = Vocabulary.of((c.engine_id, c.knobs) for *_, cands in ps for c in cands)
     x, y = [], []
     for _, _, feats, cands in ps:
-        best = min(t for *_, t in cands)
-        for _, e, k, t in cands:
-            x.append(feats + vocab.encode(e, k))
-            y.append(math.log2(t / best))
+        best = min(c.ms for c in cands)
+        for c in cands:
+            x.append(feats + vocab.encode(*c.encoded))
+            y.append(math.log2(c.ms / best))
     gbr = GradientBoostingRegressor(**{**TREE_PARAMS, **(params or {})}).fit(np.array(x), np.array(y))
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
     mean, scale = f.mean(axis=0), f.std(axis=0)
     scale[scale == 0] = 1.0
-    nb = Neighbours((f - mean) / scale, tuple(min(c, key=lambda c: c[3])[0] for *_, c in ps), mean, scale)
+    nb = Neighbours((f - mean) / scale, tuple(min(c, key=lambda c: c.ms).name for *_, c in ps), mean, scale)
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "params": {
@@ -65,14 +85,21 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info)
 
 
-def choose(selector: Selector, rows: Sequence[dict[str, Any]]) -> dict[str, str | None]:
-    """The selector's and the nearest neighbour's picks among one problem's buildable configurations."""
-    cands = engine_candidates(rows)
+MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
+
+
+def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_K) -> dict[str, Any]:
+    """The selector's pick (unseen="predict"), what measure_top_k would time (its shortlist of k), and the nearest
+    neighbour's pick, among one problem's configurations that the heuristic lists it is given name (RANKED_LISTS:
+    what apply()'s unseen handler is offered), every timed one where none is."""
+    cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {"selector": None, "nearest": None}
+        return {"selector": None, "nearest": None, "shortlist": []}
     feats = row_features(rows[0])
-    order = selector.rank(feats, [(e, k) for _, e, k, _ in cands])
-    return {"selector": cands[order[0]][0], "nearest": selector.neighbours.pick(feats, [c[0] for c in cands])}
+    enc = [c.encoded for c in cands]
+    order = selector.rank(feats, enc)
+    return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
+            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k)]}
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -82,9 +109,11 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     if not out:
         return out
     chosen = choose(selector, rows)
-    times = {name: t for name, _, _, t in engine_candidates(rows)}
+    times = {c.name: c.ms for c in engine_candidates(rows)}
     best = out[0].best_ms
+    short = [times[c] for c in chosen.pop("shortlist") if c in times]
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
+    extra[f"selector_top{MEASURE_K}"] = min(short) / best - 1 if short else None
     return [replace(p, regret={**p.regret, **extra}) for p in out]
 
 
@@ -119,4 +148,4 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "engine_candidates", "train", "choose", "with_selector", "group_of", "leave_one_out"]
+__all__ = ["TREE_PARAMS", "MEASURE_K", "Candidate", "engine_candidates", "train", "choose", "with_selector", "group_of", "leave_one_out"]

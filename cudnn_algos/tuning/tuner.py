@@ -153,22 +153,20 @@ def _selector(selector: Any):
     """tune(search="predict")'s selector: a Selector, or the file of one (ValueError naming the argument)."""
     from ..selector import Selector
 
-    if isinstance(selector, Selector):
-        return selector
-    if isinstance(selector, (str, os.PathLike)):
-        try:
-            return Selector.load(selector)
-        except (OSError, KeyError, ValueError) as e:
-            raise ValueError(f"selector={str(selector)!r}: {e}") from None
-    raise ValueError(f"search='predict' needs selector= (a Selector or its .npz file), not {selector!r}")
+    if selector is None:
+        raise ValueError("search='predict' needs selector= (a Selector or its .npz file), not None")
+    return Selector.coerce(selector)
 
 
 def _rank(selector, result, spec, shape, dname: str, fmt: str | None, direction: str) -> list[int]:
     """The selector's order of the search's eligible configurations (policy.eligible_rows), fastest first."""
     from ..selector import problem_features
+    from ..selector.features import RANKED_LISTS
 
     feats = problem_features(spec, shape, dname, fmt or "contiguous", direction)
-    return selector.rank(feats, [(r.engine_id, dict(r.knobs)) for r in eligible_rows(result)])
+    return selector.rank(feats, [(r.engine_id, dict(r.knobs), {n: r.rank("fallback" if n == "fallback" else
+                                                                         f"heuristic_{n}") for n in RANKED_LISTS})
+                                 for r in eligible_rows(result)])
 
 
 def _tuning_todo(model, example_input, dtype, memory_format, dirs, store: TuningDB, ekey: str):
