@@ -1,6 +1,8 @@
 """Does benchmark mode pay for itself when input sizes vary? ResNet-50 training steps over a cycle of input shapes
 (batch sizes x resolutions, as detection and segmentation training sees), with torch's benchmark mode off, on, and
-apply() on a database tuned beforehand for every shape; each mode in its own fresh process.
+apply() on a database tuned beforehand for every shape; with --selector, also apply() with no tuning at all
+(``unseen="predict"``: a selector's pick among cuDNN's heuristic lists, built at each problem's first call;
+``unseen="measure_top_k"``: the fastest of its first 3, timed at that call); each mode in its own fresh process.
 
 Per mode: the time of every step (host wall, synchronised), cumulative; the first pass over the shapes (where
 benchmark mode searches each new shape) and the steady cycle after every shape has been seen; for apply, how its
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
+UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
 
 
 def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
@@ -62,7 +65,12 @@ def worker(a) -> dict:
     torch.zeros(1, device="cuda")
     model = _model(cl)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
+    handle = None
+    if a.mode == "apply":
+        handle = cudnn_algos.apply(model, a.db)
+    elif a.mode in UNSEEN_MODES:  # nothing tuned: a database of its own, empty
+        handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(f".{a.mode}.empty.sqlite")), unseen=a.mode,
+                                   selector=None if a.selector == "shipped" else a.selector)
     cycle = shapes(a.batches, a.sizes)
     inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
     times, host, mem = [], [], []
@@ -91,6 +99,11 @@ def worker(a) -> dict:
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+        d = handle.decisions()
+        if d:
+            out["decisions"] = {"problems": len(d), "chosen": sum(1 for x in d if x.origin),
+                                "seconds": sum(x.seconds for x in d),
+                                "why_not": sorted({x.why for x in d if not x.origin})[:3]}
     return out
 
 
@@ -125,11 +138,12 @@ def plot(results: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for mode in MODES:
+    labels = {"off": "benchmark off", "on": "benchmark on", "apply": "apply() (tuned beforehand)",
+              "predict": "apply(unseen='predict'), no tuning", "measure_top_k": "apply(unseen='measure_top_k'), no tuning"}
+    for mode in MODES + UNSEEN_MODES:
         r = results.get(mode, {})
         if "step_s" in r:
-            ax.plot(list(itertools.accumulate(r["step_s"])), label=f"benchmark {mode}" if mode != "apply"
-                    else "apply() (tuned beforehand)")
+            ax.plot(list(itertools.accumulate(r["step_s"])), label=labels[mode])
     ax.set_xlabel("training step (shapes cycled)")
     ax.set_ylabel("cumulative time (s)")
     ax.legend()
@@ -150,9 +164,13 @@ def main(argv=None) -> int:
     p.add_argument("--tune-budget-s", type=float, default=None, help="tune: start no search after this many seconds "
                    "(problems left untuned run torch's op under apply(), counted as fallbacks)")
     p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
+    p.add_argument("--selector", help="a selector (.npz), or 'shipped' (the package's for this GPU): also the modes "
+                   "predict and measure_top_k (apply() with no tuning)")
+    p.add_argument("--modes", help="comma-separated: only these modes (default: off,on,apply, and with --selector "
+                   "predict,measure_top_k); --tune runs only when apply is among them")
     p.add_argument("--json")
     p.add_argument("--plot")
-    p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=MODES + UNSEEN_MODES + ("tune",), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         a.mode = a.worker
@@ -161,9 +179,15 @@ def main(argv=None) -> int:
     common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
               "--db", a.db, "--tune-search", a.tune_search] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
-    results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune else None}
-    for mode in MODES:
-        results[mode] = _sub(["--worker", mode, *common], 900)
+    modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())
+    bad = [m for m in modes if m not in MODES + UNSEEN_MODES or (m in UNSEEN_MODES and not a.selector)]
+    if bad:
+        p.error(f"--modes: {', '.join(bad)} (modes: {', '.join(MODES + UNSEEN_MODES)}; predict and measure_top_k "
+                "need --selector)")
+    results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune and "apply" in modes
+               else None}
+    for mode in modes:
+        results[mode] = _sub(["--worker", mode, *common] + (["--selector", a.selector] if a.selector else []), 900)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     if a.plot:
@@ -173,14 +197,15 @@ def main(argv=None) -> int:
           f"process per mode:")
     if results["tune"]:
         print(f"tune: {results['tune']}")
-    for mode in MODES:
+    for mode in modes:
         r = results[mode]
         if "error" in r:
-            print(f"{mode:>6}: {r['error']}")
+            print(f"{mode:>13}: {r['error']}")
             continue
         steady = f"{r['steady_cycle_ms']:.1f} ms" if r["steady_cycle_ms"] else "-"
-        print(f"{mode:>6}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "
-              f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else ""))
+        print(f"{mode:>13}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "
+              f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else "")
+              + (f", unseen problems {r['decisions']}" if "decisions" in r else ""))
     print(why_lines(results, n))
     return 0
 
@@ -190,13 +215,13 @@ def why_lines(results: dict, n: int) -> str:
     what the caching allocator did there (cudaMalloc/cudaFree calls and retries after the first pass, reserved
     GiB at the end): the evidence for where a steady-cycle difference comes from."""
     out = []
-    for mode in MODES:
+    for mode in MODES + UNSEEN_MODES:
         r = results.get(mode, {})
         if "step_s" not in r or len(r["step_s"]) <= n:
             continue
         wall = statistics.median(r["step_s"][n:])
         host = statistics.median(r["host_s"][n:]) if r.get("host_s") else float("nan")
-        line = (f"{mode:>6} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned "
+        line = (f"{mode:>13} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned "
                 f"{1e3 * host:.2f} ms")
         mem = r.get("memory") or []
         if len(mem) > n:

@@ -185,3 +185,54 @@ def test_what_the_database_lacks_falls_back_to_torch_counted(tmp_path):
         assert rel_err(out, ref_out) < 5e-3  # torch's op, deterministic (another algorithm: TF32 rounding differs)
     finally:
         torch.backends.cudnn.deterministic = old
+
+
+UNSEEN_CASES = ["2d-fp32", "2d-fp16-nhwc", "1d-fp32", "3d-fp16", "2d-transposed-fp16-nhwc"]
+
+
+@pytest.mark.parametrize("unseen", ["predict", "measure_top_k"])
+@pytest.mark.parametrize("case", UNSEEN_CASES)
+def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, tmp_path, tf32_as_in):
+    """Nothing tuned: every problem's first call asks the shipped selector (predict: its pick built; measure_top_k:
+    its shortlist timed), every later call runs that choice; outputs and gradients match torch's."""
+    model, x, dtype = _build(case)
+    ref_out, ref_grads = _run(model, x)
+    tol = TF32_TOL if dtype == torch.float32 and tf32_as_in else TOL[dtype]
+    with cudnn_algos.apply(model, tmp_path / "empty.sqlite", unseen=unseen) as h:
+        h.reset_counts()
+        _run(model, x)  # the first calls choose
+        out, grads = _run(model, x)
+        c, d = h.counts(), h.decisions()
+    assert rel_err(out, ref_out) < tol
+    for g, r in zip(grads, ref_grads):
+        assert rel_err(g, r) < tol
+    origin = "predicted" if unseen == "predict" else "measured_top_k"
+    assert c and all(x["origin"] == origin and x["fallback"] == 0 and x["pinned"] >= 2 for x in c), c
+    assert len(d) == len(c) and all(x.origin == origin and x.offered for x in d)
+    assert all(x["config"] in dd.offered for x in c for dd in d if dd.key == x["key"])
+    if unseen == "measure_top_k":  # the shortlist was timed: the kept one is the fastest that built
+        assert all(x.timed_ms and x.timed_ms[0] == min(t for t in x.timed_ms if t is not None) for x in d)
+
+
+def test_an_unseen_handler_that_fails_leaves_torchs_op_counted_with_the_reason(tmp_path):
+    """A selector that raises (here: a stand-in whose rank fails) never reaches the model's call: torch's op runs,
+    each problem is a fallback whose reason names the failure, and the model's output is torch's."""
+    from cudnn_algos.selector import Selector
+
+    class Broken(Selector):
+        def rank(self, *a, **k):
+            raise RuntimeError("broken selector")
+
+        def shortlist(self, *a, **k):
+            raise RuntimeError("broken selector")
+
+    real = Selector.shipped(cudnn_algos.backend.environment(0).selector_family())
+    broken = Broken(real.vocabulary, real.trees, real.neighbours, real.family, real.trained_on)
+    model, x, _ = _build("2d-fp32")
+    ref_out, _ = _run(model, x)
+    with cudnn_algos.apply(model, tmp_path / "empty.sqlite", unseen="predict", selector=broken) as h:
+        h.reset_counts()
+        out, _ = _run(model, x)
+        c = h.counts()
+    torch.testing.assert_close(out, ref_out)
+    assert c and all(x["pinned"] == 0 and x["fallback"] > 0 and "broken selector" in x["reason"] for x in c), c

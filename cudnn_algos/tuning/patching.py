@@ -1,6 +1,6 @@
 """``apply(model)``: the model's convolution modules call ``torch.ops.cudnn_algos.conv`` (transposed ones
-``conv_transpose``; csrc/pinned), which runs the stored winner's plan and falls back to torch's convolution for
-anything the database lacks (counted; ``Applied.counts()``)."""
+``conv_transpose``; csrc/pinned), which runs the stored winner's plan; for anything the database lacks, torch's
+convolution (counted; ``Applied.counts()``) or, with ``unseen=``, a selector's choice (tuning/unseen.py)."""
 from __future__ import annotations
 
 import os
@@ -16,6 +16,7 @@ from ..errors import CudaUnavailableError
 from ..problem import device_index
 from ..spec import same_padding
 from .db import TuningDB, open_db
+from .unseen import Decision, UnseenHandler, check_unseen
 
 
 CONV_TYPES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
@@ -66,7 +67,9 @@ class Applied:
     db: str
     configs: dict[str, str] = field(default_factory=dict, repr=False)  # problem key -> stored winner's config
     host_ms: dict[str, float] = field(default_factory=dict, repr=False)  # ... -> its host ms per call in tune()
+    unseen: str = "torch"  # what runs a problem the database lacks (tuning/unseen.py)
     _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
+    _handler: UnseenHandler | None = field(default=None, repr=False)
 
     def undo(self) -> None:
         for m, old in reversed(self._saved):
@@ -75,6 +78,15 @@ class Applied:
             else:
                 m.forward = old
         self._saved.clear()
+        if self._handler is not None:
+            backend.pinned_set_miss_handler(None)
+            self._handler = None
+
+    def decisions(self) -> list[Decision]:
+        """With ``unseen="predict"`` or ``"measure_top_k"``: per problem the database lacked, what was offered to
+        the operator (the selector's order; measure_top_k: the timed ones fastest first), how, and in how many
+        seconds; a problem with no choice says why (it ran torch's op)."""
+        return list(self._handler.decisions) if self._handler is not None else []
 
     def __enter__(self) -> "Applied":
         return self
@@ -87,8 +99,11 @@ class Applied:
         """Per problem key the operator met: calls that ran the stored configuration (``pinned``), torch's op as
         the stored winner, torch's op as a fallback (with the last ``reason``); and, while host stages are timed
         (:meth:`time_host`), ``execute_us`` (cudnnBackendExecute's host time) over ``timed_calls`` pinned calls."""
+        from ..engines import config_name
+
         return [{"key": c.key, "pinned": c.pinned, "torch_winner": c.torch, "fallback": c.fallback,
-                 "reason": c.reason, "execute_us": c.execute_ns / 1e3, "timed_calls": c.timed_calls}
+                 "reason": c.reason, "execute_us": c.execute_ns / 1e3, "timed_calls": c.timed_calls,
+                 "origin": c.origin, "config": config_name(c.engine_id, c.knobs) if c.engine_id >= 0 else None}
                 for c in backend.pinned_counts()]
 
     def execute_by_config(self) -> list[dict[str, Any]]:
@@ -136,9 +151,11 @@ class Applied:
     def summary(self) -> str:
         c = self.counts()
         tot = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
+        chosen = sum(1 for x in c if x["origin"] not in ("", "stored"))
         lines = [f"apply: {len(self.modules)} modules, {self.winners} stored winners loaded from {self.db}; calls: "
                  f"{tot['pinned']} ran a stored configuration, {tot['torch_winner']} torch's op (stored winner), "
-                 f"{tot['fallback']} fell back to torch's op"]
+                 f"{tot['fallback']} fell back to torch's op"
+                 + (f"; unseen={self.unseen}: {chosen} problems chosen at their first call" if self._handler else "")]
         lines += [f"  fallback x{x['fallback']}: {x['reason']}: {x['key']}" for x in c if x["fallback"]]
         lines += [f"  not applied: {n}: {why}" for n, why in self.skipped.items()]
         return "\n".join(lines)
@@ -179,14 +196,33 @@ def _forward(m: torch.nn.Module, a: ModuleArgs):
 
 
 def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
-          device: int | str | torch.device | None = None) -> Applied:
+          device: int | str | torch.device | None = None, unseen: str = "torch", selector: Any = None,
+          k: int = 3) -> Applied:
     """Makes `model`'s Conv1d/2d/3d and ConvTranspose1d/2d/3d modules run the tuning database's winners for this GPU
     and versions (loaded into the extension's registry now): each module's forward calls
     ``torch.ops.cudnn_algos.conv`` (``conv_transpose`` for a transposed layer, whose forward is cuDNN's backward-data
     of the mirrored convolution), a C++ operator with autograd (each of the other two directions runs its own stored
     winner), autocast, meta (torch.compile) and CPU kernels; a problem the database lacks runs torch's own
-    convolution. Returns an :class:`Applied` handle
-    (also a context manager) whose ``undo()`` restores the modules exactly."""
+    convolution, or with ``unseen="predict"`` the first configuration `selector` (a cudnn_algos.selector.Selector
+    or its .npz file) ranks fastest among cuDNN's heuristic lists (built at the problem's first call, nothing
+    timed), or with ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own
+    first) timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU
+    architecture and cuDNN version (ValueError where it ships none).
+    Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
+    check_unseen(unseen, k)
+    handler = None
+    if unseen != "torch":
+        from ..selector import Selector
+
+        if selector is not None:
+            sel = Selector.coerce(selector)
+        else:
+            try:
+                family = environment(device_index(device)).selector_family()
+            except CudaUnavailableError:  # no GPU: the operator's CPU kernel is torch's, nothing is chosen
+                family = None
+            sel = Selector.shipped(family) if family else None
+        handler = UnseenHandler(unseen, sel, k) if sel is not None else None
     store, own = open_db(db)
     try:
         try:
@@ -197,6 +233,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
         if own:
             store.close()
     backend.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
+    backend.pinned_set_miss_handler(handler)
     seen = set()
     configs: dict[str, str] = {}
     host_ms: dict[str, float] = {}
@@ -207,7 +244,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
         configs[w.key], host_ms[w.key] = w.config, w.host_ms
         backend.pinned_set(w.key, w.engine_id, w.knob_list())
     handle = Applied(modules=[], skipped={}, winners=len(seen), db=str(store.path), configs=configs,
-                     host_ms=host_ms)
+                     host_ms=host_ms, unseen=unseen, _handler=handler)
     for name, m in model.named_modules():
         if not isinstance(m, CONV_TYPES + TRANSPOSED_TYPES):
             continue

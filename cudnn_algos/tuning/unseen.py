@@ -1,0 +1,171 @@
+"""``apply(model, unseen=...)``: what the pinned operator runs for a problem the tuning database lacks (Note [unseen
+problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
+configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
+then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and
+cuDNN's own first, Selector.shortlist) is built and timed on fresh random operands at the problem's first call
+(CUDA events around back-to-back calls, as torch's benchmark mode times its candidates), the fastest kept. Either way the choice is made once per problem and process; ``Applied.decisions()``
+lists them (``Applied.keep()`` stores them in a tuning database)."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .. import backend
+from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
+from ..selector.features import RANKED_LISTS
+from ..spec import ConvSpec
+
+UNSEEN = ("torch", "predict", "measure_top_k")
+CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    engine_id: int
+    knobs: tuple[tuple[int, int], ...]  # cuDNN's (knob type, value)
+    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list, position): "a", "fallback", ...
+
+    @property
+    def name(self) -> str:
+        return config_name(self.engine_id, self.knobs)
+
+    @property
+    def named(self) -> dict[str, int]:
+        return dict(named_knobs(self.knobs))
+
+    @property
+    def encoded(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """What Selector.rank takes: engine id, knobs by name, positions by list."""
+        return self.engine_id, self.named, dict(self.ranks)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One unseen problem's choice: its key, the configurations in the order they were offered to the operator,
+    how they were chosen, the seconds it took, and (measure_top_k) the ms each timed candidate took per call."""
+
+    key: str
+    offered: tuple[str, ...]
+    origin: str
+    seconds: float
+    timed_ms: tuple[float | None, ...] = ()
+    why: str = ""
+
+
+def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
+    """The problem a MissQuery describes, as (spec, input shape, dtype, memory format, direction) of the convolution
+    cuDNN runs (a transposed layer's problems read as the mirrored convolution's; a 1-d layer's as 2-d with height
+    1: the operator passes cuDNN's lifted dims)."""
+    x, w = list(q.x), list(q.w)
+    nd = len(x) - 2
+    spec = ConvSpec(in_channels=x[1], out_channels=w[0], kernel_size=tuple(w[2:]), stride=tuple(q.stride),
+                    padding=tuple(q.padding), dilation=tuple(q.dilation), groups=int(q.groups))
+    fmt = ("channels_last_3d" if nd == 3 else "channels_last") if q.channels_last else "contiguous"
+    return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
+
+
+def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool, allow_tf32: bool
+                  ) -> list[Candidate]:
+    """The distinct configurations of the heuristic lists' answer that torch would accept (engines.torch_filter),
+    in the order the lists gave them."""
+    seen: set[tuple[int, tuple[tuple[int, int], ...]]] = set()
+    out = []
+    for p in plans:
+        c = (p.engine_id, tuple(p.knobs))
+        if c in seen or p.status not in ("NOT_BUILT", "SUCCESS"):
+            continue
+        seen.add(c)
+        if not torch_filter(numerical_note_names(p.numerical_notes), dtype, deterministic, allow_tf32):
+            out.append(Candidate(*c, tuple((src.replace("heuristic_", ""), int(r)) for src, r in p.heuristic_ranks)))
+    return out
+
+
+class UnseenHandler:
+    """The callable apply() gives the operator's registry (backend.pinned_set_miss_handler): a MissQuery in,
+    (configurations most preferred first, origin, why) out. It never raises into the operator: a failure is an
+    empty answer saying why (the call runs torch's op, counted as a fallback with that reason)."""
+
+    def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
+                 calls: int = 5, samples: int = 3):
+        self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
+        self.calls, self.samples = calls, samples
+        self.decisions: list[Decision] = []
+
+    def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
+        t0 = time.perf_counter()
+        try:
+            ranked, short = self.ranked(q)
+            if not ranked:
+                why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
+                self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+                return [], "", why
+            origin, timed = "predicted", ()
+            if self.mode == "measure_top_k":
+                ranked, timed = self.timed(q, ranked, short)
+                origin = "measured_top_k"
+        except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
+            why = f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"
+            self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+            return [], "", why
+        self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
+                                       tuple(timed)))
+        return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
+
+    def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate]]:
+        """The heuristic lists' configurations torch would accept, the selector's predicted fastest first, and the
+        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first)."""
+        from ..selector import problem_features
+
+        out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
+        cands = candidates_of(out.plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
+        if len(cands) < 2:
+            return cands, cands
+        feats, enc = problem_features(*query_problem(q)), [c.encoded for c in cands]
+        order = self.selector.rank(feats, enc)
+        short = self.selector.shortlist(feats, enc, self.k) if self.mode == "measure_top_k" else []
+        return [cands[i] for i in order], [cands[i] for i in short]
+
+    def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
+                                                                                   list[float | None]]:
+        """The shortlist `top` built and timed (median over `samples` of `calls` back-to-back calls, device
+        events, fresh random operands); the fastest first, then the rest in the selector's order."""
+        import torch
+
+        from ..measure import operand_sets
+        from ..problem import make_problem
+
+        out = backend.engine_search(q.direction, q.problem, (), device=q.device,
+                                    exact=[(c.engine_id, list(c.knobs)) for c in top])
+        # one plan row per configuration asked for, in order (engine_search's exact phase)
+        built = dict(zip(top, out.plans)) if len(out.plans) == len(top) else {}
+        spec, shape, dtype, fmt, _ = query_problem(q)
+        sets = operand_sets(make_problem(spec, shape, dtype, fmt), "warm", int(q.device))
+        s = sets[0]
+        ms: list[float | None] = []
+        with torch.cuda.device(int(q.device)):
+            for c in top:
+                p = built.get(c)
+                if p is None or p.status != "SUCCESS":
+                    ms.append(None)
+                    continue
+                p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
+                ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], self.calls).gpu_ms
+                                            for _ in range(self.samples)) / self.calls)
+        del sets, s
+        order = sorted((i for i, m in enumerate(ms) if m is not None), key=lambda i: ms[i])
+        first = [top[i] for i in order]
+        return first + [c for c in ranked if c not in first], [ms[i] for i in order]
+
+
+def check_unseen(unseen: Any, k: Any) -> None:
+    """apply()'s unseen and k arguments (ValueError naming the argument and value)."""
+    if not isinstance(unseen, str) or unseen not in UNSEEN:
+        raise ValueError(f"unseen={unseen!r} must be one of: {', '.join(map(repr, UNSEEN))}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k={k!r} must be an int >= 1 (how many predicted configurations measure_top_k times)")
+
+
+__all__ = ["UNSEEN", "CANDIDATE_LISTS", "Candidate", "Decision", "UnseenHandler", "query_problem", "candidates_of",
+           "check_unseen"]

@@ -1,0 +1,187 @@
+"""CPU: apply(unseen=...)'s parts that need no GPU — argument checks, the shipped selector's lookup, the selector's
+shortlist and reach rules on hand-made candidates, and the unseen-problem handler driven by a stand-in for cuDNN's
+heuristic lists (backend.engine_search replaced by a function returning hand-made configurations: no cuDNN, no GPU;
+what the handler answers is checked against the selector's own ranking). The operator asking the handler, and the
+choices' outputs against torch, are GPU tests (tests/test_gpu_apply.py)."""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos import backend
+from cudnn_algos.selector import Selector, problem_features
+from cudnn_algos.selector.model import REACH, heuristic_order
+from cudnn_algos.tuning import unseen as unseen_mod
+from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
+
+FAMILY = "sm_90 cudnn 9.19"
+
+
+def shipped():
+    return Selector.shipped(FAMILY)
+
+
+def test_the_package_ships_the_h200_selector_and_names_what_it_has_otherwise():
+    sel = shipped()
+    assert sel.family == FAMILY and sel.trained_on["problems"] > 100
+    with pytest.raises(ValueError, match=r"no selector ships for sm_75 cudnn 9.1 \(shipped: sm_90 cudnn 9.19\)"):
+        Selector.shipped("sm_75 cudnn 9.1")
+
+
+def test_environment_family():
+    from conftest import ENV
+
+    assert ENV.selector_family() == "sm_90 cudnn 9.19"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(unseen="bogus"), "unseen='bogus' must be one of: 'torch', 'predict', 'measure_top_k'"),
+    (dict(unseen=None), "unseen=None must be one of"),
+    (dict(unseen="measure_top_k", k=0), "k=0 must be an int >= 1"),
+    (dict(unseen="measure_top_k", k=True), "k=True must be an int >= 1"),
+    (dict(unseen="predict", selector="/nonexistent/sel.npz"), "selector='/nonexistent/sel.npz'"),
+    (dict(unseen="predict", selector=3), "selector= must be a cudnn_algos.selector.Selector or its .npz file"),
+])
+def test_apply_checks_unseen_arguments_before_touching_the_model(kwargs, match, tmp_path):
+    model = torch.nn.Conv2d(3, 4, 3)
+    before = model.forward
+    with pytest.raises(ValueError, match=match):
+        cudnn_algos.apply(model, tmp_path / "t.sqlite", **kwargs)
+    assert model.forward == before and "forward" not in model.__dict__
+
+
+def test_apply_unseen_on_a_cpu_model_runs_torchs_op(tmp_path):
+    """No GPU here: the operator's CPU kernel is torch's convolution; nothing is chosen, the output is torch's."""
+    model = torch.nn.Conv2d(3, 4, 3)
+    x = torch.randn(2, 3, 8, 8)
+    ref = model(x)
+    with cudnn_algos.apply(model, tmp_path / "t.sqlite", unseen="predict", selector=shipped()) as h:
+        torch.testing.assert_close(model(x), ref)
+        assert h.unseen == "predict" and h.decisions() == []
+
+
+def _cand(e, a=None, b=None, knobs=None):
+    return (e, knobs or {}, {"a": a, "b": b})
+
+
+def test_heuristic_order_is_b_then_a_then_unlisted():
+    cands = [_cand(1, a=0), _cand(2, a=1, b=2), _cand(3), _cand(4, b=0), _cand(5, a=3, b=1)]
+    assert heuristic_order(cands) == [3, 4, 1, 0, 2]
+
+
+def test_shortlist_holds_cudnns_first_beside_the_selectors_first_k_minus_1():
+    sel = shipped()
+    feats = problem_features(cudnn_algos.ConvSpec(64, 64, (3, 3), padding=1), (32, 64, 56, 56), "float16",
+                             "channels_last", "forward")
+    cands = [_cand(e, a=i, b=(len(ENG) - 1 - i)) for i, e in enumerate(ENG)]
+    order = sel.rank(feats, cands)
+    anchor = heuristic_order(cands)[0]
+    for k in (1, 2, 3, 5):
+        short = sel.shortlist(feats, cands, k)
+        assert len(short) == k and len(set(short)) == k and anchor in short
+        assert short[:k - 1] == order[:k - 1] or anchor in order[:k - 1]
+
+
+ENG = (0, 1, 9, 28, 47, 58, 62, 67)
+
+
+def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
+    sel = shipped()
+    far = [50.0] * len(problem_features(cudnn_algos.ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8), "float32", "contiguous",
+                                        "forward"))
+    cands = [_cand(e, a=i, b=(len(ENG) - 1 - i)) for i, e in enumerate(ENG)]
+    assert not sel.within_reach(far) and sel.neighbours.distance(far) > REACH
+    assert sel.rank(far, cands) == heuristic_order(cands)
+
+
+def _plan(e, knobs=(), notes=(), status="NOT_BUILT", ranks=()):
+    return backend.Plan(engine_id=e, knobs=tuple(knobs), numerical_notes=tuple(notes), behavior_notes=(),
+                        sources=tuple(s for s, _ in ranks), heuristic_ranks=tuple(ranks), status=status, stage="plan",
+                        workspace_bytes=-1, plan_json="")
+
+
+def _query(dtype="float16", det=False):
+    return SimpleNamespace(key="forward float16 x", direction="forward", problem=None, deterministic=det,
+                           allow_tf32=True, device=0, x=[32, 64, 56, 56], w=[128, 64, 3, 3], padding=[1, 1],
+                           stride=[1, 1], dilation=[1, 1], groups=1, dtype=dtype, channels_last=True)
+
+
+def test_query_problem_reads_the_cudnn_problem():
+    spec, shape, dtype, fmt, direction = query_problem(_query())
+    assert (spec.in_channels, spec.out_channels, spec.kernel_size, spec.padding) == (64, 128, (3, 3), (1, 1))
+    assert shape == (32, 64, 56, 56) and (dtype, fmt, direction) == ("float16", "channels_last", "forward")
+
+
+def test_candidates_drop_what_torch_would_not_run_and_repeats():
+    plans = [_plan(1, ranks=(("heuristic_a", 0),)), _plan(2, notes=(1,), ranks=(("heuristic_a", 1),)),  # 1: DOWN_CONVERT
+             _plan(3, notes=(4,), ranks=(("heuristic_b", 0),)),  # 4: NONDETERMINISTIC
+             _plan(1, ranks=(("heuristic_b", 3),)), _plan(5, status="NOT_SUPPORTED")]
+    assert [c.engine_id for c in candidates_of(plans, "float16", False, True)] == [1, 3]
+    assert [c.engine_id for c in candidates_of(plans, "float16", True, True)] == [1]
+    assert candidates_of(plans, "float16", False, True)[0].encoded == (1, {}, {"a": 0})
+
+
+@pytest.fixture
+def fake_lists(monkeypatch):
+    """backend.engine_search replaced: the heuristic lists answer these hand-made configurations (no cuDNN)."""
+    plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
+             for i, e in enumerate(ENG)]
+    calls = []
+
+    def engine_search(direction, cp, heuristics=(), *a, build=True, **k):
+        calls.append((direction, tuple(heuristics), build))
+        return backend.EngineSearchOut(plans=tuple(plans), engine_count=len(plans), search_ms=0.1)
+
+    monkeypatch.setattr(unseen_mod.backend, "engine_search", engine_search)
+    return plans, calls
+
+
+def test_predict_answers_the_selectors_order_without_building(fake_lists):
+    plans, calls = fake_lists
+    sel = shipped()
+    h = UnseenHandler("predict", sel)
+    configs, origin, why = h(_query())
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried, nothing built
+    cands = candidates_of(plans, "float16", False, True)
+    order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
+    assert configs == [(cands[i].engine_id, [tuple(k) for k in cands[i].knobs]) for i in order]
+    assert (origin, why) == ("predicted", "")
+    d = h.decisions[0]
+    assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
+
+
+def test_a_failing_selector_is_an_answer_saying_why_never_an_exception(fake_lists):
+    class Broken:
+        def rank(self, *a):
+            raise RuntimeError("model file damaged")
+
+    h = UnseenHandler("predict", Broken())
+    assert h(_query()) == ([], "", "predict failed: RuntimeError: model file damaged")
+    assert h.decisions[0].why.endswith("model file damaged") and not h.decisions[0].origin
+
+
+def test_nothing_torch_would_run_is_an_empty_answer(monkeypatch):
+    monkeypatch.setattr(unseen_mod.backend, "engine_search", lambda *a, **k: backend.EngineSearchOut(
+        plans=(_plan(1, notes=(1,), ranks=(("heuristic_a", 0),)),), engine_count=1, search_ms=0.1))
+    configs, origin, why = UnseenHandler("predict", shipped())(_query())
+    assert configs == [] and origin == "" and "that torch would accept" in why
+
+
+def test_the_miss_handler_binding_takes_a_callable_and_none():
+    backend.pinned_set_miss_handler(lambda q: ([], "", "unused"))
+    backend.pinned_set_miss_handler(None)
+    backend.pinned_clear()
+    assert all(math.isfinite(c.engine_id) for c in backend.pinned_counts())
+
+
+def test_ranking_speed_is_a_benchmark_not_a_test():
+    """(the speed of ranking lives in benchmarks/selector_speed.py; here: ranking is deterministic)"""
+    sel = shipped()
+    feats = problem_features(cudnn_algos.ConvSpec(64, 64, (3, 3), padding=1), (32, 64, 56, 56), "float16",
+                             "channels_last", "forward")
+    cands = [_cand(e, a=i, b=i) for i, e in enumerate(ENG)]
+    assert sel.rank(feats, cands) == sel.rank(feats, cands)
+    assert np.all(np.isfinite(sel.predict(feats, cands)))
