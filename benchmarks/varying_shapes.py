@@ -31,6 +31,7 @@ from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
 UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
+KEPT = "kept"  # apply() in a fresh process on what the measure_top_k process kept (Applied.keep): no choosing left
 
 
 def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
@@ -68,9 +69,13 @@ def worker(a) -> dict:
     handle = None
     if a.mode == "apply":
         handle = cudnn_algos.apply(model, a.db)
-    elif a.mode in UNSEEN_MODES:  # nothing tuned: a database of its own, empty
-        handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(f".{a.mode}.empty.sqlite")), unseen=a.mode,
+    elif a.mode in UNSEEN_MODES:  # nothing tuned: a database of its own, emptied (what it keeps: mode "kept")
+        for ext in ("", "-wal", "-shm"):
+            Path(str(Path(a.db).with_suffix(f".{a.mode}.sqlite")) + ext).unlink(missing_ok=True)
+        handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(f".{a.mode}.sqlite")), unseen=a.mode,
                                    selector=None if a.selector == "shipped" else a.selector)
+    elif a.mode == KEPT:
+        handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(".measure_top_k.sqlite")))
     cycle = shapes(a.batches, a.sizes)
     inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
     times, host, mem = [], [], []
@@ -103,7 +108,7 @@ def worker(a) -> dict:
         if d:
             out["decisions"] = {"problems": len(d), "chosen": sum(1 for x in d if x.origin),
                                 "seconds": sum(x.seconds for x in d),
-                                "why_not": sorted({x.why for x in d if not x.origin})[:3]}
+                                "why_not": sorted({x.why for x in d if not x.origin})[:3], "kept": handle.keep()}
     return out
 
 
@@ -139,8 +144,9 @@ def plot(results: dict, path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = {"off": "benchmark off", "on": "benchmark on", "apply": "apply() (tuned beforehand)",
-              "predict": "apply(unseen='predict'), no tuning", "measure_top_k": "apply(unseen='measure_top_k'), no tuning"}
-    for mode in MODES + UNSEEN_MODES:
+              "predict": "apply(unseen='predict'), no tuning", "measure_top_k": "apply(unseen='measure_top_k'), no tuning",
+              KEPT: "apply() of what measure_top_k kept, next process"}
+    for mode in MODES + UNSEEN_MODES + (KEPT,):
         r = results.get(mode, {})
         if "step_s" in r:
             ax.plot(list(itertools.accumulate(r["step_s"])), label=labels[mode])
@@ -170,7 +176,7 @@ def main(argv=None) -> int:
                    "predict,measure_top_k); --tune runs only when apply is among them")
     p.add_argument("--json")
     p.add_argument("--plot")
-    p.add_argument("--worker", choices=MODES + UNSEEN_MODES + ("tune",), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=MODES + UNSEEN_MODES + (KEPT, "tune"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         a.mode = a.worker
@@ -180,10 +186,11 @@ def main(argv=None) -> int:
               "--db", a.db, "--tune-search", a.tune_search] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
     modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())
-    bad = [m for m in modes if m not in MODES + UNSEEN_MODES or (m in UNSEEN_MODES and not a.selector)]
+    bad = [m for m in modes if m not in MODES + UNSEEN_MODES + (KEPT,) or (m in UNSEEN_MODES and not a.selector)
+           or (m == KEPT and "measure_top_k" not in modes[:modes.index(m)])]
     if bad:
-        p.error(f"--modes: {', '.join(bad)} (modes: {', '.join(MODES + UNSEEN_MODES)}; predict and measure_top_k "
-                "need --selector)")
+        p.error(f"--modes: {', '.join(bad)} (modes: {', '.join(MODES + UNSEEN_MODES + (KEPT,))}; predict and "
+                "measure_top_k need --selector, kept comes after measure_top_k)")
     results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune and "apply" in modes
                else None}
     for mode in modes:
@@ -215,7 +222,7 @@ def why_lines(results: dict, n: int) -> str:
     what the caching allocator did there (cudaMalloc/cudaFree calls and retries after the first pass, reserved
     GiB at the end): the evidence for where a steady-cycle difference comes from."""
     out = []
-    for mode in MODES + UNSEEN_MODES:
+    for mode in MODES + UNSEEN_MODES + (KEPT,):
         r = results.get(mode, {})
         if "step_s" not in r or len(r["step_s"]) <= n:
             continue

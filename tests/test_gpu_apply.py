@@ -212,6 +212,15 @@ def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, t
     assert all(x["config"] in dd.offered for x in c for dd in d if dd.key == x["key"])
     if unseen == "measure_top_k":  # the shortlist was timed: the kept one is the fastest that built
         assert all(x.timed_ms and x.timed_ms[0] == min(t for t in x.timed_ms if t is not None) for x in d)
+    # kept, the choices are stored winners: a later apply() runs them from the first call, choosing nothing
+    assert h.keep() == len(c)
+    with cudnn_algos.apply(model, tmp_path / "empty.sqlite") as h2:
+        h2.reset_counts()
+        out2, _ = _run(model, x)
+        c2 = h2.counts()
+    assert all(x["origin"] == "stored" and x["pinned"] >= 1 and x["fallback"] == 0 for x in c2), c2
+    assert {x["key"]: x["config"] for x in c2} == {x["key"]: x["config"] for x in c}
+    assert rel_err(out2, ref_out) < tol
 
 
 def test_an_unseen_handler_that_fails_leaves_torchs_op_counted_with_the_reason(tmp_path):

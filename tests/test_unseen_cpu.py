@@ -185,3 +185,29 @@ def test_ranking_speed_is_a_benchmark_not_a_test():
     cands = [_cand(e, a=i, b=i) for i, e in enumerate(ENG)]
     assert sel.rank(feats, cands) == sel.rank(feats, cands)
     assert np.all(np.isfinite(sel.predict(feats, cands)))
+
+
+def test_keep_stores_the_choices_as_winners_a_later_apply_loads(tmp_path, monkeypatch):
+    """The operator's counts stand in (backend.pinned_counts replaced: no GPU here): two problems chosen by the
+    selector, one stored winner, one fallback; keep() stores exactly the two chosen, marked by origin, no times."""
+    from conftest import ENV
+
+    from cudnn_algos.tuning import TuningDB, patching
+
+    counts = [backend.PinnedCount("forward float16 p1", 3, 0, 0, "", 0, 0, "predicted", 62, ((2, 0), (13, 1))),
+              backend.PinnedCount("backward_data float16 p1", 3, 0, 0, "", 0, 0, "measured_top_k", 28, ()),
+              backend.PinnedCount("forward float16 p2", 3, 0, 0, "", 0, 0, "stored", 1, ()),
+              backend.PinnedCount("forward float16 p3", 0, 0, 3, "no stored winner", 0, 0, "", -1, ())]
+    monkeypatch.setattr(patching.backend, "pinned_counts", lambda: counts)
+    monkeypatch.setattr(patching, "environment", lambda device=None: ENV)
+    monkeypatch.setattr(patching, "device_index", lambda device=None: 0)
+    db = tmp_path / "t.sqlite"
+    h = patching.Applied(modules=[], skipped={}, winners=0, db=str(db), unseen="predict")
+    assert h.keep() == 2
+    with TuningDB(db) as store:
+        ws = {w.key: w for w in store.winners(ENV.key())}
+    assert set(ws) == {"forward float16 p1", "backward_data float16 p1"}
+    w = ws["forward float16 p1"]
+    assert (w.config, w.engine_id, w.source, w.kernel_ms, w.direction) == (
+        "eng62{TILE_SIZE=0,TILEK=1}", 62, "predicted", None, "forward")
+    assert ws["backward_data float16 p1"].source == "measured_top_k"

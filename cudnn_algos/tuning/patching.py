@@ -126,6 +126,38 @@ class Applied:
                  "alone_us": statistics.median(alone) if alone else None} for e, (n, us, k, alone) in acc.items()]
         return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])
 
+    def keep(self, db: TuningDB | str | os.PathLike | None = None, *, device: int | str | torch.device | None = None
+             ) -> int:
+        """Stores the configurations chosen for unseen problems in this process (``unseen="predict"`` or
+        ``"measure_top_k"``) as winners in the tuning database (default: the one apply() read), ``source`` saying
+        how they were chosen and no times (choosing timed nothing, or on another clock than tune()'s): a later
+        apply() runs them from its first call without choosing again. Returns how many it stored."""
+        import json
+        from dataclasses import asdict
+
+        from ..engines import parse_config
+        from .winner import Winner, now
+
+        chosen = [c for c in self.counts() if c["origin"] not in ("", "stored") and c["config"]]
+        if not chosen:
+            return 0
+        env = environment(device_index(device))
+        offered = {d.key: d.offered for d in self.decisions()}
+        store, own = open_db(self.db if db is None else db)
+        try:
+            for c in chosen:
+                rest = [o for o in offered.get(c["key"], ()) if o != c["config"]]
+                store.put(Winner(
+                    env=env.key(), key=c["key"], settings=json.dumps({"search": c["origin"]}, sort_keys=True),
+                    direction=c["key"].split(" ", 1)[0], config=c["config"], engine_id=parse_config(c["config"])[0],
+                    knobs=json.dumps([list(k) for k in parse_config(c["config"])[1]]), kernel_ms=None, host_ms=None,
+                    rel_err=None, runner_up=rest[0] if rest else None, runner_up_ms=None, torch_on=None,
+                    torch_on_ms=None, source=c["origin"], measured_at=now(), environment=json.dumps(asdict(env))))
+        finally:
+            if own:
+                store.close()
+        return len(chosen)
+
     @staticmethod
     def reset_counts() -> None:
         backend.pinned_reset_counts()
