@@ -108,6 +108,7 @@ def worker(a) -> dict:
         if d:
             out["decisions"] = {"problems": len(d), "chosen": sum(1 for x in d if x.origin),
                                 "seconds": sum(x.seconds for x in d),
+                                "cudnn_query_seconds": sum(x.query_ms for x in d) / 1e3,
                                 "why_not": sorted({x.why for x in d if not x.origin})[:3], "kept": handle.keep()}
     return out
 

@@ -52,6 +52,7 @@ class Decision:
     seconds: float
     timed_ms: tuple[float | None, ...] = ()
     why: str = ""
+    query_ms: float = 0.0  # of `seconds`: cuDNN's heuristic queries (graph built, lists asked), host ms
 
 
 def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
@@ -95,6 +96,7 @@ class UnseenHandler:
 
     def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
         t0 = time.perf_counter()
+        self._query_ms = 0.0
         try:
             ranked, short = self.ranked(q)
             if not ranked:
@@ -110,7 +112,7 @@ class UnseenHandler:
             self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
             return [], "", why
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
-                                       tuple(timed)))
+                                       tuple(timed), query_ms=self._query_ms))
         return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate]]:
@@ -119,6 +121,7 @@ class UnseenHandler:
         from ..selector import problem_features
 
         out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
+        self._query_ms = out.search_ms
         cands = candidates_of(out.plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
         if len(cands) < 2:
             return cands, cands
