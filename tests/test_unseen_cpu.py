@@ -211,3 +211,25 @@ def test_keep_stores_the_choices_as_winners_a_later_apply_loads(tmp_path, monkey
     assert (w.config, w.engine_id, w.source, w.kernel_ms, w.direction) == (
         "eng62{TILE_SIZE=0,TILEK=1}", 62, "predicted", None, "forward")
     assert ws["backward_data float16 p1"].source == "measured_top_k"
+
+
+def test_show_selector_beside_a_saved_profile(tmp_path):
+    """A committed H200 profile (ResNet-50 fp16 channels_last, batch 32) read back: the selector's picks are among
+    its measured rows, so each sum is at least the best's; measure_top_k's shortlist holds cuDNN's first, so it is
+    never above INSTANT's where INSTANT's first is what B or A ranks first (checked per row below)."""
+    from conftest import run_cli
+
+    from cudnn_algos.results import load_json
+    from cudnn_algos.selector.report import selector_lines, selector_picks
+
+    path = "tests/fixtures/profile_resnet50_fp16-nhwc_b32_engines.json.gz"
+    rep = load_json(path)
+    picks = selector_picks(rep, shipped())
+    assert len(picks) == sum(len(p.engines) for p in rep.problems)
+    assert all(x.pick_ms >= x.best_ms * 0.999 and x.shortlist_ms <= x.pick_ms for x in picks)
+    lines = selector_lines(picks, shipped())
+    assert lines[-1].lstrip().startswith("all") and max(map(len, lines)) <= 120
+    r = run_cli("show", path, "--selector", "shipped")
+    assert r.returncode == 0 and "measure_top_3" in r.stdout, r.stderr
+    r = run_cli("show", path, "--selector", str(tmp_path / "none.npz"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].count("--selector") == 1, r.stderr

@@ -189,9 +189,15 @@ def cmd_show(a: argparse.Namespace) -> int:
             needs(flag, module)
     check_outputs({"FILE": a.file}, {"--csv": a.csv, "--html": a.html, "--trace": a.trace}, {"--plot": a.plot})
     obj = _load(a.file)
-    if a.plot and not isinstance(obj, ModelReport):
-        raise UsageError(f"--plot draws model reports; {a.file} holds a {type(obj).__name__}")
+    for flag, given in (("--plot", a.plot), ("--selector", a.selector)):
+        if given and not isinstance(obj, ModelReport):
+            raise UsageError(f"{flag} reads model reports; {a.file} holds a {type(obj).__name__}")
+    sel = _selector_for(a.selector, obj) if a.selector else None
     print(obj)
+    if sel is not None:
+        from ..selector.report import selector_lines, selector_picks
+
+        print("\n".join(selector_lines(selector_picks(obj, sel), sel)))
     if a.fidelity:
         print("\n".join(fidelity_table([obj])))
     if a.csv:
@@ -213,6 +219,20 @@ def cmd_show(a: argparse.Namespace) -> int:
             raise UsageError(f"--trace: {e}") from None
         print(f"wrote {a.trace} ({n} phase slices)")
     return 0
+
+
+def _selector_for(given: str, report):
+    """show --selector: a model file, or 'shipped' (the package's for the report's environment family)."""
+    from ..selector import Selector
+
+    try:
+        if given == "shipped":
+            if report.env is None:
+                raise ValueError("the report names no GPU")
+            return Selector.shipped(report.env.selector_family())
+        return Selector.coerce(given, "--selector")
+    except ValueError as e:
+        raise UsageError(str(e) if str(e).startswith("--selector") else f"--selector: {e}") from None
 
 
 def cmd_compare(a: argparse.Namespace) -> int:

@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
     sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
     sh.add_argument("--trace", metavar="PATH", help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
+    sh.add_argument("--selector", metavar="FILE", help="model reports: what a selector (.npz, or 'shipped': the "
+                    "package's for the report's GPU) would pick, beside the best and INSTANT")
     cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")
     cp.add_argument("a")
     cp.add_argument("b")
