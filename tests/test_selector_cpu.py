@@ -145,3 +145,13 @@ def test_cli_selector(tmp_path):
     assert max(map(len, r.stdout.splitlines())) <= 120
     r = run_cli("selector", "show", store)
     assert r.returncode == 2 and "not a cudnn_algos selector" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_channel_alignment_features():
+    """Channels a tensor-core kernel must pad (ShuffleNet's 116: a multiple of 4, not 8) read apart from aligned ones."""
+    f = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec(116, 64, (1, 1)), (32, 116, 14, 14), "float16",
+                                                    "channels_last", "forward")))
+    assert (f["align_in"], f["align_out"]) == (2.0, 4.0)
+    g = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec(96, 96, (3, 3), groups=96), (8, 96, 28, 28), "float32",
+                                                    "contiguous", "backward_data")))
+    assert (g["log_group_in"], g["log_group_out"], g["depthwise"]) == (0.0, 0.0, 1.0)

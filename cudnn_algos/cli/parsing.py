@@ -159,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile_parser(sub)
     _add_tuning_parsers(sub)
     _add_corpus_parser(sub)
+    _add_saved_parsers(sub)
+    return p
+
+
+def _add_saved_parsers(sub) -> None:
+    """show and compare: saved results, no GPU."""
     sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
     sh.add_argument("file")
     sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
@@ -175,7 +181,6 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--floor", type=float, default=0.03,
                     help="flag a change only beyond both runs' spread and this fraction (default 0.03)")
     cp.add_argument("--csv", metavar="PATH", help="every shared candidate with both times and the ratio")
-    return p
 
 
 def _add_model_args(p, dtype_help: str) -> None:

@@ -13,7 +13,8 @@ PROBLEM_FEATURES = (
     "log_batch", "log_in_channels", "log_out_channels", "log_groups", "depthwise", "log_d", "log_h", "log_w",
     "kernel_d", "kernel_h", "kernel_w", "stride_max", "padding_max", "dilation_max", "log_out_d", "log_out_h",
     "log_out_w", "log_gflops", "log_mbytes", "conv1d", "conv3d", "transposed", "float16", "bfloat16", "float32",
-    "channels_last", "forward", "backward_data", "backward_filter",
+    "channels_last", "forward", "backward_data", "backward_filter", "align_in", "align_out", "log_group_in",
+    "log_group_out",
 )
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # cuDNN's heuristic lists whose position of a candidate is one of its features (cuDNN's own prior, which the trees
@@ -46,7 +47,17 @@ def problem_features(spec: ConvSpec, input_shape: Sequence[int], dtype: str, mem
             math.log2(max(elems * DTYPE_BYTES.get(dtype, 4) / 1e6, 1e-9)), float(nd == 1), float(nd == 3),
             float(spec.transposed), float(dtype == "float16"), float(dtype == "bfloat16"), float(dtype == "float32"),
             float(memory_format.startswith("channels_last")), float(direction == "forward"),
-            float(direction == "backward_data"), float(direction == "backward_filter")]
+            float(direction == "backward_data"), float(direction == "backward_filter"),
+            float(_align(c)), float(_align(spec.out_channels)), lg(c // spec.groups), lg(spec.out_channels // spec.groups)]
+
+
+def _align(n: int) -> int:
+    """log2 of the largest power of two (up to 16) dividing n: tensor-core kernels want channels in multiples of 8
+    (fp16) or 4 (tf32); others pad first (ShuffleNet's 116 channels: 23 us padded against 4.7 us unpadded)."""
+    a = 0
+    while a < 4 and n % (2 << a) == 0:
+        a += 1
+    return a
 
 
 def row_problem(row: dict[str, Any]) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
