@@ -211,9 +211,18 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
   }
   std::lock_guard<std::mutex> lock(r.mutex);
   if (e->plan && miss) {
-    auto [w, fresh] = r.winners.emplace(e->key, chosen);  // another thread's answer for the key may be in first
-    if (fresh) have = true, cached = false;
-    else e->plan = nullptr, e->why = "no stored winner (chosen twice at once; the first answer is kept)";
+    auto [w, fresh] = r.winners.emplace(e->key, chosen);
+    if (fresh) {
+      have = true, cached = false;
+    } else {  // another thread's answer (its plan added with it), or a winner pinned_set meanwhile
+      auto pl = r.plans.find({device, e->key});
+      if (pl == r.plans.end() || !pl->second) {
+        e->plan = nullptr;
+        e->why = "a winner for this problem arrived while choosing one (this call only)";
+        return e;  // not remembered: the next call resolves it again
+      }
+      e->plan = pl->second;
+    }
   }
   if (have && !cached) {
     auto [pl, inserted] = r.plans.emplace(std::make_pair(device, e->key), e->plan);
