@@ -96,9 +96,8 @@ class UnseenHandler:
 
     def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
         t0 = time.perf_counter()
-        self._query_ms = 0.0
-        try:
-            ranked, short = self.ranked(q)
+        try:  # per call, no state on self but the decisions (two threads may ask at once: the GIL is released in C++)
+            ranked, short, query_ms = self.ranked(q)
             if not ranked:
                 why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
                 self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
@@ -112,23 +111,22 @@ class UnseenHandler:
             self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
             return [], "", why
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
-                                       tuple(timed), query_ms=self._query_ms))
+                                       tuple(timed), query_ms=query_ms))
         return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
 
-    def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate]]:
-        """The heuristic lists' configurations torch would accept, the selector's predicted fastest first, and the
-        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first)."""
+    def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
+        """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
+        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms."""
         from ..selector import problem_features
 
         out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
-        self._query_ms = out.search_ms
         cands = candidates_of(out.plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
         if len(cands) < 2:
-            return cands, cands
+            return cands, cands, out.search_ms
         feats, enc = problem_features(*query_problem(q)), [c.encoded for c in cands]
         order = self.selector.rank(feats, enc)
         short = self.selector.shortlist(feats, enc, self.k) if self.mode == "measure_top_k" else []
-        return [cands[i] for i in order], [cands[i] for i in short]
+        return [cands[i] for i in order], [cands[i] for i in short], out.search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
                                                                                    list[float | None]]:
