@@ -34,13 +34,18 @@ class Environment:
                 f"|cuda {self.cuda_runtime}|cudnn {self.cudnn_runtime}|torch {self.torch_version}")
 
     def selector_family(self) -> str:
-        """The environment family a selector is trained for: GPU architecture x cuDNN major.minor
-        ("sm_90 cudnn 9.19"); engine ids and their knobs are cuDNN's, their speeds the architecture's."""
-        return f"sm_{self.compute_capability.replace('.', '')} cudnn {self.cudnn_runtime // 10000}.{self.cudnn_runtime % 10000 // 100}"
+        """The environment family a selector is trained for (selector_family)."""
+        return selector_family(self.compute_capability, self.version_str(self.cudnn_runtime))
 
     @staticmethod
     def version_str(v: int) -> str:
         return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else str(v)
+
+
+def selector_family(compute_capability: str, cudnn: str) -> str:
+    """GPU architecture x cuDNN major.minor, e.g. ("9.0", "9.19.0") -> "sm_90 cudnn 9.19": what a selector is trained
+    for (engine ids and their knobs are cuDNN's, their speeds the architecture's)."""
+    return f"sm_{str(compute_capability).replace('.', '')} cudnn {'.'.join(str(cudnn).split('.')[:2])}"
 
 
 def driver_release() -> str | None:

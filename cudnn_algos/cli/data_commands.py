@@ -191,11 +191,11 @@ def cmd_selector(a: argparse.Namespace) -> int:
 
 def _family_of(problems) -> str:
     """The environment family of the rows (GPU architecture x cuDNN major.minor), where they say."""
+    from ..environment import selector_family
+
     r = problems[0][1][0]
     cc, cudnn = r.get("compute_capability"), r.get("cudnn")
-    if not cc or not cudnn:
-        return "unknown"
-    return f"sm_{str(cc).replace('.', '')} cudnn {'.'.join(str(cudnn).split('.')[:2])}"
+    return selector_family(cc, cudnn) if cc and cudnn else "unknown"
 
 
 def _selector_show(path: str) -> int:

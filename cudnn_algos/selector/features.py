@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..regret import input_dims
 from ..spec import ConvSpec
@@ -69,6 +69,17 @@ def row_features(row: dict[str, Any]) -> list[float]:
     return problem_features(*row_problem(row))
 
 
+def list_source(name: str) -> str:
+    """The source a heuristic list's configurations carry in rows and plans ("a" -> "heuristic_a")."""
+    return "fallback" if name == "fallback" else f"heuristic_{name}"
+
+
+def positions(rank: Callable[[str], int | None]) -> dict[str, int | None]:
+    """A candidate's position in each of RANKED_LISTS, from its position-by-source lookup (EngineRow.rank, or
+    dict(plan.heuristic_ranks).get)."""
+    return {n: rank(list_source(n)) for n in RANKED_LISTS}
+
+
 def rank_features(ranks: dict[str, int | None] | None) -> list[float]:
     """A candidate's position in each of RANKED_LISTS (RANK_ABSENT where a list does not name it)."""
     ranks = ranks or {}
@@ -102,5 +113,6 @@ class Vocabulary:
                 + [float(knobs[k]) if k in knobs else -1.0 for k in self.knobs] + rank_features(ranks))
 
 
-__all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "problem_features", "rank_features", "row_problem",
+__all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "problem_features", "list_source", "positions",
+           "rank_features", "row_problem",
            "row_features", "Vocabulary"]

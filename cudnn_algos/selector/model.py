@@ -151,11 +151,13 @@ class Selector:
             return heuristic_order(candidates)
         return [int(i) for i in np.argsort(self.predict(problem, candidates), kind="stable")]
 
-    def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int) -> list[int]:
+    def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int,
+                  order: Sequence[int] | None = None) -> list[int]:
         """The k candidates apply(unseen="measure_top_k") times: the selector's first k - 1 and cuDNN's own first
         (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the fastest of
-        them is never slower than cuDNN's pick on the clock that times them."""
-        order = self.rank(problem, candidates)
+        them is never slower than cuDNN's pick on the clock that times them. `order`: rank()'s answer for these
+        candidates, where the caller has it."""
+        order = list(self.rank(problem, candidates) if order is None else order)
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]
         rest = [i for i in order[len(head):] if i not in anchor]

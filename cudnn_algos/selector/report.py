@@ -7,13 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .features import RANKED_LISTS, problem_features
+from .features import positions, problem_features
 from .model import Selector
 from .train import MEASURE_K
-
-
-def _source(name: str) -> str:
-    return "fallback" if name == "fallback" else f"heuristic_{name}"
 
 
 @dataclass(frozen=True)
@@ -38,16 +34,16 @@ def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[
             if best is None or best.kernel_ms is None:
                 continue
             timed = [row for row in r.rows if row.ok and not row.torch_filter and row.kernel_ms is not None]
-            listed = [row for row in timed if any(row.rank(_source(n)) is not None for n in RANKED_LISTS)]
+            listed = [row for row in timed if any(v is not None for v in positions(row.rank).values())]
             inst = sorted((row for row in timed if row.rank("heuristic_instant") is not None),
                           key=lambda row: row.rank("heuristic_instant"))
             pick = short = None
             if listed:
                 feats = problem_features(p.spec, p.input_shape, p.dtype, p.memory_format, d)
-                enc = [(row.engine_id, dict(row.knobs), {n: row.rank(_source(n)) for n in RANKED_LISTS})
-                       for row in listed]
-                pick = listed[selector.rank(feats, enc)[0]]
-                short = min(listed[i].kernel_ms for i in selector.shortlist(feats, enc, k))
+                enc = [(row.engine_id, dict(row.knobs), positions(row.rank)) for row in listed]
+                order = selector.rank(feats, enc)
+                pick = listed[order[0]]
+                short = min(listed[i].kernel_ms for i in selector.shortlist(feats, enc, k, order))
             out.append(SelectorPick(pi, d, p.count, best.kernel_ms, pick.name if pick else None,
                                     pick.kernel_ms if pick else None, short,
                                     inst[0].kernel_ms if inst else None))

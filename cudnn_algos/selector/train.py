@@ -99,7 +99,7 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     enc = [c.encoded for c in cands]
     order = selector.rank(feats, enc)
     return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
-            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k)]}
+            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]

@@ -161,12 +161,10 @@ def _selector(selector: Any):
 def _rank(selector, result, spec, shape, dname: str, fmt: str | None, direction: str) -> list[int]:
     """The selector's order of the search's eligible configurations (policy.eligible_rows), fastest first."""
     from ..selector import problem_features
-    from ..selector.features import RANKED_LISTS
+    from ..selector.features import positions
 
     feats = problem_features(spec, shape, dname, fmt or "contiguous", direction)
-    return selector.rank(feats, [(r.engine_id, dict(r.knobs), {n: r.rank("fallback" if n == "fallback" else
-                                                                         f"heuristic_{n}") for n in RANKED_LISTS})
-                                 for r in eligible_rows(result)])
+    return selector.rank(feats, [(r.engine_id, dict(r.knobs), positions(r.rank)) for r in eligible_rows(result)])
 
 
 def _tuning_todo(model, example_input, dtype, memory_format, dirs, store: TuningDB, ekey: str):

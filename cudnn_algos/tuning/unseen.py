@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .. import backend
 from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
-from ..selector.features import RANKED_LISTS
+from ..selector.features import RANKED_LISTS, positions
 from ..spec import ConvSpec
 
 UNSEEN = ("torch", "predict", "measure_top_k")
@@ -25,7 +25,7 @@ CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (th
 class Candidate:
     engine_id: int
     knobs: tuple[tuple[int, int], ...]  # cuDNN's (knob type, value)
-    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list, position): "a", "fallback", ...
+    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
 
     @property
     def name(self) -> str:
@@ -79,7 +79,8 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
             continue
         seen.add(c)
         if not torch_filter(numerical_note_names(p.numerical_notes), dtype, deterministic, allow_tf32):
-            out.append(Candidate(*c, tuple((src.replace("heuristic_", ""), int(r)) for src, r in p.heuristic_ranks)))
+            pos = positions(dict(p.heuristic_ranks).get)
+            out.append(Candidate(*c, tuple((n, int(r)) for n, r in pos.items() if r is not None)))
     return out
 
 
@@ -125,7 +126,7 @@ class UnseenHandler:
             return cands, cands, out.search_ms
         feats, enc = problem_features(*query_problem(q)), [c.encoded for c in cands]
         order = self.selector.rank(feats, enc)
-        short = self.selector.shortlist(feats, enc, self.k) if self.mode == "measure_top_k" else []
+        short = self.selector.shortlist(feats, enc, self.k, order) if self.mode == "measure_top_k" else []
         return [cands[i] for i in order], [cands[i] for i in short], out.search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
