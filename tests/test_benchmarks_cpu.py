@@ -110,3 +110,34 @@ def test_store_write_stores_what_it_times(tmp_path):
     from cudnn_algos.results import LONG_FORM_COLUMNS
 
     assert set(LONG_FORM_COLUMNS) <= set(sw.long_form_row(0))
+
+
+def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
+    """benchmarks/sweep_scaling.py over a real Dask cluster of processes with dry-run tasks: the same list swept by
+    1 and 2 workers, then a worker SIGKILLed while it holds a task: that task stored after running again, nothing
+    lost or stored twice, and the 1-worker run kept as the noise floor's repeats (no rate asserted)."""
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+
+    from cudnn_algos.corpus import build_corpus
+
+    corpus = tmp_path / "c.json.gz"
+    build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False).to_json(str(corpus))  # 48 tasks
+    out, keep = tmp_path / "s.json", tmp_path / "kept.sqlite"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_scaling.py"), str(corpus), "--store",
+                        str(tmp_path / "none.sqlite"), "--n", "16", "--workers", "1,2", "--kill-n", "24",
+                        "--kill-after", "0.5", "--dry-run", "--task-s", "0.15", "--keep", str(keep), "--json",
+                        str(out)], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert [(x["workers"], x["done"]) for x in r["runs"]] == [(1, 16), (2, 16)]
+    k = r["kill"]
+    assert k["killed"]["task"] and k["killed_task_status"] == "done"
+    assert (k["stored"], k["done"], k["duplicates"], k["lost"], k["extra"], k["rows_match"]) == (24, 24, 0, 0, 0, True)
+    assert r["repeats_added"] == 16
+    from cudnn_algos.sweep import SweepStore
+
+    with SweepStore(keep) as s:
+        assert s.counts()["done"] == 16 + 24 + 16
+    assert "kill test: SIGKILLed" in p.stdout

@@ -175,3 +175,18 @@ def test_sweeps_opening_a_new_store_at_once_all_find_it_whole(tmp_path):
         assert con.execute("SELECT COUNT(*) FROM meta WHERE k = 'schema'").fetchone()[0] == 1
     with SweepStore(path) as s:
         assert s.counts()["done"] == 8
+
+
+def test_limit_runs_the_first_tasks_of_the_list_and_leaves_the_rest(corpus, tmp_path):
+    from cudnn_algos.sweep import todo_of
+
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, limit=5)
+    assert (r.done, r.left, r.skipped) == (5, 43, 0)
+    with SweepStore(db) as s:
+        assert s.keys() == {t["key"] for t in todo_of(corpus.problems, set(), ("forward", "backward_data",
+                                                                               "backward_filter"), 0)[2][:5]}
+    again = sweep(corpus.problems, str(db), dry_run=True, n_workers=1, progress=False, limit=50, repeat_fraction=0)
+    assert (again.done, again.left, again.skipped) == (43, 0, 5)
+    with pytest.raises(ValueError, match="limit=-1"):
+        sweep(corpus.problems, str(db), dry_run=True, limit=-1)

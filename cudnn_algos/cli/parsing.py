@@ -246,6 +246,8 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--workers", type=int, default=None, help="local workers (default: one per visible GPU)")
     w.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated directions")
     w.add_argument("--budget-s", type=float, default=None, help="submit nothing new after this many seconds")
+    w.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="measure at most N problem-directions this run (the most used first)")
     w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")
     w.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine's knob choices, up to N configurations per problem-direction")

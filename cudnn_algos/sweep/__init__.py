@@ -1,8 +1,8 @@
 """Measuring at scale: a corpus's problem-directions swept across GPUs with Dask.distributed (``driver``), the
 tasks and the functions workers run (``tasks``), and the single-writer SQLite store (``store``)."""
-from .driver import NO_DASK, SweepResult, local_cluster, sweep
+from .driver import NO_DASK, SweepResult, dask_key, local_cluster, sweep, todo_of
 from .store import SweepStore
 from .tasks import DIE_ONCE_ENV, dry_run_measure, measure_task, task_key, tasks_of
 
-__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "measure_task", "dry_run_measure", "tasks_of",
+__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "todo_of", "dask_key", "measure_task", "dry_run_measure", "tasks_of",
            "task_key", "DIE_ONCE_ENV", "NO_DASK"]

@@ -69,7 +69,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
           measure: Callable[..., dict[str, Any]] | None = None, options: dict[str, Any] | None = None,
           scheduler: str | None = None, n_workers: int | None = None, allowed_failures: int = 2,
           budget_s: float | None = None, progress: bool = True, dry_run: bool = False,
-          repeat_fraction: float = 0.05) -> SweepResult:
+          repeat_fraction: float = 0.05, limit: int | None = None) -> SweepResult:
     """Measures every problem-direction of `problems` (CorpusProblems) that `store` lacks. Long because: it is
     the driver's one loop (submit, collect, store, stop) with its three engines side by side.
 
@@ -77,18 +77,20 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     workers (default: the visible GPUs). scheduler: an existing Dask cluster's address instead. allowed_failures:
     worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it.
     repeat_fraction: the noise floor's sample (tasks.chosen_for_repeat): each of its problem-directions that an
-    earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor)."""
+    earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor).
+    limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left."""
     from ..choices import DIRECTIONS
 
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit={limit!r} must be a whole number >= 0")
     own = not isinstance(store, SweepStore)
     db = SweepStore(store) if own else store
     fn = measure or (dry_run_measure if dry_run else measure_task)
     t0 = time.perf_counter()
     deadline = None if budget_s is None else t0 + budget_s
-    have = db.keys()
-    all_tasks = tasks_of(problems, tuple(directions or DIRECTIONS))
-    repeats = repeats_of(all_tasks, have, repeat_fraction)  # first: few, and their first run was another process's
-    todo = repeats + [t for t in all_tasks if t["key"] not in have]
+    all_tasks, repeats, todo = todo_of(problems, db.keys(), tuple(directions or DIRECTIONS), repeat_fraction)
+    left_out = 0 if limit is None else max(len(todo) - limit, 0)  # listed, not run: counted as left
+    todo = todo[: len(todo) - left_out]
     counts: Counter = Counter()
     per_worker: Counter = Counter()
     stages: Counter = Counter()
@@ -110,11 +112,22 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         bar.close()
         if own:
             db.close()
-    left = len(todo) - counts["done"] - counts["failed"]
-    return SweepResult(done=counts["done"], failed=counts["failed"], skipped=len(all_tasks) - len(todo) + len(repeats),
-                       left=left, repeats=len(repeats),
+    left = len(todo) + left_out - counts["done"] - counts["failed"]
+    return SweepResult(done=counts["done"], failed=counts["failed"],
+                       skipped=len(all_tasks) - len(todo) - left_out + len(repeats),
+                       left=left, repeats=min(len(repeats), len(todo)),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
                        engine=engine, stages=dict(stages))
+
+
+def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str],
+            repeat_fraction: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a sweep over `problems` runs, in order, given the keys a store holds: (every task, the noise floor's
+    repeats, the list to run: repeats first, then each task the store lacks). Task i of that list is Dask's key
+    ``cudnn-algos-{i}``."""
+    all_tasks = tasks_of(problems, tuple(directions))
+    repeats = repeats_of(all_tasks, stored, repeat_fraction)  # first: few, and their first run was another process's
+    return all_tasks, repeats, repeats + [t for t in all_tasks if t["key"] not in stored]
 
 
 def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run) -> tuple[str, str]:
@@ -146,11 +159,16 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
                 cluster.close()
 
 
+def dask_key(i: int) -> str:
+    """The Dask key of task i of a sweep's list (todo_of): how an observer of the cluster names a running task."""
+    return f"cudnn-algos-{i}"
+
+
 def _collect(client, todo, fn, options, record, deadline) -> str:
     from distributed import KilledWorker, as_completed
 
     by_key = {t["key"]: t for t in todo}
-    futures = {client.submit(fn, t, options, key=f"cudnn-algos-{i}", pure=False): t["key"]
+    futures = {client.submit(fn, t, options, key=dask_key(i), pure=False): t["key"]
                for i, t in enumerate(todo)}
     try:
         for fut in as_completed(list(futures)):

@@ -1,0 +1,210 @@
+"""The sweep across GPUs, measured: the same list of problem-directions swept by 1 worker and by N workers (one per
+GPU, each warmed up first so the rate is measuring, not start-up), then the kill test: a sweep of the next problem-
+directions with every worker, one worker SIGKILLed while it runs a task. Printed: problem-directions per second per
+worker count and the speed-up; for the kill test, the task the dead worker held, whether it was stored after running
+again elsewhere, and the store's counts (stored, failed, duplicates, lost).
+
+The stores start as copies of --store; --keep writes the N-worker store (the list measured once more, as the noise
+floor's repeats from the 1-worker run, and the kill test's problem-directions) for the next sweep to continue.
+
+    python benchmarks/sweep_scaling.py corpus.json.gz --store sweep.sqlite --n 100 --workers 1,2 --kill-n 40 \\
+        --keep grown.sqlite --json scaling.json
+    python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 40 --dry-run --task-s 0.2   # no GPU
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def warm_worker(dry_run: bool) -> int:
+    """On a worker: torch, CUDA and cuDNN loaded and one small problem measured, so the timed sweep measures."""
+    if not dry_run:
+        from cudnn_algos.spec import ConvSpec
+        from cudnn_algos.sweep import measure_task
+
+        spec = ConvSpec(8, 8, (3, 3), padding=1)
+        for direction in ("forward", "backward_data", "backward_filter"):
+            measure_task({"key": "warm-up", "spec": spec.to_dict(), "input_shape": [2, 8, 16, 16], "dtype": "float16",
+                          "memory_format": "channels_last", "direction": direction}, {"legacy": True})
+    return os.getpid()
+
+
+def cluster(n_workers: int, dry_run: bool):
+    """A local cluster (cudnn_algos.sweep.local_cluster) that lets a task's worker die twice, its client, and the
+    workers warmed."""
+    import dask
+    from distributed import Client
+
+    from cudnn_algos.sweep import local_cluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 2}):
+        c = local_cluster(n_workers, gpus=not dry_run)
+    client = Client(c)
+    client.wait_for_workers(n_workers)
+    client.run(warm_worker, dry_run)
+    return c, client
+
+
+def timed_sweep(problems, store: str, n: int, workers: int, options: dict, dry_run: bool) -> dict:
+    """n problem-directions the store lacks, swept by `workers` warmed workers: the rate."""
+    from cudnn_algos.sweep import sweep
+
+    c, client = cluster(workers, dry_run)
+    try:
+        r = sweep(problems, store, scheduler=c.scheduler_address, limit=n, repeat_fraction=0, progress=False,
+                  dry_run=dry_run, options=options)
+    finally:
+        client.close()
+        c.close()
+    print(f"  {workers} worker(s): {r}")
+    return {"workers": workers, "done": r.done, "failed": r.failed, "seconds": r.seconds, "rate": r.rate,
+            "per_worker": r.per_worker}
+
+
+def kill_test(problems, store: str, n: int, workers: int, after_s: float, options: dict, dry_run: bool) -> dict:
+    """n more problem-directions swept by `workers` workers; `after_s` seconds in, the worker running a task is
+    SIGKILLed (its nanny starts another). Returns what was killed and what the store holds afterwards."""
+    from cudnn_algos.sweep import SweepStore, dask_key, sweep, todo_of
+
+    with SweepStore(store) as s:
+        before = s.keys()
+    todo = todo_of(problems, before, ("forward", "backward_data", "backward_filter"), 0)[2][:n]
+    by_dask_key = {dask_key(i): t["key"] for i, t in enumerate(todo)}
+    c, client = cluster(workers, dry_run)
+    killed: dict = {}
+
+    def killer():
+        time.sleep(after_s)
+        for _ in range(200):  # a worker holding one of this sweep's tasks
+            for addr, keys in client.processing().items():
+                held = [k for k in keys if str(k) in by_dask_key]
+                if held:
+                    pid = client.run(os.getpid, workers=[addr])[addr]
+                    name = str(client.scheduler_info()["workers"].get(addr, {}).get("name", addr))
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(worker=name, pid=pid, dask_key=str(held[0]), task=by_dask_key[str(held[0])],
+                                  at_s=round(time.perf_counter() - t0, 1))
+                    return
+            time.sleep(0.05)
+
+    t0 = time.perf_counter()
+    th = threading.Thread(target=killer, daemon=True)
+    th.start()
+    try:
+        r = sweep(problems, store, scheduler=c.scheduler_address, limit=n, repeat_fraction=0, progress=False,
+                  dry_run=dry_run, options=options)
+    finally:
+        th.join(timeout=5)
+        client.close()
+        c.close()
+    with SweepStore(store) as s:
+        tasks = [t for t in s.tasks() if t.key not in before]
+        rows_per_key = dict(s.con.execute("SELECT key, COUNT(*) FROM rows GROUP BY key").fetchall())
+    keys = [t.key for t in tasks]
+    wanted = {t["key"] for t in todo}
+    status = {t.key: t.status for t in tasks}
+    out = {"n": n, "killed": killed, "stored": len(keys), "done": sum(t.status == "done" for t in tasks),
+           "failed": sum(t.status == "failed" for t in tasks), "duplicates": len(keys) - len(set(keys)),
+           "lost": len(wanted - set(keys)), "extra": len(set(keys) - wanted),
+           "rows_match": all(rows_per_key.get(t.key, 0) == t.rows for t in tasks),
+           "killed_task_status": status.get(killed.get("task")), "seconds": r.seconds, "per_worker": r.per_worker}
+    print(f"  kill test: {r}")
+    return out
+
+
+def new_keys(store: str, base: str) -> set[str]:
+    """The problem-directions `store` holds that `base` (its starting copy; may not exist) does not."""
+    from cudnn_algos.sweep import SweepStore
+
+    with SweepStore(store) as s:
+        keys = s.keys()
+    if not os.path.exists(base):
+        return keys
+    with SweepStore(base) as b:
+        return keys - b.keys()
+
+
+def add_repeats(into: str, other: str, keys: set[str]) -> int:
+    """The problem-directions `keys` that store `other` measured (in other processes) stored in `into` under their
+    repeat keys: pairs for the noise floor. Returns how many."""
+    from cudnn_algos.sweep import SweepStore
+    from cudnn_algos.sweep.tasks import repeat_key
+
+    n = 0
+    with SweepStore(other) as src, SweepStore(into) as dst:
+        have = dst.keys()
+        for t in src.tasks():
+            if t.key in keys and t.key in have and repeat_key(t.key) not in have:
+                dst.put(repeat_key(t.key), t.status, src.rows(t.key), reason=t.reason, attempts=t.attempts,
+                        worker=t.worker, seconds=t.seconds, env=t.env)
+                n += 1
+    return n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("corpus")
+    ap.add_argument("--store", required=True, help="the store the runs start from (copied; not changed)")
+    ap.add_argument("--n", type=int, default=100, help="problem-directions per timed sweep")
+    ap.add_argument("--workers", default="1,2", help="worker counts to time, comma-separated")
+    ap.add_argument("--kill-n", type=int, default=40, help="problem-directions of the kill test (0: none)")
+    ap.add_argument("--kill-after", type=float, default=10.0, help="seconds into the kill test's sweep")
+    ap.add_argument("--keep", default=None, help="write the largest worker count's store, grown, here")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: dry-run tasks of --task-s seconds each")
+    ap.add_argument("--task-s", type=float, default=0.2, help="--dry-run: seconds per task")
+    a = ap.parse_args()
+    from cudnn_algos.corpus import Corpus
+
+    problems = Corpus.load(a.corpus).problems
+    counts = [int(w) for w in a.workers.split(",") if w]
+    options = {"seconds": a.task_s} if a.dry_run else {}
+    tmp = Path(tempfile.mkdtemp(prefix="sweep_scaling_"))
+    out: dict = {"n": a.n, "runs": [], "dry_run": a.dry_run}
+    stores = {}
+    print(f"sweep scaling: {a.n} problem-directions the store lacks, swept by {counts} warmed worker(s)")
+    for w in counts:
+        stores[w] = str(tmp / f"w{w}.sqlite")
+        if os.path.exists(a.store):
+            shutil.copyfile(a.store, stores[w])
+        out["runs"].append(timed_sweep(problems, stores[w], a.n, w, options, a.dry_run))
+    top = max(counts)
+    if a.kill_n:
+        out["kill"] = kill_test(problems, stores[top], a.kill_n, top, a.kill_after, options, a.dry_run)
+    if len(counts) > 1:  # what the fewest workers measured is a second measurement of the top run's list
+        out["repeats_added"] = add_repeats(stores[top], stores[min(counts)], new_keys(stores[min(counts)], a.store))
+    if a.keep:
+        shutil.copyfile(stores[top], a.keep)
+    rate = {r["workers"]: r["rate"] for r in out["runs"]}
+    lines = [f"{w} worker(s): {rate[w]:.3f} problem-directions/s" + (
+        f" ({rate[w] / rate[min(counts)]:.2f}x {min(counts)} worker)" if w != min(counts) and rate[min(counts)] else "")
+        for w in counts]
+    if "kill" in out:
+        k = out["kill"]
+        lines.append(f"kill test: SIGKILLed {k['killed'].get('worker')} at {k['killed'].get('at_s')} s while it ran "
+                     f"{k['killed'].get('dask_key')}; that task stored as {k['killed_task_status']}; of {k['n']}: "
+                     f"{k['stored']} stored ({k['done']} done, {k['failed']} failed), {k['duplicates']} duplicates, "
+                     f"{k['lost']} lost, rows whole: {k['rows_match']}")
+    if "repeats_added" in out:
+        lines.append(f"{out['repeats_added']} of the {min(counts)}-worker run's problem-directions kept as repeats")
+    print("\n".join(lines))
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+    shutil.rmtree(tmp, ignore_errors=True)
+    ok = "kill" not in out or (out["kill"]["killed"] and out["kill"]["duplicates"] == 0 and out["kill"]["lost"] == 0)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
