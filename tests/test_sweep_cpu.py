@@ -190,3 +190,23 @@ def test_limit_runs_the_first_tasks_of_the_list_and_leaves_the_rest(corpus, tmp_
     assert (again.done, again.left, again.skipped) == (43, 0, 5)
     with pytest.raises(ValueError, match="limit=-1"):
         sweep(corpus.problems, str(db), dry_run=True, limit=-1)
+
+
+def test_merge_copies_what_the_store_lacks_and_keeps_what_it_has(tmp_path):
+    """Stores filled on different machines become one: merge copies the other's problem-directions this one lacks
+    (rows and where they ran), leaves the ones it has as they are, and takes a key filter; the CLI does the same."""
+    a, b = SweepStore(tmp_path / "a.sqlite"), SweepStore(tmp_path / "b.sqlite")
+    a.put("k1", "done", [{"x": 1}], worker="gpu0")
+    b.put("k1", "done", [{"x": 99}, {"x": 98}], worker="gpu1")
+    b.put("k2", "failed", reason="OOM", worker="gpu1")
+    b.put("k3", "done", [{"x": 3}])
+    assert a.merge(b, keys={"k1", "k2"}) == (1, 1)
+    assert a.rows("k1") == [{"x": 1}] and [(t.key, t.status, t.reason, t.worker) for t in a.tasks()
+                                            if t.key == "k2"] == [("k2", "failed", "OOM", "gpu1")]
+    assert a.merge(b) == (1, 2) and a.rows("k3") == [{"x": 3}] and a.counts() == {"done": 2, "failed": 1, "rows": 2}
+    a.close()
+    b.close()
+    p = run_cli("dataset", "merge", str(tmp_path / "c.sqlite"), "--from", str(tmp_path / "b.sqlite"))
+    assert p.returncode == 0 and "3 problem-directions copied, 0 already" in p.stdout, p.stdout + p.stderr
+    p = run_cli("dataset", "merge", str(tmp_path / "c.sqlite"))
+    assert p.returncode == 2 and "needs --from" in p.stderr

@@ -78,6 +78,8 @@ def cmd_dataset(a: argparse.Namespace) -> int:
 
     if a.action == "write" and not a.out:
         raise UsageError("dataset write needs --out DIR")
+    if a.action == "merge":
+        return _dataset_merge(a.store, a.sources)
     if a.action == "write":
         needs("dataset write", "pyarrow")
     by = tuple(x for x in a.by.split(",") if x)
@@ -104,6 +106,27 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         raise FileError(str(e)) from None
     print(v)
     print(f"wrote {a.out}")
+    return EXIT_OK
+
+
+def _dataset_merge(store: str, sources: list[str]) -> int:
+    from ..sweep import SweepStore
+
+    if not sources:
+        raise UsageError("dataset merge needs --from STORE (one or more)")
+    check_outputs({f"--from {p}": p for p in sources}, {"STORE": store})
+    for p in sources:
+        if not os.path.isfile(p):
+            raise FileError(f"--from {p}: no such file")
+    try:
+        with SweepStore(store) as into:
+            for p in sources:
+                with SweepStore(p) as other:
+                    copied, already = into.merge(other)
+                print(f"{p}: {copied} problem-directions copied, {already} already in {store} (kept as they were)")
+            print(f"{store}: {into.counts()}")
+    except ValueError as e:
+        raise FileError(str(e)) from None
     return EXIT_OK
 
 

@@ -256,15 +256,18 @@ def _add_corpus_parser(sub) -> None:
                         "(default 0.05)")
     w.add_argument("--dry-run", action="store_true", help="rows made from the tasks alone, no GPU: checks the wiring")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ds = sub.add_parser("dataset", help="validate a sweep store; write its rows as Parquet",
+    ds = sub.add_parser("dataset", help="validate, merge, report a sweep store; write its rows as Parquet",
                         description="validate: which problem-directions of a sweep store are whole (a status on "
                                     "every row, finite non-negative times, a best) and why the others are not, and "
                                     "the noise floor (the sample measured twice); write: the whole ones as Parquet "
                                     "partitioned by environment; report: the regret of cuDNN's heuristics, the legacy "
-                                    "searches and torch's benchmark mode against the measured best.")
-    ds.add_argument("action", choices=["validate", "write", "report"])
+                                    "searches and torch's benchmark mode against the measured best; merge: the "
+                                    "problem-directions of other stores (--from) that this one lacks copied in.")
+    ds.add_argument("action", choices=["validate", "write", "report", "merge"])
     ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
     ds.add_argument("--out", metavar="DIR", help="write: the Parquet directory")
+    ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
+                    help="merge: a store to copy from (repeatable)")
     ds.add_argument("--by", default="family,dtype,direction",
                     help="report: comma-separated groups among family, dtype, direction ('' for one overall group)")
     ds.add_argument("--plot", metavar="PATH", help="report: the regret CDF per method as an image")

@@ -92,6 +92,32 @@ class SweepStore:
             self.con.execute("ROLLBACK")
             raise
 
+    def merge(self, other: "SweepStore", keys: set[str] | None = None) -> tuple[int, int]:
+        """Copies from `other` each problem-direction (of `keys`, when given) this store lacks, with its rows and
+        where it ran, one transaction each: stores filled by sweeps on different machines become one. Returns
+        (copied, already here: left as they are)."""
+        have = self.keys()
+        copied = already = 0
+        for t in other.tasks():
+            if keys is not None and t.key not in keys:
+                continue
+            if t.key in have:
+                already += 1
+                continue
+            text = [r for (r,) in other.con.execute("SELECT row FROM rows WHERE key = ? ORDER BY i", (t.key,))]
+            self.con.execute("BEGIN IMMEDIATE")
+            try:
+                self.con.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                                 (t.key, t.status, t.reason, t.attempts, t.worker, t.seconds, t.env, len(text),
+                                  t.finished_at))
+                self.con.executemany("INSERT INTO rows VALUES (?,?,?)", [(t.key, i, r) for i, r in enumerate(text)])
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            copied += 1
+        return copied, already
+
     def tasks(self) -> list[StoredTask]:
         return [StoredTask(*r) for r in self.con.execute("SELECT * FROM tasks ORDER BY finished_at, key")]
 
