@@ -43,21 +43,19 @@ def _model(name: str, batch: int, cl: bool):
     return model, x
 
 
-def worker(a) -> dict:
-    """One mode in this (fresh) process."""
+def _training(a, benchmark: bool):
+    """This (fresh) process pinned to the GPU's local CPUs, torch's benchmark flag set, the model, its batch and
+    one SGD training step as a function: (model, step, cpus)."""
     import torch
 
-    import cudnn_algos
-
     dtype, cl = CONFIGS[a.config]
-    torch.backends.cudnn.benchmark = a.mode == "on"
+    torch.backends.cudnn.benchmark = benchmark
     torch.cuda.init()
     cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
     torch.zeros(1, device="cuda")  # the CUDA context exists before the first step is timed
     model, x = _model(a.model, a.batch, cl)
     target = torch.randint(0, 1000, (a.batch,), device="cuda")
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
     amp = torch.autocast("cuda", dtype=torch.float16, enabled=dtype == "float16")
 
     def step():
@@ -67,6 +65,64 @@ def worker(a) -> dict:
         loss.backward()
         opt.step()
         return loss
+
+    return model, step, cpus
+
+
+def _timed_step(step) -> float:
+    """One step's wall seconds, synchronized before and after."""
+    import torch
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def paired_worker(a) -> dict:
+    """apply() against torch's op in one process (a.mode "paired_off" or "paired_on": torch's benchmark flag):
+    torch's op runs --warmup steps first (with the flag on, its search; torch keeps those plans for the process's
+    life), then apply() and --warmup steps of it, then blocks of --block steps alternate torch's op and apply()
+    in the order torch, apply, apply, torch (a linear drift of the machine cancels), the modules switched between
+    their own forward and apply()'s without touching the operator's plans. Each block's median step; the ratio
+    of each apply block to the torch block beside it."""
+    import cudnn_algos
+
+    model, step, cpus = _training(a, a.mode == "paired_on")
+    for _ in range(a.warmup):
+        step()
+    handle = cudnn_algos.apply(model, a.db)
+    patched = {m: m.__dict__["forward"] for m in model.modules() if "forward" in m.__dict__}
+
+    def use(applied: bool) -> None:
+        for m, f in patched.items():
+            if applied:
+                m.forward = f
+            else:
+                m.__dict__.pop("forward", None)
+
+    for _ in range(a.warmup):
+        step()
+    handle.reset_counts()
+    medians: dict[bool, list[float]] = {False: [], True: []}
+    for applied in [False, True, True, False] * max(1, a.blocks // 4):
+        use(applied)
+        medians[applied].append(1e3 * statistics.median(_timed_step(step) for _ in range(a.block)))
+    c = handle.counts()
+    return {"mode": a.mode, "cpus": cpus, "torch_ms": medians[False], "apply_ms": medians[True],
+            "ratios": [y / x for x, y in zip(medians[False], medians[True])],
+            "calls": {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}}
+
+
+def worker(a) -> dict:
+    """One mode in this (fresh) process."""
+    import torch
+
+    import cudnn_algos
+
+    model, step, cpus = _training(a, a.mode == "on")
+    handle = cudnn_algos.apply(model, a.db) if a.mode == "apply" else None
 
     times, host, losses = [], [], []
     for _ in range(a.steps):
@@ -157,7 +213,7 @@ def plot_losses(results: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
     for ax, r in zip(axes[0], results):
         for m in MODES:
-            if r[m].get("losses"):
+            if r.get(m, {}).get("losses"):
                 ax.plot(r[m]["losses"], label=f"benchmark {m}" if m != "apply" else "apply()", alpha=0.8)
         ax.set_title(f"{r['config']} batch {r['batch']}")
         ax.set_xlabel("training step")
@@ -167,6 +223,26 @@ def plot_losses(results: list[dict], path: str) -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def print_paired(r: dict) -> None:
+    """The in-process comparison of one config: per flag, the median ratio apply / torch's op over every block
+    pair of its processes (with their range), the blocks' median step times, and apply's calls."""
+    for flag in ("paired_off", "paired_on"):
+        runs = [x for x in r.get(flag, []) if "ratios" in x]
+        errors = [x["error"] for x in r.get(flag, []) if "error" in x]
+        name = f"{r['config']}:{r['batch']} benchmark {flag.split('_')[1]}"
+        if not runs:
+            print(f"{name}: in-process pairs failed: {errors[:1]}")
+            continue
+        ratios = [v for x in runs for v in x["ratios"]]
+        t_ms = statistics.median(v for x in runs for v in x["torch_ms"])
+        a_ms = statistics.median(v for x in runs for v in x["apply_ms"])
+        calls = {k: sum(x["calls"][k] for x in runs) for k in ("pinned", "torch_winner", "fallback")}
+        per = "; ".join(f"{statistics.median(x['ratios']):.3f}" for x in runs)
+        print(f"{name}: apply / torch's op in one process {statistics.median(ratios):.3f} (block pairs "
+              f"{min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs in {len(runs)} processes: {per}); "
+              f"steps torch {t_ms:.2f} ms, apply {a_ms:.2f} ms; apply's calls {calls}")
 
 
 def _sub(args: list[str], timeout: float) -> dict:
@@ -184,9 +260,14 @@ def main(argv=None) -> int:
     p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
     p.add_argument("--rounds", type=int, default=2, help="fresh processes per mode, interleaved (default 2): "
                    "the steady and first step reported are their medians, with the spread")
+    p.add_argument("--paired", type=int, default=0, metavar="N",
+                   help="also N processes each with the flag off and on, alternating torch's op and apply() in "
+                        "blocks inside the process (paired_worker); --rounds 0 runs only these")
+    p.add_argument("--block", type=int, default=10, help="--paired: steps per block")
+    p.add_argument("--blocks", type=int, default=8, help="--paired: blocks per process (a multiple of 4)")
     p.add_argument("--json")
     p.add_argument("--plot", help="a figure of every config's loss curve, off / on / apply (e.g. with --steps 200)")
-    p.add_argument("--worker", choices=MODES + ("tune",), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=MODES + ("tune", "paired_off", "paired_on"), help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -194,7 +275,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.worker:
         a.mode = a.worker
-        print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
+        run = {"tune": tune_worker, "paired_off": paired_worker, "paired_on": paired_worker}.get(a.worker, worker)
+        print(json.dumps(run(a)))
         return 0
     results = []
     for job in a.configs.split(","):
@@ -204,6 +286,10 @@ def main(argv=None) -> int:
         tuned = _sub(["--worker", "tune", *common] + (["--tune-budget-s", str(a.tune_budget_s)]
                                                       if a.tune_budget_s else []), 600)
         row = {"config": config, "batch": int(batch or 32), "tune": tuned}
+        for i in range(a.paired):  # in-process pairs, the flag off and on interleaved
+            for flag in ("paired_off", "paired_on"):
+                row.setdefault(flag, []).append(_sub(["--worker", flag, *common, "--block", str(a.block),
+                                                      "--blocks", str(a.blocks)], 300))
         for rnd in range(a.rounds):  # the modes interleaved, each round's processes fresh; diagnostics in the first
             for mode in MODES:
                 r = _sub(["--worker", mode, *common] + (["--diagnostics"] if rnd == 0 else []), 300)
@@ -213,11 +299,11 @@ def main(argv=None) -> int:
         # paired: each round's apply against that round's off and on (processes run back to back), so that a drift
         # of the machine between rounds cancels; the median of these ratios is the comparison to read
         paired = [r3["steady_ms"] / min(r1["steady_ms"], r2["steady_ms"])
-                  for r1, r2, r3 in zip(*(row[m].get("rounds", []) for m in MODES))
+                  for r1, r2, r3 in zip(*(row.get(m, {}).get("rounds", []) for m in MODES))
                   if all(x.get("steady_ms") for x in (r1, r2, r3))]
         if paired:
             row["paired_ratios"] = paired
-        for mode in MODES:  # the reported steady step and first step: medians over the rounds
+        for mode in (m for m in MODES if m in row):  # the reported steady and first step: medians over rounds
             rs = row[mode].get("rounds", [])
             for k in ("steady_ms", "first_step_s"):
                 v = [x[k] for x in rs if x.get(k) is not None]
@@ -238,6 +324,9 @@ def main(argv=None) -> int:
           f"{'on':>8} {'apply':>8}  apply/min(off,on)  apply's calls")
     for r in results:
         t = r["tune"]
+        print_paired(r)
+        if "apply" not in r:  # --rounds 0: the in-process pairs only
+            continue
         tune = ("failed" if "tune_s" not in t else f"{t['tune_s']:.0f} s ({t['searched']})" if t["searched"]
                 else f"warm ({t['already']})")
         f = {m: r[m].get("first_step_s") for m in MODES}
@@ -271,7 +360,7 @@ def main(argv=None) -> int:
                                                  f"{r[m].get('loss_last', float('nan')):.3f}" for m in MODES))
     print("where a steady step's time goes (ms per step): wall = synchronized step; host = until step() returned; "
           "GPU = busy on CUPTI; apply's operator: its CUDA kernels' host time by stage")
-    for r in results:
+    for r in (r for r in results if "apply" in r):
         cells = []
         for m in MODES:
             x = r[m]

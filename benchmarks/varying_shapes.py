@@ -78,7 +78,7 @@ def worker(a) -> dict:
         handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(".measure_top_k.sqlite")))
     cycle = shapes(a.batches, a.sizes)
     inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
-    times, host, mem = [], [], []
+    times, host, mem, busy = [], [], [], []
     for step in range(a.cycles * len(cycle)):
         b, s = cycle[step % len(cycle)]
         x, t = inputs[(b, s)]
@@ -92,6 +92,7 @@ def worker(a) -> dict:
         host.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        busy.append(handle is not None and not handle.wait(0))  # predict's background thread still choosing
         if a.why:
             st = torch.cuda.memory_stats()
             mem.append({"reserved": st.get("reserved_bytes.all.current", 0),
@@ -100,7 +101,8 @@ def worker(a) -> dict:
     n = len(cycle)
     out = {"mode": a.mode, "cpus": cpus, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
            "steady_cycle_ms": 1e3 * statistics.median(sum(times[i:i + n]) for i in range(n, len(times) - n + 1, n))
-           if len(times) >= 2 * n else None, "memory": mem}
+           if len(times) >= 2 * n else None, "memory": mem,
+           "choosing_until_step": max((i + 1 for i, b in enumerate(busy) if b), default=0)}
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
@@ -213,7 +215,9 @@ def main(argv=None) -> int:
         steady = f"{r['steady_cycle_ms']:.1f} ms" if r["steady_cycle_ms"] else "-"
         print(f"{mode:>13}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "
               f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else "")
-              + (f", unseen problems {r['decisions']}" if "decisions" in r else ""))
+              + (f", unseen problems {r['decisions']}" if "decisions" in r else "")
+              + (f", the background thread chose until step {r['choosing_until_step']} of "
+                 f"{len(r['step_s'])}" if r.get("choosing_until_step") else ""))
     print(why_lines(results, n))
     return 0
 

@@ -377,7 +377,7 @@ void bind_pinned(py::module_& m) {
         py::arg("direction"), py::arg("x"), py::arg("w"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
         py::arg("groups"), py::arg("deterministic"), py::arg("allow_tf32"), py::arg("transposed") = false,
         py::arg("output_padding") = std::vector<int64_t>{});
-  m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"));
+  m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"), py::arg("origin") = "stored");
   m.def("pinned_clear", &pinned_clear);
   m.def("pinned_counts", []() {
     py::list out;

@@ -263,8 +263,8 @@ def operator_key(direction: Direction | str, x: torch.Tensor, w: torch.Tensor, s
                                     bool(deterministic), bool(allow_tf32), bool(transposed), list(output_padding))
 
 
-def pinned_set(key: str, engine_id: int, knobs: KnobList) -> None:
-    _ext.load().pinned_set(key, int(engine_id), [tuple(k) for k in knobs])
+def pinned_set(key: str, engine_id: int, knobs: KnobList, origin: str = "stored") -> None:
+    _ext.load().pinned_set(key, int(engine_id), [tuple(k) for k in knobs], str(origin))
 
 
 def pinned_clear() -> None:

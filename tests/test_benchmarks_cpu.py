@@ -100,6 +100,32 @@ def test_apply_e2e_pairs_each_rounds_processes(tmp_path, monkeypatch, capsys):
     assert "round by round: 1.026, 0.966, 1.000 (median 1.000)" in capsys.readouterr().out
 
 
+def test_apply_e2e_in_process_pairs(tmp_path, monkeypatch, capsys):
+    """apply_e2e --paired --rounds 0 (workers replaced by made-up block times): each flag's ratio is the median over
+    every block pair of its processes, and the fresh-process modes are not run."""
+    ae = _load("apply_e2e")
+    asked = []
+
+    def fake(args, timeout):
+        mode = args[args.index("--worker") + 1]
+        asked.append(mode)
+        if mode == "tune":
+            return {"tune_s": 1.0, "searched": 3, "already": 0, "build_s": 0.1, "store_s": 0.0}
+        t = [20.0, 21.0] if mode == "paired_off" else [18.0, 18.0]
+        a = [19.0, 21.0] if mode == "paired_off" else [18.9, 18.9]
+        return {"mode": mode, "torch_ms": t, "apply_ms": a, "ratios": [y / x for x, y in zip(t, a)], "cpus": [0],
+                "calls": {"pinned": 10, "torch_winner": 0, "fallback": 0}}
+
+    monkeypatch.setattr(ae, "_sub", fake)
+    out = tmp_path / "r.json"
+    assert ae.main(["--configs", "fp16-nhwc:32", "--rounds", "0", "--paired", "2", "--json", str(out)]) == 0
+    assert asked == ["tune", "paired_off", "paired_on", "paired_off", "paired_on"]
+    text = capsys.readouterr().out
+    assert "fp16-nhwc:32 benchmark off: apply / torch's op in one process 0.975 (block pairs 0.950-1.000" in text
+    assert "fp16-nhwc:32 benchmark on: apply / torch's op in one process 1.050" in text
+    assert "{'pinned': 20, 'torch_winner': 0, 'fallback': 0}" in text
+
+
 def test_store_write_stores_what_it_times(tmp_path):
     """benchmarks/store_write.py: every problem-direction stored with full long-form rows (no timing asserted)."""
     sw = _load("store_write")

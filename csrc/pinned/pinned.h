@@ -51,7 +51,8 @@ struct BoundConv {
 };
 
 // engine_id >= 0: run that engine configuration; engine_id < 0: the winner is torch's own op.
-void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs);
+void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs,
+                const std::string& origin = "stored");  // origin: how it was chosen (pinned_counts)
 void pinned_clear();  // forgets winners, built plans and the unseen-problem handler
 
 // Note [unseen problems]: a problem with no stored winner runs torch's op, unless a handler is set. Then its first

@@ -236,10 +236,10 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
 
 using namespace pinned_detail;
 
-void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs) {
+void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, const std::string& origin) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.winners[key] = Winner{engine_id, knobs};
+  r.winners[key] = Winner{engine_id, knobs, origin};
   for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
     it = it->first.second == key ? r.plans.erase(it) : std::next(it);
   r.resolved.clear();

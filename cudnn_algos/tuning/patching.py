@@ -80,7 +80,13 @@ class Applied:
         self._saved.clear()
         if self._handler is not None:
             backend.pinned_set_miss_handler(None)
+            self._handler.close()
             self._handler = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """With ``unseen="predict"`` choosing in the background: blocks until every unseen problem met so far has
+        its choice (True), or `timeout` seconds passed (False). Otherwise True at once."""
+        return self._handler.wait(timeout) if self._handler is not None else True
 
     def decisions(self) -> list[Decision]:
         """With ``unseen="predict"`` or ``"measure_top_k"``: per problem the database lacked, what was offered to
@@ -189,11 +195,13 @@ class Applied:
                  f"{tot['fallback']} fell back to torch's op"
                  + (f"; unseen={self.unseen}: {chosen} problems chosen at their first call" if self._handler else "")]
         lines += [f"  fallback x{x['fallback']}: {x['reason']}: {x['key']}" for x in c if x["fallback"]]
+        lines += [f"  not chosen: {d.why}: {d.key}" for d in self.decisions() if not d.origin]
         lines += [f"  not applied: {n}: {why}" for n, why in self.skipped.items()]
         return "\n".join(lines)
 
 
 _MISSING = object()
+_ACTIVE: UnseenHandler | None = None  # the unseen-problem handler the registry holds (apply() closes it first)
 
 
 def _forward(m: torch.nn.Module, a: ModuleArgs):
@@ -229,7 +237,7 @@ def _forward(m: torch.nn.Module, a: ModuleArgs):
 
 def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
           device: int | str | torch.device | None = None, unseen: str = "torch", selector: Any = None,
-          k: int = 3) -> Applied:
+          k: int = 3, background: bool | None = None) -> Applied:
     """Makes `model`'s Conv1d/2d/3d and ConvTranspose1d/2d/3d modules run the tuning database's winners for this GPU
     and versions (loaded into the extension's registry now): each module's forward calls
     ``torch.ops.cudnn_algos.conv`` (``conv_transpose`` for a transposed layer, whose forward is cuDNN's backward-data
@@ -239,9 +247,19 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     or its .npz file) ranks fastest among cuDNN's heuristic lists (built at the problem's first call, nothing
     timed), or with ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own
     first) timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU
-    architecture and cuDNN version (ValueError where it ships none).
+    architecture and cuDNN version (ValueError where it ships none). background (predict only; default True for
+    predict): the choice is made in a background thread while torch's op runs the problem's first calls (Note
+    [choosing in the background] in tuning/unseen.py; ``Applied.wait()`` waits for it); False: at the first call.
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
     check_unseen(unseen, k)
+    if background is not None and not isinstance(background, bool):
+        raise ValueError(f"background={background!r} must be True, False or None")
+    if background and unseen != "predict":
+        raise ValueError(f"background=True is for unseen='predict', not unseen={unseen!r}")
+    global _ACTIVE
+    if _ACTIVE is not None:  # the registry is the process's: an earlier apply()'s chooser stores nothing more
+        _ACTIVE.close()
+        _ACTIVE = None
     handler = None
     if unseen != "torch":
         from ..selector import Selector
@@ -254,7 +272,9 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
             except CudaUnavailableError:  # no GPU: the operator's CPU kernel is torch's, nothing is chosen
                 family = None
             sel = Selector.shipped(family) if family else None
-        handler = UnseenHandler(unseen, sel, k) if sel is not None else None
+        bg = unseen == "predict" if background is None else background
+        handler = UnseenHandler(unseen, sel, k, background=bg) if sel is not None else None
+        _ACTIVE = handler
     store, own = open_db(db)
     try:
         try:

@@ -1,13 +1,17 @@
 """``apply(model, unseen=...)``: what the pinned operator runs for a problem the tuning database lacks (Note [unseen
 problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
 configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
-then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and
+then on: one plan built, nothing timed; by default chosen in a background thread (Note [choosing in the
+background]), torch's op running the problem's calls until the choice is in. "measure_top_k": the selector's shortlist of k (its first k - 1 and
 cuDNN's own first, Selector.shortlist) is built and timed on fresh random operands at the problem's first call
 (CUDA events around back-to-back calls, as torch's benchmark mode times its candidates), the fastest kept. Either way the choice is made once per problem and process; ``Applied.decisions()``
 lists them (``Applied.keep()`` stores them in a tuning database)."""
 from __future__ import annotations
 
+import atexit
+import queue
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -84,18 +88,43 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
     return out
 
 
+# Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on,
+# costs ~10 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/selector.md), several times what
+# torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
+# new shapes 5x benchmark off's. So predict answers the operator at once with nothing ("choosing in the background":
+# the call runs torch's op, counted as a fallback with that reason) and queues the problem; one thread queries the
+# lists (cuDNN's part without the GIL), ranks, builds the ranking's first few until one builds and stores that as
+# the problem's winner (backend.pinned_set, origin "predicted"): the problem's next call builds its plan and runs
+# it. A problem is queued once; what the thread could not choose stays on torch's op with the reason. wait() blocks
+# until the queue is empty; close() stops the thread (apply's undo(), and at exit).
+BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
+BUILD_TRIES = 3  # the ranking's first configurations the background thread tries to build
+
+
 class UnseenHandler:
     """The callable apply() gives the operator's registry (backend.pinned_set_miss_handler): a MissQuery in,
     (configurations most preferred first, origin, why) out. It never raises into the operator: a failure is an
-    empty answer saying why (the call runs torch's op, counted as a fallback with that reason)."""
+    empty answer saying why (the call runs torch's op, counted as a fallback with that reason). background=True
+    (predict only): Note [choosing in the background]."""
 
     def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
-                 calls: int = 5, samples: int = 3):
+                 calls: int = 5, samples: int = 3, background: bool = False):
+        if background and mode != "predict":
+            raise ValueError(f"background=True is for unseen='predict' (measure_top_k times on the call's GPU), "
+                             f"not {mode!r}")
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
+        self.background = background
+        self._queued: set[str] = set()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
     def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
+        if self.background:
+            return self._enqueue(q)
         t0 = time.perf_counter()
         try:  # per call, no state on self but the decisions (two threads may ask at once: the GIL is released in C++)
             ranked, short, query_ms = self.ranked(q)
@@ -114,6 +143,85 @@ class UnseenHandler:
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
                                        tuple(timed), query_ms=query_ms))
         return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
+
+    def _enqueue(self, q: Any) -> tuple[list, str, str]:
+        """Note [choosing in the background]: queued once per problem; the operator's call runs torch's op."""
+        with self._lock:
+            if self._closed:
+                return [], "", "no stored winner; the selector's background thread was stopped"
+            if q.key not in self._queued:
+                self._queued.add(q.key)
+                self._queue.put(q)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._work, name="cudnn_algos-selector", daemon=True)
+                    self._thread.start()
+                    atexit.register(self.close)  # not inside cuDNN when the interpreter goes
+        return [], "", BACKGROUND_WHY
+
+    def _work(self) -> None:
+        while True:
+            q = self._queue.get()
+            try:
+                if q is None:
+                    return
+                self._choose(q)
+            finally:
+                self._queue.task_done()
+
+    def _choose(self, q: Any) -> None:
+        """One queued problem: ranked, the first of its ranking that builds stored as its winner."""
+        t0 = time.perf_counter()
+        try:
+            ranked, _, query_ms = self.ranked(q)
+            if not ranked:
+                why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
+                self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+                return
+            tries = ranked[:BUILD_TRIES]
+            out = backend.engine_search(q.direction, q.problem, (), device=q.device,
+                                        exact=[(c.engine_id, list(c.knobs)) for c in tries])
+            ok = [c for c, p in zip(tries, out.plans) if p.status == "SUCCESS"] if len(out.plans) == len(tries) else []
+            if not ok:
+                why = f"none of the selector's first {len(tries)} configurations built"
+                self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), "", time.perf_counter() - t0,
+                                               why=why, query_ms=query_ms))
+                return
+            with self._lock:
+                if self._closed:  # undo() or another apply() meanwhile: the registry is no longer this handler's
+                    return
+                backend.pinned_set(q.key, ok[0].engine_id, [tuple(k) for k in ok[0].knobs], "predicted")
+            offered = (ok[0],) + tuple(c for c in ranked if c != ok[0])
+            self.decisions.append(Decision(q.key, tuple(c.name for c in offered), "predicted",
+                                           time.perf_counter() - t0, query_ms=query_ms))
+        except Exception as e:  # noqa: BLE001 (a thread's failure is a decision saying why; torch's op stays)
+            self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0,
+                                           why=f"predict failed: {type(e).__name__}: {str(e)[:200]}"))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until every queued problem is chosen (True), or `timeout` seconds passed (False)."""
+        if not self.background:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the background thread after the problem it is choosing (nothing more is stored)."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            while True:  # what is still queued is dropped
+                try:
+                    self._queue.get_nowait()
+                    self._queue.task_done()
+                except queue.Empty:
+                    break
+            self._queue.put(None)
+            thread.join(timeout)
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
         """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
