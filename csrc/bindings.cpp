@@ -379,6 +379,7 @@ void bind_pinned(py::module_& m) {
         py::arg("output_padding") = std::vector<int64_t>{});
   m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"), py::arg("origin") = "stored");
   m.def("pinned_clear", &pinned_clear);
+  m.def("pinned_ask_again", &pinned_ask_again, py::arg("key"));
   m.def("pinned_counts", []() {
     py::list out;
     for (const auto& c : pinned_counts())

@@ -23,8 +23,8 @@ __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTi
            "Versions", "WindowActivity", "KernelClockStats", "PinnedCount", "StageTimes", "HandleCounts",
            "how_loaded", "load", "conv_problem", "legacy_search", "legacy_execute", "legacy_time_calls", "algo_names",
            "engine_search", "kernel_clock_begin", "kernel_clock_now", "kernel_clock_end", "kernel_clock_abort",
-           "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_clear",
-           "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing", "pinned_stage_times",
+           "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_ask_again",
+           "pinned_clear", "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing", "pinned_stage_times",
            "pinned_set_miss_handler", "bound_conv", "operator_key", "versions", "environment", "probe_handle",
            "cudnn_handles"]
 
@@ -265,6 +265,11 @@ def operator_key(direction: Direction | str, x: torch.Tensor, w: torch.Tensor, s
 
 def pinned_set(key: str, engine_id: int, knobs: KnobList, origin: str = "stored") -> None:
     _ext.load().pinned_set(key, int(engine_id), [tuple(k) for k in knobs], str(origin))
+
+
+def pinned_ask_again(key: str) -> None:
+    """The next call of `key`'s problem asks the unseen-problem handler again (a choice made elsewhere is ready)."""
+    _ext.load().pinned_ask_again(str(key))
 
 
 def pinned_clear() -> None:

@@ -190,19 +190,17 @@ def test_what_the_database_lacks_falls_back_to_torch_counted(tmp_path):
 UNSEEN_CASES = ["2d-fp32", "2d-fp16-nhwc", "1d-fp32", "3d-fp16", "2d-transposed-fp16-nhwc"]
 
 
-@pytest.mark.parametrize("unseen", ["predict", "predict_background", "measure_top_k"])
+@pytest.mark.parametrize("bg", [False, True], ids=["first-call", "background"])
+@pytest.mark.parametrize("unseen", ["predict", "measure_top_k"])
 @pytest.mark.parametrize("case", UNSEEN_CASES)
-def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, tmp_path, tf32_as_in):
+def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, bg, tmp_path, tf32_as_in):
     """Nothing tuned: every problem's first call asks the shipped selector (predict: its pick built; measure_top_k:
-    its shortlist timed; predict in the background: torch's op runs the first calls while a thread chooses), every
-    later call runs that choice; outputs and gradients match torch's."""
+    its shortlist timed), every later call runs that choice; in the background, torch's op runs the first calls
+    while threads rank, and the choice runs from the next call after; outputs and gradients match torch's."""
     model, x, dtype = _build(case)
     ref_out, ref_grads = _run(model, x)
     tol = TF32_TOL if dtype == torch.float32 and tf32_as_in else TOL[dtype]
-    bg = unseen == "predict_background"
-    unseen = "predict" if bg else unseen
-    with cudnn_algos.apply(model, tmp_path / "empty.sqlite", unseen=unseen,
-                           background=bg if unseen == "predict" else None) as h:
+    with cudnn_algos.apply(model, tmp_path / "empty.sqlite", unseen=unseen, background=bg) as h:
         h.reset_counts()
         first, _ = _run(model, x)  # the first calls choose (in the background: torch's op runs them meanwhile)
         if bg:

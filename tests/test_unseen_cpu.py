@@ -183,15 +183,41 @@ def test_predict_in_the_background_answers_at_once_then_stores_the_first_that_bu
     d = h.decisions[0]
     assert d.origin == "predicted" and d.offered[0] == second.name and first.name in d.offered
     h.close()
-    assert h(_query()) == ([], "", "no stored winner; the selector's background thread was stopped")
-    with pytest.raises(ValueError, match="background=True is for unseen='predict'"):
-        UnseenHandler("measure_top_k", sel, background=True)
+    assert h(_query()) == ([], "", "no stored winner; the selector's background threads were stopped")
+
+
+def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(fake_lists, monkeypatch):
+    """measure_top_k in the background: the thread queries and ranks and asks the registry to ask again; the
+    problem's next call (the operator's thread) times the shortlist the thread made and answers the fastest first."""
+    plans, calls = fake_lists
+    sel = shipped()
+    asked = []
+    monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", asked.append)
+    h = UnseenHandler("measure_top_k", sel, k=3, background=True, threads=2)
+    timed_with = []
+
+    def timed(q, ranked, short):  # stands in for the GPU timing: the shortlist's last is the fastest
+        timed_with.append([c.name for c in short])
+        return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5]
+
+    monkeypatch.setattr(h, "timed", timed)
+    assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
+    assert h.wait(10) and asked == ["forward float16 x"] and timed_with == []  # ranked, nothing timed yet
+    configs, origin, why = h(_query())
+    cands = candidates_of(plans, "float16", False, True)
+    feats = problem_features(*query_problem(_query()))
+    short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], 3)]
+    assert timed_with == [[c.name for c in short]] and origin == "measured_top_k" and why == ""
+    assert configs[0] == (short[-1].engine_id, [tuple(k) for k in short[-1].knobs])
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, by the thread
+    assert [d.origin for d in h.decisions] == ["measured_top_k"] and h.decisions[0].timed_ms == (0.5,)
+    h.close()
 
 
 def test_apply_checks_background(tmp_path):
     model = torch.nn.Conv2d(3, 4, 3)
-    with pytest.raises(ValueError, match="background=True is for unseen='predict', not unseen='measure_top_k'"):
-        cudnn_algos.apply(model, tmp_path / "t.sqlite", unseen="measure_top_k", background=True)
+    with pytest.raises(ValueError, match="background=True is for unseen='predict' or 'measure_top_k', not unseen="):
+        cudnn_algos.apply(model, tmp_path / "t.sqlite", unseen="torch", background=True)
     with pytest.raises(ValueError, match="background='yes' must be True, False or None"):
         cudnn_algos.apply(model, tmp_path / "t.sqlite", unseen="predict", background="yes")
     assert "forward" not in model.__dict__
@@ -217,6 +243,9 @@ def test_nothing_torch_would_run_is_an_empty_answer(monkeypatch):
 def test_the_miss_handler_binding_takes_a_callable_and_none():
     backend.pinned_set_miss_handler(lambda q: ([], "", "unused"))
     backend.pinned_set_miss_handler(None)
+    backend.pinned_set("forward float16 k", 62, [(2, 1)], "predicted")  # a winner chosen elsewhere, with its origin
+    backend.pinned_ask_again("forward float16 k")
+    backend.pinned_ask_again("never met")
     backend.pinned_clear()
     assert all(math.isfinite(c.engine_id) for c in backend.pinned_counts())
 

@@ -54,6 +54,9 @@ struct BoundConv {
 void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs,
                 const std::string& origin = "stored");  // origin: how it was chosen (pinned_counts)
 void pinned_clear();  // forgets winners, built plans and the unseen-problem handler
+// The next call of `key`'s problem resolves it again: without a winner, it asks the unseen-problem handler again
+// (Note [choosing in the background], cudnn_algos/tuning/unseen.py: its answer is ready).
+void pinned_ask_again(const std::string& key);
 
 // Note [unseen problems]: a problem with no stored winner runs torch's op, unless a handler is set. Then its first
 // call (outside a CUDA-graph capture) asks the handler once, with no lock held: the handler answers configurations

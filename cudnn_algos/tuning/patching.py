@@ -84,8 +84,8 @@ class Applied:
             self._handler = None
 
     def wait(self, timeout: float | None = None) -> bool:
-        """With ``unseen="predict"`` choosing in the background: blocks until every unseen problem met so far has
-        its choice (True), or `timeout` seconds passed (False). Otherwise True at once."""
+        """Choosing in the background: blocks until every unseen problem met so far is ranked (predict: its pick
+        stored; measure_top_k: timed at its next call) (True), or `timeout` seconds passed (False). Else True."""
         return self._handler.wait(timeout) if self._handler is not None else True
 
     def decisions(self) -> list[Decision]:
@@ -247,15 +247,16 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     or its .npz file) ranks fastest among cuDNN's heuristic lists (built at the problem's first call, nothing
     timed), or with ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own
     first) timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU
-    architecture and cuDNN version (ValueError where it ships none). background (predict only; default True for
-    predict): the choice is made in a background thread while torch's op runs the problem's first calls (Note
-    [choosing in the background] in tuning/unseen.py; ``Applied.wait()`` waits for it); False: at the first call.
+    architecture and cuDNN version (ValueError where it ships none). background (default True): cuDNN's lists are
+    queried and ranked in background threads while torch's op runs the problem's first calls (Note [choosing in the
+    background] in tuning/unseen.py; ``Applied.wait()`` waits for them), predict's pick then runs from the next call
+    and measure_top_k times its shortlist at that call; False: all of it at the problem's first call.
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
     check_unseen(unseen, k)
     if background is not None and not isinstance(background, bool):
         raise ValueError(f"background={background!r} must be True, False or None")
-    if background and unseen != "predict":
-        raise ValueError(f"background=True is for unseen='predict', not unseen={unseen!r}")
+    if background and unseen == "torch":
+        raise ValueError("background=True is for unseen='predict' or 'measure_top_k', not unseen='torch'")
     global _ACTIVE
     if _ACTIVE is not None:  # the registry is the process's: an earlier apply()'s chooser stores nothing more
         _ACTIVE.close()
@@ -272,7 +273,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
             except CudaUnavailableError:  # no GPU: the operator's CPU kernel is torch's, nothing is chosen
                 family = None
             sel = Selector.shipped(family) if family else None
-        bg = unseen == "predict" if background is None else background
+        bg = True if background is None else background
         handler = UnseenHandler(unseen, sel, k, background=bg) if sel is not None else None
         _ACTIVE = handler
     store, own = open_db(db)

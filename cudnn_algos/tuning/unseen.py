@@ -89,45 +89,53 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 
 
 # Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on,
-# costs ~10 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/selector.md), several times what
+# costs ~10-20 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/selector.md), several times what
 # torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
-# new shapes 5x benchmark off's. So predict answers the operator at once with nothing ("choosing in the background":
-# the call runs torch's op, counted as a fallback with that reason) and queues the problem; one thread queries the
-# lists (cuDNN's part without the GIL), ranks, builds the ranking's first few until one builds and stores that as
-# the problem's winner (backend.pinned_set, origin "predicted"): the problem's next call builds its plan and runs
-# it. A problem is queued once; what the thread could not choose stays on torch's op with the reason. wait() blocks
-# until the queue is empty; close() stops the thread (apply's undo(), and at exit).
+# new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
+# the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
+# THREADS threads query the lists (cuDNN's part without the GIL) and rank. predict: the thread builds the ranking's
+# first few, stores the first that built as the problem's winner (backend.pinned_set, origin "predicted"), and the
+# problem's next call builds its plan and runs it. measure_top_k: the thread keeps the ranking and the shortlist and
+# asks the registry to ask again (backend.pinned_ask_again); the problem's next call times the shortlist there, on
+# its GPU (what the timing needs), and keeps the fastest. What a thread cannot choose stays on torch's op, the
+# decision saying why. wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
+# and at exit, so that no thread is inside cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
-BUILD_TRIES = 3  # the ranking's first configurations the background thread tries to build
+BUILD_TRIES = 3  # predict: the ranking's first configurations a background thread tries to build
+THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
 
 
 class UnseenHandler:
     """The callable apply() gives the operator's registry (backend.pinned_set_miss_handler): a MissQuery in,
     (configurations most preferred first, origin, why) out. It never raises into the operator: a failure is an
-    empty answer saying why (the call runs torch's op, counted as a fallback with that reason). background=True
-    (predict only): Note [choosing in the background]."""
+    empty answer saying why (the call runs torch's op, counted as a fallback with that reason). background=True:
+    Note [choosing in the background]."""
 
     def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
-                 calls: int = 5, samples: int = 3, background: bool = False):
-        if background and mode != "predict":
-            raise ValueError(f"background=True is for unseen='predict' (measure_top_k times on the call's GPU), "
-                             f"not {mode!r}")
+                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS):
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
-        self.background = background
+        self.background, self.threads = background, max(1, int(threads))
         self._queued: set[str] = set()
+        self._ready: dict[str, tuple[list[Candidate], list[Candidate], float, float]] = {}  # measure_top_k
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
         self._closed = False
 
     def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
-        if self.background:
-            return self._enqueue(q)
         t0 = time.perf_counter()
+        if self.background:
+            with self._lock:
+                ready = self._ready.pop(q.key, None)
+            if ready is None:
+                return self._enqueue(q)
         try:  # per call, no state on self but the decisions (two threads may ask at once: the GIL is released in C++)
-            ranked, short, query_ms = self.ranked(q)
+            if self.background:  # measure_top_k, its ranking made by a background thread
+                ranked, short, query_ms, t0 = ready[0], ready[1], ready[2], t0 - ready[3]
+            else:
+                ranked, short, query_ms = self.ranked(q)
             if not ranked:
                 why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
                 self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
@@ -148,14 +156,16 @@ class UnseenHandler:
         """Note [choosing in the background]: queued once per problem; the operator's call runs torch's op."""
         with self._lock:
             if self._closed:
-                return [], "", "no stored winner; the selector's background thread was stopped"
+                return [], "", "no stored winner; the selector's background threads were stopped"
             if q.key not in self._queued:
                 self._queued.add(q.key)
                 self._queue.put(q)
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._work, name="cudnn_algos-selector", daemon=True)
-                    self._thread.start()
-                    atexit.register(self.close)  # not inside cuDNN when the interpreter goes
+                if not self._workers:
+                    for i in range(self.threads):
+                        t = threading.Thread(target=self._work, name=f"cudnn_algos-selector-{i}", daemon=True)
+                        t.start()
+                        self._workers.append(t)
+                    atexit.register(self.close)  # no thread inside cuDNN when the interpreter goes
         return [], "", BACKGROUND_WHY
 
     def _work(self) -> None:
@@ -169,13 +179,21 @@ class UnseenHandler:
                 self._queue.task_done()
 
     def _choose(self, q: Any) -> None:
-        """One queued problem: ranked, the first of its ranking that builds stored as its winner."""
+        """One queued problem on a background thread: ranked; predict: the first of its ranking that builds stored
+        as its winner; measure_top_k: the ranking kept for the problem's next call, which times the shortlist."""
         t0 = time.perf_counter()
         try:
-            ranked, _, query_ms = self.ranked(q)
+            ranked, short, query_ms = self.ranked(q)
             if not ranked:
                 why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
                 self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+                return
+            if self.mode == "measure_top_k":
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._ready[q.key] = (ranked, short, query_ms, time.perf_counter() - t0)
+                    backend.pinned_ask_again(q.key)
                 return
             tries = ranked[:BUILD_TRIES]
             out = backend.engine_search(q.direction, q.problem, (), device=q.device,
@@ -195,10 +213,11 @@ class UnseenHandler:
                                            time.perf_counter() - t0, query_ms=query_ms))
         except Exception as e:  # noqa: BLE001 (a thread's failure is a decision saying why; torch's op stays)
             self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0,
-                                           why=f"predict failed: {type(e).__name__}: {str(e)[:200]}"))
+                                           why=f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"))
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until every queued problem is chosen (True), or `timeout` seconds passed (False)."""
+        """Blocks until every queued problem is ranked (predict: chosen; measure_top_k: ready to be timed at its
+        next call) (True), or `timeout` seconds passed (False)."""
         if not self.background:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -209,19 +228,22 @@ class UnseenHandler:
         return True
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stops the background thread after the problem it is choosing (nothing more is stored)."""
+        """Stops the background threads after the problems they are choosing (nothing more is stored)."""
         with self._lock:
             self._closed = True
-            thread, self._thread = self._thread, None
-        if thread is not None:
+            workers, self._workers = self._workers, []
+            self._ready.clear()
+        if workers:
             while True:  # what is still queued is dropped
                 try:
                     self._queue.get_nowait()
                     self._queue.task_done()
                 except queue.Empty:
                     break
-            self._queue.put(None)
-            thread.join(timeout)
+            for _ in workers:
+                self._queue.put(None)
+            for t in workers:
+                t.join(timeout)
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
         """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
