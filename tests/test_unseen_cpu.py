@@ -153,35 +153,22 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
 
 
-def test_predict_in_the_background_answers_at_once_then_stores_the_first_that_builds(fake_lists, monkeypatch):
+def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_lists, monkeypatch):
     """Note [choosing in the background]: the operator's call gets nothing (torch's op runs, the reason says why) and
-    the problem is queued once; the thread ranks, builds the ranking's first configurations and stores the first that
-    built (here the selector's second: its first is made to fail) as the winner, origin "predicted"."""
+    the problem is queued once; a thread queries and ranks (building nothing) and asks the registry to ask again;
+    the problem's next call gets the selector's ranking, as the first-call handler answers it."""
     plans, calls = fake_lists
     sel = shipped()
-    cands = candidates_of(plans, "float16", False, True)
-    order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
-    first, second = cands[order[0]], cands[order[1]]
-
-    def engine_search(direction, cp, heuristics=(), *a, build=True, exact=(), **k):
-        calls.append((direction, tuple(heuristics), build))
-        if not exact:
-            return backend.EngineSearchOut(plans=tuple(plans), engine_count=len(plans), search_ms=0.1)
-        out = [_plan(e, knobs=tuple(map(tuple, kn)), status="FAILED" if e == first.engine_id else "SUCCESS")
-               for e, kn in exact]
-        return backend.EngineSearchOut(plans=tuple(out), engine_count=len(out), search_ms=0.1)
-
-    stored = []
-    monkeypatch.setattr(unseen_mod.backend, "engine_search", engine_search)
-    monkeypatch.setattr(unseen_mod.backend, "pinned_set", lambda *a: stored.append(a))
+    asked = []
+    monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", asked.append)
     h = UnseenHandler("predict", sel, background=True)
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)  # asked again before the choice is in: queued once
-    assert h.wait(10)
-    assert stored == [("forward float16 x", second.engine_id, [tuple(k) for k in second.knobs], "predicted")]
-    assert calls[0] == ("forward", ("a", "b"), False) and len(calls) == 2  # the lists once, one build of the top 3
-    d = h.decisions[0]
-    assert d.origin == "predicted" and d.offered[0] == second.name and first.name in d.offered
+    assert h.wait(10) and asked == ["forward float16 x"]
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, on the thread, nothing built
+    configs, origin, why = h(_query())
+    assert (configs, origin, why) == UnseenHandler("predict", sel)(_query())  # the first-call handler's answer
+    assert [d.origin for d in h.decisions] == ["predicted"] and h.decisions[0].offered
     h.close()
     assert h(_query()) == ([], "", "no stored winner; the selector's background threads were stopped")
 

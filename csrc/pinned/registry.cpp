@@ -76,6 +76,7 @@ struct Registry {
   std::map<std::string, std::shared_ptr<CountCell>> counts;
   std::unordered_map<Signature, std::shared_ptr<const Entry>, SignatureHash> resolved;  // Note [signatures]
   std::shared_ptr<const MissHandler> miss;  // Note [unseen problems] (pinned.h)
+  uint64_t changes = 0;  // winners set and keys asked again: a resolve that saw it move remembers no fallback
   int64_t built = 0;
 };
 
@@ -173,8 +174,10 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
   Winner win;
   bool have = false, cached = false;
   std::shared_ptr<const MissHandler> miss;
+  uint64_t changes = 0;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
+    changes = r.changes;
     e->cell = cell_for(r, e->key);
     auto w = r.winners.find(e->key);
     if (w == r.winners.end()) {
@@ -210,6 +213,9 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
     if (e->plan) e->why.clear();
   }
   std::lock_guard<std::mutex> lock(r.mutex);
+  // a winner set or an answer readied while the handler was asked (another thread's): this call falls back, the
+  // next resolves again (remembering the fallback would keep the problem on torch's op for good)
+  if (!e->plan && miss && r.changes != changes) return e;
   if (e->plan && miss) {
     auto [w, fresh] = r.winners.emplace(e->key, chosen);
     if (fresh) {
@@ -250,12 +256,14 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
     it = it->first.second == key ? r.plans.erase(it) : std::next(it);
   forget_resolved(r, key);  // only this key's: every other call keeps its one-lookup path
+  ++r.changes;
 }
 
 void pinned_ask_again(const std::string& key) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   forget_resolved(r, key);
+  ++r.changes;
 }
 
 void pinned_clear() {

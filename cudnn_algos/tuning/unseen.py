@@ -93,15 +93,14 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 # torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
 # new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
 # the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
-# THREADS threads query the lists (cuDNN's part without the GIL) and rank. predict: the thread builds the ranking's
-# first few, stores the first that built as the problem's winner (backend.pinned_set, origin "predicted"), and the
-# problem's next call builds its plan and runs it. measure_top_k: the thread keeps the ranking and the shortlist and
-# asks the registry to ask again (backend.pinned_ask_again); the problem's next call times the shortlist there, on
-# its GPU (what the timing needs), and keeps the fastest. What a thread cannot choose stays on torch's op, the
-# decision saying why. wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
+# THREADS threads query the lists (cuDNN's part without the GIL) and rank, keep the ranking (and measure_top_k's
+# shortlist) and ask the registry to ask again (backend.pinned_ask_again). The problem's next call gets the answer
+# on the operator's own thread: predict's ranking, whose first that builds the registry builds and runs;
+# measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a plan: on the H200, threads
+# that built (and dropped) plans while the model ran ended the process with a CUDA error, threads that only queried
+# did not. What a thread cannot rank stays on torch's op, the decision saying why. wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
 # and at exit, so that no thread is inside cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
-BUILD_TRIES = 3  # predict: the ranking's first configurations a background thread tries to build
 THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
 
 
@@ -118,7 +117,7 @@ class UnseenHandler:
         self.decisions: list[Decision] = []
         self.background, self.threads = background, max(1, int(threads))
         self._queued: set[str] = set()
-        self._ready: dict[str, tuple[list[Candidate], list[Candidate], float, float]] = {}  # measure_top_k
+        self._ready: dict[str, tuple[list[Candidate], list[Candidate], float, float]] = {}  # ranked, for next call
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._workers: list[threading.Thread] = []
@@ -132,7 +131,7 @@ class UnseenHandler:
             if ready is None:
                 return self._enqueue(q)
         try:  # per call, no state on self but the decisions (two threads may ask at once: the GIL is released in C++)
-            if self.background:  # measure_top_k, its ranking made by a background thread
+            if self.background:  # the ranking a background thread made
                 ranked, short, query_ms, t0 = ready[0], ready[1], ready[2], t0 - ready[3]
             else:
                 ranked, short, query_ms = self.ranked(q)
@@ -179,8 +178,8 @@ class UnseenHandler:
                 self._queue.task_done()
 
     def _choose(self, q: Any) -> None:
-        """One queued problem on a background thread: ranked; predict: the first of its ranking that builds stored
-        as its winner; measure_top_k: the ranking kept for the problem's next call, which times the shortlist."""
+        """One queued problem on a background thread: ranked, the ranking kept for the problem's next call (which
+        builds predict's pick, or times measure_top_k's shortlist, on the operator's thread)."""
         t0 = time.perf_counter()
         try:
             ranked, short, query_ms = self.ranked(q)
@@ -188,36 +187,18 @@ class UnseenHandler:
                 why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
                 self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
                 return
-            if self.mode == "measure_top_k":
-                with self._lock:
-                    if self._closed:
-                        return
-                    self._ready[q.key] = (ranked, short, query_ms, time.perf_counter() - t0)
-                    backend.pinned_ask_again(q.key)
-                return
-            tries = ranked[:BUILD_TRIES]
-            out = backend.engine_search(q.direction, q.problem, (), device=q.device,
-                                        exact=[(c.engine_id, list(c.knobs)) for c in tries])
-            ok = [c for c, p in zip(tries, out.plans) if p.status == "SUCCESS"] if len(out.plans) == len(tries) else []
-            if not ok:
-                why = f"none of the selector's first {len(tries)} configurations built"
-                self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), "", time.perf_counter() - t0,
-                                               why=why, query_ms=query_ms))
-                return
             with self._lock:
                 if self._closed:  # undo() or another apply() meanwhile: the registry is no longer this handler's
                     return
-                backend.pinned_set(q.key, ok[0].engine_id, [tuple(k) for k in ok[0].knobs], "predicted")
-            offered = (ok[0],) + tuple(c for c in ranked if c != ok[0])
-            self.decisions.append(Decision(q.key, tuple(c.name for c in offered), "predicted",
-                                           time.perf_counter() - t0, query_ms=query_ms))
+                self._ready[q.key] = (ranked, short, query_ms, time.perf_counter() - t0)
+            backend.pinned_ask_again(q.key)
         except Exception as e:  # noqa: BLE001 (a thread's failure is a decision saying why; torch's op stays)
             self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0,
                                            why=f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"))
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until every queued problem is ranked (predict: chosen; measure_top_k: ready to be timed at its
-        next call) (True), or `timeout` seconds passed (False)."""
+        """Blocks until every queued problem is ranked, its choice made at its next call (True), or `timeout`
+        seconds passed (False)."""
         if not self.background:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
