@@ -18,7 +18,10 @@ def run_worker(script: str, args: list[str], timeout: float) -> dict:
         return {"error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
-        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+        err = p.stderr.strip().splitlines() or ["no output"]
+        # the last line alone hides a CUDA error's message (it ends in torch's TORCH_USE_CUDA_DSA advice)
+        named = next((ln for ln in reversed(err) if "Error" in ln), err[-1])
+        return {"error": named[:300], "returncode": p.returncode, "stderr_tail": err[-40:]}
     return json.loads(lines[-1])
 
 

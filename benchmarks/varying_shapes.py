@@ -210,7 +210,8 @@ def main(argv=None) -> int:
     for mode in modes:
         r = results[mode]
         if "error" in r:
-            print(f"{mode:>13}: {r['error']}")
+            print(f"{mode:>13}: {r['error']} (exit status {r.get('returncode')}); its stderr ended:")
+            print("\n".join(f"{'':>15}{ln[:200]}" for ln in r.get("stderr_tail", [])[-8:]))
             continue
         steady = f"{r['steady_cycle_ms']:.1f} ms" if r["steady_cycle_ms"] else "-"
         print(f"{mode:>13}: first pass over the shapes {r['first_pass_s']:.2f} s, steady cycle {steady}, total "

@@ -167,3 +167,20 @@ def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
     with SweepStore(keep) as s:
         assert s.counts()["done"] == 16 + 24 + 16
     assert "kill test: SIGKILLed" in p.stdout
+
+
+def test_a_failed_worker_reports_the_error_line_and_its_stderr(tmp_path):
+    """benchmarks/fresh.run_worker: a worker that dies names the error (not torch's closing advice) and keeps the
+    end of its stderr."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fresh import run_worker
+
+    w = tmp_path / "w.py"
+    w.write_text("import sys\nprint('torch.AcceleratorError: CUDA error: an illegal memory access', file=sys.stderr)\n"
+                 "print('Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.', file=sys.stderr)\n"
+                 "sys.exit(1)\n")
+    r = run_worker(str(w), [], 30)
+    assert r["error"] == "torch.AcceleratorError: CUDA error: an illegal memory access" and r["returncode"] == 1
+    assert r["stderr_tail"][-1].startswith("Compile with")

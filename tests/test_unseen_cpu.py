@@ -293,3 +293,14 @@ def test_show_selector_beside_a_saved_profile(tmp_path):
     assert r.returncode == 0 and "measure_top_3" in r.stdout, r.stderr
     r = run_cli("show", path, "--selector", str(tmp_path / "none.npz"))
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].count("--selector") == 1, r.stderr
+
+
+def test_the_answer_log_names_each_answer_before_it_runs(fake_lists, monkeypatch, tmp_path):
+    """$CUDNN_ALGOS_UNSEEN_LOG: a line per answer (key, origin, first configurations), on disk at once (to find the
+    problem and configuration a crashed process ran last)."""
+    log = tmp_path / "unseen.log"
+    monkeypatch.setenv(unseen_mod.LOG_ENV, str(log))
+    configs, origin, _ = UnseenHandler("predict", shipped())(_query())
+    line = log.read_text().splitlines()
+    assert len(line) == 1 and line[0].split("\t")[1:3] == ["predicted", "forward float16 x"]
+    assert line[0].split("\t")[3].startswith(f"eng{configs[0][0]}")

@@ -9,6 +9,7 @@ lists them (``Applied.keep()`` stores them in a tuning database)."""
 from __future__ import annotations
 
 import atexit
+import os
 import queue
 import statistics
 import threading
@@ -96,12 +97,33 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 # THREADS threads query the lists (cuDNN's part without the GIL) and rank, keep the ranking (and measure_top_k's
 # shortlist) and ask the registry to ask again (backend.pinned_ask_again). The problem's next call gets the answer
 # on the operator's own thread: predict's ranking, whose first that builds the registry builds and runs;
-# measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a plan: on the H200, threads
-# that built (and dropped) plans while the model ran ended the process with a CUDA error, threads that only queried
-# did not. What a thread cannot rank stays on torch's op, the decision saying why. wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
+# measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a plan. What a thread cannot
+# rank stays on torch's op, the decision saying why. On the H200 (docs/selector.md) measure_top_k in the background
+# ran ResNet-50 over 8 new shapes twice, clean; predict in the background ended that run with a CUDA error twice
+# (threads that built plans, then threads that did not), cause not found yet; so apply() chooses in the background
+# by default for measure_top_k only. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed
+# before the operator runs it (the last line before a crash names the problem and configuration). wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
 # and at exit, so that no thread is inside cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
 THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
+
+
+LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
+
+
+def _log_answer(key: str, origin: str, ranked: Sequence[Candidate]) -> None:
+    """With $CUDNN_ALGOS_UNSEEN_LOG set: one line per answer (problem key, origin, its first three configurations),
+    on disk before the operator builds and runs it."""
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a") as f:
+            f.write(f"{time.time():.3f}\t{origin}\t{key}\t{' | '.join(c.name for c in ranked[:3])}\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        pass  # a log that cannot be written never stops the model's call
 
 
 class UnseenHandler:
@@ -149,6 +171,7 @@ class UnseenHandler:
             return [], "", why
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
                                        tuple(timed), query_ms=query_ms))
+        _log_answer(q.key, origin, ranked)
         return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
 
     def _enqueue(self, q: Any) -> tuple[list, str, str]:
