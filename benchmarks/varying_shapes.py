@@ -73,7 +73,8 @@ def worker(a) -> dict:
         for ext in ("", "-wal", "-shm"):
             Path(str(Path(a.db).with_suffix(f".{a.mode}.sqlite")) + ext).unlink(missing_ok=True)
         handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(f".{a.mode}.sqlite")), unseen=a.mode,
-                                   selector=None if a.selector == "shipped" else a.selector)
+                                   selector=None if a.selector == "shipped" else a.selector,
+                                   background={"on": True, "off": False}.get(a.background))
     elif a.mode == KEPT:
         handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(".measure_top_k.sqlite")))
     cycle = shapes(a.batches, a.sizes)
@@ -173,6 +174,8 @@ def main(argv=None) -> int:
     p.add_argument("--tune-budget-s", type=float, default=None, help="tune: start no search after this many seconds "
                    "(problems left untuned run torch's op under apply(), counted as fallbacks)")
     p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
+    p.add_argument("--background", choices=["default", "on", "off"], default="default",
+                   help="predict / measure_top_k: choose in background threads or at the first call (default: apply's)")
     p.add_argument("--selector", help="a selector (.npz), or 'shipped' (the package's for this GPU): also the modes "
                    "predict and measure_top_k (apply() with no tuning)")
     p.add_argument("--modes", help="comma-separated: only these modes (default: off,on,apply, and with --selector "
@@ -186,7 +189,7 @@ def main(argv=None) -> int:
         print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
         return 0
     common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
-              "--db", a.db, "--tune-search", a.tune_search] + (["--why"] if a.why else [])
+              "--db", a.db, "--tune-search", a.tune_search, "--background", a.background] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
     modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())
     bad = [m for m in modes if m not in MODES + UNSEEN_MODES + (KEPT,) or (m in UNSEEN_MODES and not a.selector)
