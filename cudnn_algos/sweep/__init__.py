@@ -4,5 +4,5 @@ from .driver import NO_DASK, SweepResult, dask_key, local_cluster, sweep, todo_o
 from .store import SweepStore
 from .tasks import DIE_ONCE_ENV, dry_run_measure, measure_task, task_key, tasks_of
 
-__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "todo_of", "dask_key", "measure_task", "dry_run_measure", "tasks_of",
-           "task_key", "DIE_ONCE_ENV", "NO_DASK"]
+__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "todo_of", "dask_key", "measure_task",
+           "dry_run_measure", "tasks_of", "task_key", "DIE_ONCE_ENV", "NO_DASK"]

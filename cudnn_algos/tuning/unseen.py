@@ -1,11 +1,12 @@
 """``apply(model, unseen=...)``: what the pinned operator runs for a problem the tuning database lacks (Note [unseen
 problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
 configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
-then on: one plan built, nothing timed; by default chosen in a background thread (Note [choosing in the
-background]), torch's op running the problem's calls until the choice is in. "measure_top_k": the selector's shortlist of k (its first k - 1 and
-cuDNN's own first, Selector.shortlist) is built and timed on fresh random operands at the problem's first call
-(CUDA events around back-to-back calls, as torch's benchmark mode times its candidates), the fastest kept. Either way the choice is made once per problem and process; ``Applied.decisions()``
-lists them (``Applied.keep()`` stores them in a tuning database)."""
+then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
+own first, Selector.shortlist) is built and timed on fresh random operands (CUDA events around back-to-back calls,
+as torch's benchmark mode times its candidates), the fastest kept. The lists are queried and ranked at the
+problem's first call, or in background threads while torch's op runs it (Note [choosing in the background]:
+measure_top_k's default). Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
+them (``Applied.keep()`` stores them in a tuning database)."""
 from __future__ import annotations
 
 import atexit
@@ -102,8 +103,9 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 # ran ResNet-50 over 8 new shapes twice, clean; predict in the background ended that run with a CUDA error twice
 # (threads that built plans, then threads that did not), cause not found yet; so apply() chooses in the background
 # by default for measure_top_k only. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed
-# before the operator runs it (the last line before a crash names the problem and configuration). wait() blocks until nothing is queued; close() stops the threads (undo(), the next apply(),
-# and at exit, so that no thread is inside cuDNN when the interpreter goes).
+# before the operator runs it (the last line before a crash names the problem and configuration). wait() blocks
+# until nothing is queued; close() stops the threads (undo(), the next apply(), and at exit, so that no thread is
+# inside cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
 THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
 
