@@ -1,4 +1,5 @@
-"""Does benchmark mode pay for itself when input sizes vary? ResNet-50 training steps over a cycle of input shapes
+"""Does benchmark mode pay for itself when input sizes vary? ResNet-50 training steps (--model retinanet: a
+detection-style model, RetinaNet's backbone with FPN and its heads) over a cycle of input shapes
 (batch sizes x resolutions, as detection and segmentation training sees), with torch's benchmark mode off, on, and
 apply() on a database tuned beforehand for every shape; with --selector, also apply() with no tuning at all
 (``unseen="predict"``: a selector's pick among cuDNN's heuristic lists, built at each problem's first call;
@@ -38,14 +39,42 @@ def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
     return [(int(b), int(s)) for b, s in itertools.product(batches.split(","), sizes.split(","))]
 
 
-def _model(cl: bool):
+MODELS = {"resnet50": "ResNet-50", "retinanet": "RetinaNet's ResNet-50-FPN backbone and dense head"}
+
+
+def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
+    """ResNet-50, or a detection-style model: RetinaNet's ResNet-50 backbone with FPN and its classification and box
+    heads on every level (cudnn_algos.corpus.backbone_and_head, as the corpus's detection family)."""
     import torch
 
-    from cudnn_algos.zoo import BUILTIN_MODELS
-
     torch.manual_seed(0)
-    model = BUILTIN_MODELS["resnet50"][0]().cuda()
+    if name == "retinanet":
+        from cudnn_algos.corpus import backbone_and_head
+
+        model = backbone_and_head("retinanet_resnet50_fpn").to(device)
+    else:
+        from cudnn_algos.zoo import BUILTIN_MODELS
+
+        model = BUILTIN_MODELS["resnet50"][0]().to(device)
     return model.to(memory_format=torch.channels_last) if cl else model
+
+
+def _loss(out, target):
+    """ResNet-50: cross entropy on its logits; the detection-style model: the mean square of every head output (its
+    convolutions' forward and backward are what is timed, not a detection loss)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return torch.nn.functional.cross_entropy(out.float(), target)
+
+    def tensors(o):  # the heads answer a dict (RetinaNet) or lists per level (the R-CNNs' RPN head)
+        if isinstance(o, torch.Tensor):
+            yield o
+        else:
+            for v in o.values() if isinstance(o, dict) else o:
+                yield from tensors(v)
+
+    return sum(t.float().square().mean() for t in tensors(out))
 
 
 def _input(b: int, s: int, cl: bool):
@@ -64,7 +93,7 @@ def worker(a) -> dict:
     torch.backends.cudnn.benchmark = a.mode == "on"
     cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
     torch.zeros(1, device="cuda")
-    model = _model(cl)
+    model = _model(cl, a.model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     handle = None
     if a.mode == "apply":
@@ -87,7 +116,7 @@ def worker(a) -> dict:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.float16, enabled=cl):
-            loss = torch.nn.functional.cross_entropy(model(x).float(), t)
+            loss = _loss(model(x), t)
         loss.backward()
         opt.step()
         host.append(time.perf_counter() - t0)
@@ -122,7 +151,7 @@ def tune_worker(a) -> dict:
     import cudnn_algos
 
     cl = a.config == "fp16-nhwc"
-    model = _model(cl)
+    model = _model(cl, a.model)
     t0 = time.perf_counter()
     total = {"searched": 0, "already": 0, "failed": 0, "interrupted": False, "build_s": 0.0}
     for b, s in shapes(a.batches, a.sizes):
@@ -164,6 +193,8 @@ def plot(results: dict, path: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="resnet50", choices=sorted(MODELS),
+                   help="resnet50, or retinanet (a detection-style model: try --batches 2,4 --sizes 512,576,640,704)")
     p.add_argument("--config", default="fp16-nhwc", choices=["fp16-nhwc", "fp32"])
     p.add_argument("--batches", default="16,32,48,64")
     p.add_argument("--sizes", default="192,224")
@@ -188,7 +219,7 @@ def main(argv=None) -> int:
         a.mode = a.worker
         print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
         return 0
-    common = ["--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
+    common = ["--model", a.model, "--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
               "--db", a.db, "--tune-search", a.tune_search, "--background", a.background] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
     modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())
@@ -206,7 +237,8 @@ def main(argv=None) -> int:
     if a.plot:
         plot(results, a.plot)
     n = len(shapes(a.batches, a.sizes))
-    print(f"ResNet-50 {a.config}, {n} shapes (batch {a.batches} x size {a.sizes}), {a.cycles} cycles, fresh "
+    print(f"varying shapes: {MODELS[a.model]} {a.config}, {n} shapes (batch {a.batches} x size {a.sizes}), "
+          f"{a.cycles} cycles, fresh "
           f"process per mode:")
     if results["tune"]:
         print(f"tune: {results['tune']}")

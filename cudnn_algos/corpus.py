@@ -172,7 +172,7 @@ FAMILIES: dict[str, dict[str, tuple[Callable[[], Any], tuple[int, ...]]]] = {
         "vgg11", "vgg16", "densenet121", "densenet169", "googlenet", "alexnet", "convnext_tiny", "convnext_small")},
     "torchvision-segmentation": {m: (_tv(m, weights_backbone=None, aux_loss=False), (3, 512, 512)) for m in (
         "fcn_resnet50", "deeplabv3_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")},
-    "torchvision-detection": {m: (lambda m=m: _backbone_and_head(m), (3, 512, 512)) for m in (
+    "torchvision-detection": {m: (lambda m=m: backbone_and_head(m), (3, 512, 512)) for m in (
         "fasterrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "fcos_resnet50_fpn", "maskrcnn_resnet50_fpn")},
     "torchvision-video": {**{m: (_tv(m), (3, 16, 112, 112)) for m in ("r3d_18", "mc3_18", "r2plus1d_18")},
                           "s3d": (_tv("s3d"), (3, 16, 224, 224))},
@@ -227,7 +227,7 @@ def _audio(which: str) -> Any:
     return Frames()
 
 
-def _backbone_and_head(name: str) -> Any:
+def backbone_and_head(name: str) -> Any:
     """A detection model's convolutions on a fixed input: its backbone with FPN, then its dense head on every FPN
     level (the RPN head for the R-CNNs, the classification and box heads for RetinaNet and FCOS)."""
     import torch.nn as nn

@@ -184,3 +184,18 @@ def test_a_failed_worker_reports_the_error_line_and_its_stderr(tmp_path):
     r = run_worker(str(w), [], 30)
     assert r["error"] == "torch.AcceleratorError: CUDA error: an illegal memory access" and r["returncode"] == 1
     assert r["stderr_tail"][-1].startswith("Compile with")
+
+
+def test_varying_shapes_detection_style_model_trains_on_the_cpu():
+    """benchmarks/varying_shapes.py --model retinanet: the detection-style model (RetinaNet's backbone with FPN and
+    its heads) builds, its loss is a finite scalar and reaches every convolution's weight (its timing is the
+    device's)."""
+    import torch
+
+    vs = _load("varying_shapes")
+    model = vs._model(False, "retinanet", device="cpu")
+    loss = vs._loss(model(torch.randn(1, 3, 64, 64)), None)
+    loss.backward()
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert loss.dim() == 0 and torch.isfinite(loss) and len(convs) > 60
+    assert all(m.weight.grad is not None for m in convs)
