@@ -84,8 +84,8 @@ class Applied:
             self._handler = None
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Choosing in the background: blocks until every unseen problem met so far is ranked (predict: its pick
-        stored; measure_top_k: timed at its next call) (True), or `timeout` seconds passed (False). Else True."""
+        """Choosing in the background: blocks until every unseen problem met so far is ranked, its choice then made
+        at its next call (True), or `timeout` seconds passed (False). Otherwise True at once."""
         return self._handler.wait(timeout) if self._handler is not None else True
 
     def decisions(self) -> list[Decision]:
@@ -193,7 +193,7 @@ class Applied:
         lines = [f"apply: {len(self.modules)} modules, {self.winners} stored winners loaded from {self.db}; calls: "
                  f"{tot['pinned']} ran a stored configuration, {tot['torch_winner']} torch's op (stored winner), "
                  f"{tot['fallback']} fell back to torch's op"
-                 + (f"; unseen={self.unseen}: {chosen} problems chosen at their first call" if self._handler else "")]
+                 + (f"; unseen={self.unseen}: {chosen} problems chosen" if self._handler else "")]
         lines += [f"  fallback x{x['fallback']}: {x['reason']}: {x['key']}" for x in c if x["fallback"]]
         lines += [f"  not chosen: {d.why}: {d.key}" for d in self.decisions() if not d.origin]
         lines += [f"  not applied: {n}: {why}" for n, why in self.skipped.items()]
