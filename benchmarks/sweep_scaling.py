@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cudnn_algos.choices import DIRECTIONS  # noqa: E402
+
 
 def warm_worker(dry_run: bool) -> int:
     """On a worker: torch, CUDA and cuDNN loaded and one small problem measured, so the timed sweep measures."""
@@ -34,7 +36,7 @@ def warm_worker(dry_run: bool) -> int:
         from cudnn_algos.sweep import measure_task
 
         spec = ConvSpec(8, 8, (3, 3), padding=1)
-        for direction in ("forward", "backward_data", "backward_filter"):
+        for direction in DIRECTIONS:
             measure_task({"key": "warm-up", "spec": spec.to_dict(), "input_shape": [2, 8, 16, 16], "dtype": "float16",
                           "memory_format": "channels_last", "direction": direction}, {"legacy": True})
     return os.getpid()
@@ -79,7 +81,7 @@ def kill_test(problems, store: str, n: int, workers: int, after_s: float, option
 
     with SweepStore(store) as s:
         before = s.keys()
-    todo = todo_of(problems, before, ("forward", "backward_data", "backward_filter"), 0)[2][:n]
+    todo = todo_of(problems, before, DIRECTIONS, 0)[2][:n]  # the list sweep() runs below
     by_dask_key = {dask_key(i): t["key"] for i, t in enumerate(todo)}
     c, client = cluster(workers, dry_run)
     killed: dict = {}

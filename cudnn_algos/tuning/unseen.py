@@ -160,21 +160,28 @@ class UnseenHandler:
             else:
                 ranked, short, query_ms = self.ranked(q)
             if not ranked:
-                why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
-                self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
-                return [], "", why
+                return [], "", self._not_chosen(q, t0, self._nothing_why())
             origin, timed = "predicted", ()
             if self.mode == "measure_top_k":
                 ranked, timed = self.timed(q, ranked, short)
                 origin = "measured_top_k"
         except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
-            why = f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"
-            self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
-            return [], "", why
+            return [], "", self._not_chosen(q, t0, self._failed_why(e))
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
                                        tuple(timed), query_ms=query_ms))
         _log_answer(q.key, origin, ranked)
         return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
+
+    def _not_chosen(self, q: Any, t0: float, why: str) -> str:
+        """A problem left on torch's op: its decision says why (returned)."""
+        self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+        return why
+
+    def _nothing_why(self) -> str:
+        return f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
+
+    def _failed_why(self, e: Exception) -> str:
+        return f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"
 
     def _enqueue(self, q: Any) -> tuple[list, str, str]:
         """Note [choosing in the background]: queued once per problem; the operator's call runs torch's op."""
@@ -209,8 +216,7 @@ class UnseenHandler:
         try:
             ranked, short, query_ms = self.ranked(q)
             if not ranked:
-                why = f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
-                self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0, why=why))
+                self._not_chosen(q, t0, self._nothing_why())
                 return
             with self._lock:
                 if self._closed:  # undo() or another apply() meanwhile: the registry is no longer this handler's
@@ -218,8 +224,7 @@ class UnseenHandler:
                 self._ready[q.key] = (ranked, short, query_ms, time.perf_counter() - t0)
             backend.pinned_ask_again(q.key)
         except Exception as e:  # noqa: BLE001 (a thread's failure is a decision saying why; torch's op stays)
-            self.decisions.append(Decision(q.key, (), "", time.perf_counter() - t0,
-                                           why=f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"))
+            self._not_chosen(q, t0, self._failed_why(e))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until every queued problem is ranked, its choice made at its next call (True), or `timeout`
