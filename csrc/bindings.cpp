@@ -53,22 +53,31 @@ Mode parse_mode(const std::string& s) {
   return parse(s, "mode", t);
 }
 
+// The name of `value` in `table` (the inverse of parse).
+template <typename E, size_t N>
+const char* name_of(E value, const std::array<std::pair<const char*, E>, N>& table) {
+  for (const auto& [name, e] : table)
+    if (e == value) return name;
+  throw std::invalid_argument("a value with no name in its table");
+}
+
+constexpr std::array<std::pair<const char*, cudnnMathType_t>, 4> kMaths{
+    {{"default", CUDNN_DEFAULT_MATH},
+     {"tensor_op", CUDNN_TENSOR_OP_MATH},
+     {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+     {"fma", CUDNN_FMA_MATH}}};
+constexpr std::array<std::pair<const char*, Layout>, 2> kLayouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
+
 cudnnMathType_t parse_math(const std::string& s) {
-  static const std::array<std::pair<const char*, cudnnMathType_t>, 4> t{
-      {{"default", CUDNN_DEFAULT_MATH},
-       {"tensor_op", CUDNN_TENSOR_OP_MATH},
-       {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
-       {"fma", CUDNN_FMA_MATH}}};
-  return parse(s, "math", t);
+  return parse(s, "math", kMaths);
 }
 
 ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
                          std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
                          std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math) {
-  static const std::array<std::pair<const char*, Layout>, 2> layouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
   ConvProblem p;
   p.dtype = dtype_info(dtype).cudnn;
-  p.layout = parse(layout, "layout", layouts);
+  p.layout = parse(layout, "layout", kLayouts);
   p.x_dims = std::move(x);
   p.w_dims = std::move(w);
   p.y_dims = std::move(y);
@@ -257,7 +266,21 @@ void bind_problem(py::module_& m) {
       .def(py::init(&make_problem), py::arg("dtype"), py::arg("layout"), py::arg("x"), py::arg("w"), py::arg("y"),
            py::arg("padding"), py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("math"))
       .def("describe", &ConvProblem::describe)
-      .def("__repr__", [](const ConvProblem& p) { return "<ConvProblem " + p.describe() + ">"; });
+      .def("__repr__", [](const ConvProblem& p) { return "<ConvProblem " + p.describe() + ">"; })
+      // pickled as its constructor's arguments (a problem sent to another process: tuning/lists_process.py)
+      .def(py::pickle(
+          [](const ConvProblem& p) {
+            return py::make_tuple(dtype_info(p.dtype).value().name, name_of(p.layout, kLayouts), p.x_dims, p.w_dims,
+                                  p.y_dims, p.padding, p.stride, p.dilation, p.groups, name_of(p.math, kMaths));
+          },
+          [](const py::tuple& t) {
+            if (t.size() != 10) throw std::invalid_argument("a pickled ConvProblem has 10 fields");
+            return make_problem(t[0].cast<std::string>(), t[1].cast<std::string>(),
+                                t[2].cast<std::vector<int64_t>>(), t[3].cast<std::vector<int64_t>>(),
+                                t[4].cast<std::vector<int64_t>>(), t[5].cast<std::vector<int>>(),
+                                t[6].cast<std::vector<int>>(), t[7].cast<std::vector<int>>(), t[8].cast<int>(),
+                                t[9].cast<std::string>());
+          }));
 
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
   m.def("versions", &versions);

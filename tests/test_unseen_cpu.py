@@ -1,8 +1,10 @@
 """CPU: apply(unseen=...)'s parts that need no GPU — argument checks, the shipped selector's lookup, the selector's
 shortlist and reach rules on hand-made candidates, and the unseen-problem handler driven by a stand-in for cuDNN's
-heuristic lists (backend.engine_search replaced by a function returning hand-made configurations: no cuDNN, no GPU;
-what the handler answers is checked against the selector's own ranking). The operator asking the handler, and the
-choices' outputs against torch, are GPU tests (tests/test_gpu_apply.py)."""
+heuristic lists (backend.engine_search replaced by a function returning hand-made configurations, asked through the
+helper process's own query and reply code in this process: no cuDNN, no GPU; what the handler answers is checked
+against the selector's own ranking), and the helper process itself started for real (its answers on a machine with
+no GPU are cuDNN's errors, which is what the test checks). The operator asking the handler, and the choices' outputs
+against torch, are GPU tests (tests/test_gpu_apply.py)."""
 import math
 from types import SimpleNamespace
 
@@ -12,8 +14,10 @@ import torch
 
 import cudnn_algos
 from cudnn_algos import backend
+from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
 from cudnn_algos.selector.model import REACH, heuristic_order
+from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
 from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
 
@@ -124,8 +128,30 @@ def test_candidates_drop_what_torch_would_not_run_and_repeats():
     assert candidates_of(plans, "float16", False, True)[0].encoded == (1, {}, {"a": 0})
 
 
+class ListsHere:
+    """ListsProcess's stand-in: each query answered in this process by the helper's own answer() and read back by
+    ListsProcess's listed_of(), with backend.engine_search (the tests replace it) as cuDNN."""
+
+    made = 0
+
+    def __init__(self):
+        ListsHere.made += 1
+
+    def ask(self, direction, problem, lists, device):
+        return lists_process.listed_of(lists_process.answer(("ask", direction, problem, tuple(lists), device),
+                                                            backend.engine_search))
+
+    def close(self):
+        pass
+
+
 @pytest.fixture
-def fake_lists(monkeypatch):
+def lists_here(monkeypatch):
+    monkeypatch.setattr(unseen_mod, "ListsProcess", ListsHere)
+
+
+@pytest.fixture
+def fake_lists(monkeypatch, lists_here):
     """backend.engine_search replaced: the heuristic lists answer these hand-made configurations (no cuDNN)."""
     plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
              for i, e in enumerate(ENG)]
@@ -220,7 +246,7 @@ def test_a_failing_selector_is_an_answer_saying_why_never_an_exception(fake_list
     assert h.decisions[0].why.endswith("model file damaged") and not h.decisions[0].origin
 
 
-def test_nothing_torch_would_run_is_an_empty_answer(monkeypatch):
+def test_nothing_torch_would_run_is_an_empty_answer(monkeypatch, lists_here):
     monkeypatch.setattr(unseen_mod.backend, "engine_search", lambda *a, **k: backend.EngineSearchOut(
         plans=(_plan(1, notes=(1,), ranks=(("heuristic_a", 0),)),), engine_count=1, search_ms=0.1))
     configs, origin, why = UnseenHandler("predict", shipped())(_query())
@@ -304,3 +330,76 @@ def test_the_answer_log_names_each_answer_before_it_runs(fake_lists, monkeypatch
     line = log.read_text().splitlines()
     assert len(line) == 1 and line[0].split("\t")[1:3] == ["predicted", "forward float16 x"]
     assert line[0].split("\t")[3].startswith(f"eng{configs[0][0]}")
+
+
+def test_the_handler_asks_in_one_helper_started_once_and_here_when_told(fake_lists):
+    plans, calls = fake_lists
+    ListsHere.made = 0
+    h = UnseenHandler("predict", shipped())
+    h.start()
+    a = h(_query())
+    assert ListsHere.made == 1 and h(_query()) == a and ListsHere.made == 1  # one helper, asked per problem
+    h.close()
+    here = UnseenHandler("predict", shipped(), lists_in="here")  # backend.engine_search in this process
+    assert here(_query()) == a and ListsHere.made == 1
+    with pytest.raises(ValueError, match="lists_in='elsewhere' must be one of: 'process', 'here'"):
+        UnseenHandler("predict", shipped(), lists_in="elsewhere")
+
+
+def test_a_helper_that_cannot_answer_is_a_decision_saying_why(monkeypatch):
+    class Dead:
+        def ask(self, *a):
+            raise lists_process.ListsProcessError("the helper process asking cuDNN's lists: it ended (exit status -9)")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(unseen_mod, "ListsProcess", Dead)
+    configs, origin, why = UnseenHandler("predict", shipped())(_query())
+    assert configs == [] and origin == "" and why.endswith("it ended (exit status -9)")
+
+
+def test_the_helper_replies_rows_the_handler_reads_back():
+    """answer() and listed_of(): a configuration's fields survive the reply; an error reply raises saying why."""
+    plan = _plan(7, knobs=((2, 1), (5, 0)), notes=(3,), ranks=(("heuristic_a", 2),))
+
+    def search(direction, problem, lists, device, build):
+        assert (direction, lists, device, build) == ("backward_data", ["a", "b"], 1, False)
+        return backend.EngineSearchOut(plans=(plan,), engine_count=1, search_ms=2.5)
+
+    rows, ms = lists_process.listed_of(lists_process.answer(("ask", "backward_data", None, ("a", "b"), 1), search))
+    assert ms == 2.5 and rows == [lists_process.Listed(7, ((2, 1), (5, 0)), "NOT_BUILT", (3,), (("heuristic_a", 2),))]
+    assert candidates_of(rows, "float16", False, True)[0].encoded == (7, {"TILE_SIZE": 1, "KBLOCK": 0}, {"a": 2})
+
+    def broken(*a, **k):
+        raise RuntimeError("CUDNN_STATUS_BAD_PARAM\nmore lines")
+
+    with pytest.raises(lists_process.ListsProcessError, match="RuntimeError: CUDNN_STATUS_BAD_PARAM$"):
+        lists_process.listed_of(lists_process.answer(("ask", "forward", None, ("a",), 0), broken))
+
+
+def test_the_helper_process_starts_answers_and_ends():
+    """The real helper: a ConvProblem pickled to it, cuDNN's answer (on a machine with no GPU, its error) back; a
+    helper killed is an error naming its exit status; closed, it is asked no more."""
+    import os
+    import pickle
+    import signal
+
+    cp = backend.conv_problem(make_problem(torch.nn.Conv2d(8, 4, 3), (2, 8, 5, 5), "float16",
+                                                       "channels_last"))
+    assert pickle.loads(pickle.dumps(cp)).describe() == cp.describe()
+    lp = lists_process.ListsProcess()
+    try:
+        if torch.cuda.is_available():
+            rows, ms = lp.ask("forward", cp, ["a"], 0)
+            assert rows and ms > 0
+        else:
+            with pytest.raises(lists_process.ListsProcessError, match="cuDNN's lists in the helper process: "):
+                lp.ask("forward", cp, ["a"], 0)
+        os.kill(lp.pid, signal.SIGKILL)
+        with pytest.raises(lists_process.ListsProcessError, match=r"it ended \(exit status -9\)"):
+            lp.ask("forward", cp, ["a"], 0)
+        with pytest.raises(lists_process.ListsProcessError, match="was closed"):
+            lp.ask("forward", cp, ["a"], 0)
+    finally:
+        lp.close()

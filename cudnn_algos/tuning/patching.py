@@ -247,11 +247,12 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     or its .npz file) ranks fastest among cuDNN's heuristic lists (built at the problem's first call, nothing
     timed), or with ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own
     first) timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU
-    architecture and cuDNN version (ValueError where it ships none). background (default: True for measure_top_k,
-    False for predict): cuDNN's lists are queried and ranked in background threads while torch's op runs the
-    problem's first calls (Note [choosing in the background] in tuning/unseen.py; ``Applied.wait()`` waits for
-    them), predict's pick then runs from the next call and measure_top_k times its shortlist at that call; False:
-    all of it at the problem's first call.
+    architecture and cuDNN version (ValueError where it ships none). cuDNN's lists are asked in a helper process
+    started now (one more CUDA context while the handle lives: Note [lists in a helper process] in
+    tuning/lists_process.py). background (default True): the lists are asked and ranked in background threads
+    while torch's op runs the problem's first calls (Note [choosing in the background] in tuning/unseen.py;
+    ``Applied.wait()`` waits for them), predict's pick then runs from the next call and measure_top_k times its
+    shortlist at that call; False: all of it at the problem's first call.
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
     check_unseen(unseen, k)
     if background is not None and not isinstance(background, bool):
@@ -274,8 +275,10 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
             except CudaUnavailableError:  # no GPU: the operator's CPU kernel is torch's, nothing is chosen
                 family = None
             sel = Selector.shipped(family) if family else None
-        bg = unseen == "measure_top_k" if background is None else background  # Note [choosing in the background]
+        bg = True if background is None else background  # Note [choosing in the background]
         handler = UnseenHandler(unseen, sel, k, background=bg) if sel is not None else None
+        if handler is not None:
+            handler.start()  # the helper process imports torch while the model gets ready
         _ACTIVE = handler
     store, own = open_db(db)
     try:

@@ -3,9 +3,9 @@ problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallba
 configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
 then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
 own first, Selector.shortlist) is built and timed on fresh random operands (CUDA events around back-to-back calls,
-as torch's benchmark mode times its candidates), the fastest kept. The lists are queried and ranked at the
-problem's first call, or in background threads while torch's op runs it (Note [choosing in the background]:
-measure_top_k's default). Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
+as torch's benchmark mode times its candidates), the fastest kept. The lists are queried in a helper process (Note
+[lists in a helper process] in lists_process.py) and ranked in background threads while torch's op runs the
+problem's first call (Note [choosing in the background], the default), or all at that first call. Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
 them (``Applied.keep()`` stores them in a tuning database)."""
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ from .. import backend
 from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
 from ..selector.features import RANKED_LISTS, positions
 from ..spec import ConvSpec
+from .lists_process import Listed, ListsProcess, ListsProcessError
 
 UNSEEN = ("torch", "predict", "measure_top_k")
+LISTS_IN = ("process", "here")  # where the handler asks cuDNN's lists (Note [lists in a helper process])
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
 
 
@@ -73,7 +75,7 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
 
 
-def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool, allow_tf32: bool
+def candidates_of(plans: Sequence[backend.Plan | Listed], dtype: str, deterministic: bool, allow_tf32: bool
                   ) -> list[Candidate]:
     """The distinct configurations of the heuristic lists' answer that torch would accept (engines.torch_filter),
     in the order the lists gave them."""
@@ -95,17 +97,16 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 # torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
 # new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
 # the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
-# THREADS threads query the lists (cuDNN's part without the GIL) and rank, keep the ranking (and measure_top_k's
-# shortlist) and ask the registry to ask again (backend.pinned_ask_again). The problem's next call gets the answer
-# on the operator's own thread: predict's ranking, whose first that builds the registry builds and runs;
-# measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a plan. What a thread cannot
-# rank stays on torch's op, the decision saying why. On the H200 (docs/selector.md) measure_top_k in the background
-# ran ResNet-50 over 8 new shapes twice, clean; predict in the background ended that run with a CUDA error twice
-# (threads that built plans, then threads that did not), cause not found yet; so apply() chooses in the background
-# by default for measure_top_k only. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed
-# before the operator runs it (the last line before a crash names the problem and configuration). wait() blocks
-# until nothing is queued; close() stops the threads (undo(), the next apply(), and at exit, so that no thread is
-# inside cuDNN when the interpreter goes).
+# THREADS threads have the lists asked (in the helper process, Note [lists in a helper process] in
+# lists_process.py: B's query opens a CUDA stream capture, which fails the model's own synchronizing calls if it
+# happens in the model's process) and rank, keep the ranking (and measure_top_k's shortlist) and ask the registry
+# to ask again (backend.pinned_ask_again). The problem's next call gets the answer on the operator's own thread:
+# predict's ranking, whose first that builds the registry builds and runs; measure_top_k's shortlist timed there,
+# on its GPU, the fastest kept. No thread builds a plan. What a thread cannot rank stays on torch's op, the decision
+# saying why. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed before the operator runs it
+# (the last line before a crash names the problem and configuration). wait() blocks until nothing is queued;
+# close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
+# cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
 THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
 
@@ -135,8 +136,13 @@ class UnseenHandler:
     Note [choosing in the background]."""
 
     def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
-                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS):
+                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS,
+                 lists_in: str = "process"):
+        if lists_in not in LISTS_IN:
+            raise ValueError(f"lists_in={lists_in!r} must be one of: {', '.join(map(repr, LISTS_IN))}")
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
+        self.lists_in = lists_in  # Note [lists in a helper process]: "process", or "here" (this process)
+        self._helper: ListsProcess | None = None
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
         self.background, self.threads = background, max(1, int(threads))
@@ -238,12 +244,30 @@ class UnseenHandler:
             time.sleep(0.005)
         return True
 
+    def start(self) -> None:
+        """Starts the helper process that asks cuDNN's lists (Note [lists in a helper process]) now, so that it is
+        ready by the first unseen problem (otherwise it starts then)."""
+        if self.lists_in == "process":
+            self._lists_process()
+
+    def _lists_process(self) -> ListsProcess:
+        with self._lock:
+            if self._closed:
+                raise ListsProcessError("the handler was closed")
+            if self._helper is None:
+                self._helper = ListsProcess()
+            return self._helper
+
     def close(self, timeout: float = 10.0) -> None:
-        """Stops the background threads after the problems they are choosing (nothing more is stored)."""
+        """Stops the background threads after the problems they are choosing (nothing more is stored) and ends the
+        helper process."""
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
             self._ready.clear()
+            helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.close()
         if workers:
             while True:  # what is still queued is dropped
                 try:
@@ -261,14 +285,18 @@ class UnseenHandler:
         shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms."""
         from ..selector import problem_features
 
-        out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
-        cands = candidates_of(out.plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
+        if self.lists_in == "here":
+            out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
+            plans, search_ms = out.plans, out.search_ms
+        else:
+            plans, search_ms = self._lists_process().ask(str(q.direction), q.problem, self.lists, int(q.device))
+        cands = candidates_of(plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
         if len(cands) < 2:
-            return cands, cands, out.search_ms
+            return cands, cands, search_ms
         feats, enc = problem_features(*query_problem(q)), [c.encoded for c in cands]
         order = self.selector.rank(feats, enc)
         short = self.selector.shortlist(feats, enc, self.k, order) if self.mode == "measure_top_k" else []
-        return [cands[i] for i in order], [cands[i] for i in short], out.search_ms
+        return [cands[i] for i in order], [cands[i] for i in short], search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
                                                                                    list[float | None]]:
