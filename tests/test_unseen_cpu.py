@@ -138,7 +138,7 @@ class ListsHere:
         ListsHere.made += 1
 
     def ask(self, direction, problem, lists, device):
-        return lists_process.listed_of(lists_process.answer(("ask", direction, problem, tuple(lists), device),
+        return lists_process.listed_of(lists_process.answer((0, direction, problem, tuple(lists), device),
                                                             backend.engine_search))
 
     def close(self):
@@ -367,7 +367,7 @@ def test_the_helper_replies_rows_the_handler_reads_back():
         assert (direction, lists, device, build) == ("backward_data", ["a", "b"], 1, False)
         return backend.EngineSearchOut(plans=(plan,), engine_count=1, search_ms=2.5)
 
-    rows, ms = lists_process.listed_of(lists_process.answer(("ask", "backward_data", None, ("a", "b"), 1), search))
+    rows, ms = lists_process.listed_of(lists_process.answer((0, "backward_data", None, ("a", "b"), 1), search))
     assert ms == 2.5 and rows == [lists_process.Listed(7, ((2, 1), (5, 0)), "NOT_BUILT", (3,), (("heuristic_a", 2),))]
     assert candidates_of(rows, "float16", False, True)[0].encoded == (7, {"TILE_SIZE": 1, "KBLOCK": 0}, {"a": 2})
 
@@ -375,12 +375,12 @@ def test_the_helper_replies_rows_the_handler_reads_back():
         raise RuntimeError("CUDNN_STATUS_BAD_PARAM\nmore lines")
 
     with pytest.raises(lists_process.ListsProcessError, match="RuntimeError: CUDNN_STATUS_BAD_PARAM$"):
-        lists_process.listed_of(lists_process.answer(("ask", "forward", None, ("a",), 0), broken))
+        lists_process.listed_of(lists_process.answer((0, "forward", None, ("a",), 0), broken))
 
 
 def test_the_helper_process_starts_answers_and_ends():
     """The real helper: a ConvProblem pickled to it, cuDNN's answer (on a machine with no GPU, its error) back; a
-    helper killed is an error naming its exit status; closed, it is asked no more."""
+    helper killed is an error naming its exit status, then and after."""
     import os
     import pickle
     import signal
@@ -399,7 +399,45 @@ def test_the_helper_process_starts_answers_and_ends():
         os.kill(lp.pid, signal.SIGKILL)
         with pytest.raises(lists_process.ListsProcessError, match=r"it ended \(exit status -9\)"):
             lp.ask("forward", cp, ["a"], 0)
-        with pytest.raises(lists_process.ListsProcessError, match="was closed"):
+        lp.close()
+        with pytest.raises(lists_process.ListsProcessError, match=r"it ended \(exit status -9\)"):  # the first reason
             lp.ask("forward", cp, ["a"], 0)
     finally:
         lp.close()
+
+
+def test_the_helper_answers_queries_at_once_each_to_its_asker():
+    """serve() with three threads behind a ListsProcess: six queries asked from six threads at once, the slowest
+    asked first; each asker gets its own problem's answer, and the six took about one query's time, not six."""
+    import socket
+    import threading
+    import time
+    from multiprocessing.connection import Connection
+
+    def search(direction, problem, lists, device, build):
+        time.sleep(0.3 if problem == 0 else 0.1)
+        return backend.EngineSearchOut(plans=(_plan(problem),), engine_count=1, search_ms=float(problem))
+
+    a, b = socket.socketpair()
+    server = threading.Thread(target=lists_process.serve, args=(Connection(b.detach()), search, 6), daemon=True)
+    server.start()
+    lp = lists_process.ListsProcess(conn=Connection(a.detach()))
+    got = {}
+
+    def ask(i):
+        got[i] = lp.ask("forward", i, ["a"], 0)
+
+    t0 = time.perf_counter()
+    askers = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in askers:
+        t.start()
+    for t in askers:
+        t.join(10)
+    took = time.perf_counter() - t0
+    assert {i: (rows[0].engine_id, ms) for i, (rows, ms) in got.items()} == {i: (i, float(i)) for i in range(6)}
+    assert took < 0.9  # one at a time: 0.8 s at least
+    lp.close()
+    with pytest.raises(lists_process.ListsProcessError, match="it was closed"):
+        lp.ask("forward", 1, ["a"], 0)
+    server.join(5)
+    assert not server.is_alive()  # the helper's loop ends with the socket

@@ -8,14 +8,15 @@ beside a model's training steps failed the model's synchronize within seconds; t
 FALLBACK ran tens of thousands of queries beside it clean (docs/selector.md). A capture belongs to one process, so
 the handler asks the lists in a helper process with a CUDA context of its own: the model's process never holds
 B's capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would
-import the user's main script again), answering over a socket pair: a ConvProblem in (pickled as its
-constructor's arguments), the configurations the lists name out (engine, knobs, status, notes, positions), nothing
-built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it.
+import the user's main script again), answering over a socket pair, several queries at once (threads of its own,
+which only ask lists): a numbered query in (the ConvProblem pickled as its constructor's arguments), the
+configurations the lists name out with that number (engine, knobs, status, notes, positions), nothing built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it.
 Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives.
 The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
+HELPER_THREADS = 3  # queries the helper answers at once
 
 
 class ListsProcessError(RuntimeError):
@@ -46,18 +48,32 @@ class Listed:
 
 
 class ListsProcess:
-    """The helper process (Note [lists in a helper process]): ask() sends one query and waits for its answer;
-    queries from several threads take turns. Started at construction; close() ends it."""
+    """The helper process (Note [lists in a helper process]): ask() sends one query and waits for its answer; the
+    helper answers up to HELPER_THREADS queries at once (the lists' queries release no lock the others need), each
+    reply matched to its query by number. Started at construction; close() ends it."""
 
-    def __init__(self, python: str | None = None):
-        self._lock = threading.Lock()
+    def __init__(self, python: str | None = None, threads: int = HELPER_THREADS, conn: Connection | None = None):
+        """Starts the helper (`python`: that interpreter, default this one); conn: no process, answers from
+        whatever serves the other end of this connection (the CPU tests: serve() in a thread)."""
+        self._lock = threading.Lock()  # the state below; sending (one sender at a time on the socket)
         self._started_at = time.monotonic()
         self._answered = False
-        self._closed = False
+        self._ended = ""  # why the helper can answer no more ("" while it can)
+        self._next = 0
+        self._waiting: dict[int, list] = {}  # query number -> [Event, reply]
+        self._proc: subprocess.Popen | None = None
+        if conn is not None:
+            self._conn = conn
+        else:
+            self._conn = self._start(python, threads)
+        self._reader = threading.Thread(target=self._read, name="cudnn_algos-lists-reader", daemon=True)
+        self._reader.start()
+
+    def _start(self, python: str | None, threads: int) -> Connection:
         ours, theirs = socket.socketpair()
         try:
-            self._proc: subprocess.Popen | None = subprocess.Popen(
-                [python or sys.executable, "-c", _ENTRY, str(theirs.fileno())],
+            self._proc = subprocess.Popen(
+                [python or sys.executable, "-c", _ENTRY, str(theirs.fileno()), str(max(1, int(threads)))],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=_helper_env())
         except OSError as e:
@@ -65,43 +81,75 @@ class ListsProcess:
             raise ListsProcessError(f"the helper process did not start: {e}") from e
         finally:
             theirs.close()
-        self._conn = Connection(ours.detach())
+        return Connection(ours.detach())
 
     def ask(self, direction: str, problem: Any, lists: Sequence[str], device: int) -> tuple[list[Listed], float]:
         """The configurations `lists` name for `problem` (a backend ConvProblem) in `direction` on GPU `device`, in
         the lists' order, and cuDNN's host ms for the query (ListsProcessError where the helper cannot answer)."""
         with self._lock:
-            if self._closed or self._proc is None:
-                raise ListsProcessError("the helper process was closed")
+            if self._ended:
+                raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
+            n, self._next = self._next, self._next + 1
+            slot = self._waiting[n] = [threading.Event(), None]
             timeout = ASK_TIMEOUT_S if self._answered else START_TIMEOUT_S - (time.monotonic() - self._started_at)
             try:
-                self._conn.send(("ask", str(direction), problem, tuple(lists), int(device)))
-                ready = self._conn.poll(max(timeout, 1.0))
-                reply = self._conn.recv() if ready else None
-            except (EOFError, OSError):
-                reply = None
+                self._conn.send((n, str(direction), problem, tuple(lists), int(device)))
+            except OSError:
+                pass  # the reader sees the helper gone and wakes every query with the reason
+        timeout = max(timeout, 1.0)
+        if not slot[0].wait(timeout):
+            self._end(f"no answer in {timeout:.0f} s")
+        with self._lock:
+            self._waiting.pop(n, None)
+            reply = slot[1]
             if reply is None:
-                why = self._ended_why() or f"no answer in {max(timeout, 1.0):.0f} s"
-                self._stop()
-                raise ListsProcessError(f"the helper process asking cuDNN's lists: {why}")
+                raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
             self._answered = True
         return listed_of(reply)
 
+    def _read(self) -> None:
+        """The reader thread: each reply to the query waiting for it; at the socket's end, every query woken."""
+        while True:
+            try:
+                n, reply = self._conn.recv()
+            except (EOFError, OSError, TypeError, ValueError):
+                break
+            with self._lock:
+                slot = self._waiting.get(n)
+                if slot is not None:
+                    slot[1] = reply
+                    slot[0].set()
+        self._end(self._ended_why() or "its answers stopped")
+
     def _ended_why(self) -> str:
         """'it ended (exit status N)' where the helper has ended (waiting briefly: its socket closes as it exits)."""
+        p = self._proc
         try:
-            code = self._proc.wait(2) if self._proc is not None else None
+            code = p.wait(2) if p is not None else None
         except subprocess.TimeoutExpired:
             code = None
         return "" if code is None else f"it ended (exit status {code})"
 
-    def _stop(self) -> None:
-        self._closed = True
+    def _end(self, why: str) -> None:
+        """No more queries (the first reason kept): the socket closed, waiting queries woken, the helper ended."""
+        with self._lock:
+            if not self._ended:
+                self._ended = why
+            for slot in self._waiting.values():
+                slot[0].set()
+            p, self._proc = self._proc, None
+        try:  # shut down first: a close alone neither wakes our reader's recv nor shows the helper the end
+            sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+        except OSError:
+            pass
         try:
             self._conn.close()
         except OSError:
             pass
-        p, self._proc = self._proc, None
         if p is not None:
             try:
                 p.wait(5)
@@ -110,14 +158,13 @@ class ListsProcess:
                 p.wait(5)
 
     def close(self) -> None:
-        """Ends the helper (its socket closed: it exits after the query it is answering)."""
-        with self._lock:
-            if not self._closed:
-                self._stop()
+        """Ends the helper (its socket closed: it exits after the queries it is answering)."""
+        self._end("it was closed")
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        p = self._proc
+        return p.pid if p is not None else None
 
 
 def _helper_env() -> dict[str, str]:
@@ -141,7 +188,7 @@ def listed_of(reply: tuple) -> tuple[list[Listed], float]:
 def answer(query: tuple, engine_search: Any) -> tuple:
     """One query's reply: ("ok", rows, host ms) or ("error", why). engine_search: backend.engine_search's
     signature (the CPU tests give a stand-in)."""
-    _, direction, problem, lists, device = query
+    _, direction, problem, lists, device = query  # the first: the query's number
     try:
         out = engine_search(direction, problem, list(lists), device=device, build=False)
         rows = [(p.engine_id, [tuple(k) for k in p.knobs], p.status, list(p.numerical_notes),
@@ -152,24 +199,43 @@ def answer(query: tuple, engine_search: Any) -> tuple:
         return "error", f"{type(e).__name__}: {first[:300]}"
 
 
-def serve(conn: Connection, engine_search: Any) -> None:
-    """The helper's loop: a query in, its answer out, until the socket closes."""
+def serve(conn: Connection, engine_search: Any, threads: int = HELPER_THREADS) -> None:
+    """The helper's loop: queries in (numbered), `threads` threads answering them, each answer out with its number,
+    until the socket closes."""
+    todo: queue.Queue = queue.Queue()
+    send = threading.Lock()
+
+    def work() -> None:
+        while True:
+            query = todo.get()
+            if query is None:
+                return
+            reply = answer(query, engine_search)
+            try:
+                with send:
+                    conn.send((query[0], reply))
+            except OSError:
+                return
+
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(max(1, threads))]
+    for t in workers:
+        t.start()
     while True:
         try:
-            query = conn.recv()
+            todo.put(conn.recv())
         except (EOFError, OSError):
-            return
-        try:
-            conn.send(answer(query, engine_search))
-        except (BrokenPipeError, OSError):
-            return
+            break
+    for _ in workers:
+        todo.put(None)
+    for t in workers:
+        t.join(ASK_TIMEOUT_S)
 
 
 def main(argv: Sequence[str]) -> int:
     conn = Connection(int(argv[0]))
     from .. import backend  # torch and the extension: the helper's start
 
-    serve(conn, backend.engine_search)
+    serve(conn, backend.engine_search, int(argv[1]) if len(argv) > 1 else HELPER_THREADS)
     return 0
 
 
