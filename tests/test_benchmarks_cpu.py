@@ -199,3 +199,22 @@ def test_varying_shapes_detection_style_model_trains_on_the_cpu():
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
     assert loss.dim() == 0 and torch.isfinite(loss) and len(convs) > 60
     assert all(m.weight.grad is not None for m in convs)
+
+
+def test_heuristic_threads_asks_about_every_problem_direction_of_the_models_shapes():
+    """benchmarks/heuristic_threads.py: what its threads ask cuDNN about — each distinct problem of the model's shapes
+    (found on the meta device), in three directions, each once — and its --what check (the queries are the
+    device's)."""
+    import subprocess
+    import sys
+
+    ht, vs = _load("heuristic_threads"), _load("varying_shapes")
+    model = vs._model(True, "resnet50", device="cpu")
+    one = ht._problems(model, [(2, 64)])
+    both = ht._problems(model, [(2, 64), (4, 64), (2, 64)])
+    assert {d for d, _ in one} == set(ht.DIRECTIONS) and len(one) % 3 == 0
+    described = [(d, cp.describe()) for d, cp in both]
+    assert len(set(described)) == len(described) == 2 * len(one)  # a second batch size: every problem again
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heuristic_threads.py"), "--what", "idle,bogus"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--what bogus: not one of idle, handle" in p.stderr

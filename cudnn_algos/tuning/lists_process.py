@@ -8,8 +8,8 @@ beside a model's training steps failed the model's synchronize within seconds; t
 FALLBACK ran tens of thousands of queries beside it clean (docs/selector.md). A capture belongs to one process, so
 the handler asks the lists in a helper process with a CUDA context of its own: the model's process never holds
 B's capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would
-import the user's main script again), answering over a socket pair, several queries at once (threads of its own,
-which only ask lists): a numbered query in (the ConvProblem pickled as its constructor's arguments), the
+import the user's main script again), answering over a socket pair (HELPER_THREADS queries at once, on threads
+that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's arguments), the
 configurations the lists name out with that number (engine, knobs, status, notes, positions), nothing built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it.
 Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives.
 The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
@@ -29,7 +29,9 @@ from typing import Any, Sequence
 _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
-HELPER_THREADS = 3  # queries the helper answers at once
+# Queries the helper answers at once. 1: what ran on the H200 (docs/selector.md: ResNet-50's 544 problem-directions
+# took ~24 ms each, one after another); more threads are tested on the CPU only so far.
+HELPER_THREADS = 1
 
 
 class ListsProcessError(RuntimeError):
@@ -49,8 +51,8 @@ class Listed:
 
 class ListsProcess:
     """The helper process (Note [lists in a helper process]): ask() sends one query and waits for its answer; the
-    helper answers up to HELPER_THREADS queries at once (the lists' queries release no lock the others need), each
-    reply matched to its query by number. Started at construction; close() ends it."""
+    helper answers up to `threads` queries at once, each reply matched to its query by number. Started at
+    construction; close() ends it."""
 
     def __init__(self, python: str | None = None, threads: int = HELPER_THREADS, conn: Connection | None = None):
         """Starts the helper (`python`: that interpreter, default this one); conn: no process, answers from
