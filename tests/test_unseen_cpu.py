@@ -441,3 +441,12 @@ def test_the_helper_answers_queries_at_once_each_to_its_asker():
         lp.ask("forward", 1, ["a"], 0)
     server.join(5)
     assert not server.is_alive()  # the helper's loop ends with the socket
+
+
+@pytest.mark.parametrize("value, threads", [(None, 1), ("3", 3), ("0", 1), ("many", 1)])
+def test_the_helpers_threads_come_from_the_environment(monkeypatch, value, threads):
+    if value is None:
+        monkeypatch.delenv(lists_process.THREADS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(lists_process.THREADS_ENV, value)
+    assert lists_process.helper_threads() == threads

@@ -8,11 +8,12 @@ beside a model's training steps failed the model's synchronize within seconds; t
 FALLBACK ran tens of thousands of queries beside it clean (docs/selector.md). A capture belongs to one process, so
 the handler asks the lists in a helper process with a CUDA context of its own: the model's process never holds
 B's capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would
-import the user's main script again), answering over a socket pair (HELPER_THREADS queries at once, on threads
-that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's arguments), the
-configurations the lists name out with that number (engine, knobs, status, notes, positions), nothing built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it.
-Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives.
-The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
+import the user's main script again), answering over a socket pair, $CUDNN_ALGOS_LISTS_THREADS queries at once
+(default 1; threads that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's
+arguments), the configurations the lists name out with that number (engine, knobs, status, notes, positions),
+nothing built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits
+for it. Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler
+lives. The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
 from __future__ import annotations
 
 import os
@@ -29,9 +30,17 @@ from typing import Any, Sequence
 _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
-# Queries the helper answers at once. 1: what ran on the H200 (docs/selector.md: ResNet-50's 544 problem-directions
-# took ~24 ms each, one after another); more threads are tested on the CPU only so far.
-HELPER_THREADS = 1
+# Queries the helper answers at once: $CUDNN_ALGOS_LISTS_THREADS, default 1, what ran on the H200 (docs/selector.md:
+# ~24 ms per query, one after another); more threads are tested on the CPU only so far.
+THREADS_ENV = "CUDNN_ALGOS_LISTS_THREADS"
+
+
+def helper_threads() -> int:
+    """$CUDNN_ALGOS_LISTS_THREADS as a count >= 1 (1 where unset or not a positive integer)."""
+    try:
+        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+    except ValueError:
+        return 1
 
 
 class ListsProcessError(RuntimeError):
@@ -54,9 +63,10 @@ class ListsProcess:
     helper answers up to `threads` queries at once, each reply matched to its query by number. Started at
     construction; close() ends it."""
 
-    def __init__(self, python: str | None = None, threads: int = HELPER_THREADS, conn: Connection | None = None):
-        """Starts the helper (`python`: that interpreter, default this one); conn: no process, answers from
-        whatever serves the other end of this connection (the CPU tests: serve() in a thread)."""
+    def __init__(self, python: str | None = None, threads: int | None = None, conn: Connection | None = None):
+        """Starts the helper (`python`: that interpreter, default this one; `threads`: queries it answers at once,
+        default helper_threads()); conn: no process, answers from whatever serves the other end of this connection
+        (the CPU tests: serve() in a thread)."""
         self._lock = threading.Lock()  # the state below; sending (one sender at a time on the socket)
         self._started_at = time.monotonic()
         self._answered = False
@@ -67,7 +77,7 @@ class ListsProcess:
         if conn is not None:
             self._conn = conn
         else:
-            self._conn = self._start(python, threads)
+            self._conn = self._start(python, helper_threads() if threads is None else threads)
         self._reader = threading.Thread(target=self._read, name="cudnn_algos-lists-reader", daemon=True)
         self._reader.start()
 
@@ -201,7 +211,7 @@ def answer(query: tuple, engine_search: Any) -> tuple:
         return "error", f"{type(e).__name__}: {first[:300]}"
 
 
-def serve(conn: Connection, engine_search: Any, threads: int = HELPER_THREADS) -> None:
+def serve(conn: Connection, engine_search: Any, threads: int = 1) -> None:
     """The helper's loop: queries in (numbered), `threads` threads answering them, each answer out with its number,
     until the socket closes."""
     todo: queue.Queue = queue.Queue()
@@ -237,7 +247,7 @@ def main(argv: Sequence[str]) -> int:
     conn = Connection(int(argv[0]))
     from .. import backend  # torch and the extension: the helper's start
 
-    serve(conn, backend.engine_search, int(argv[1]) if len(argv) > 1 else HELPER_THREADS)
+    serve(conn, backend.engine_search, int(argv[1]) if len(argv) > 1 else 1)
     return 0
 
 

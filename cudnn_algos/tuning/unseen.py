@@ -5,8 +5,9 @@ then on: one plan built, nothing timed. "measure_top_k": the selector's shortlis
 own first, Selector.shortlist) is built and timed on fresh random operands (CUDA events around back-to-back calls,
 as torch's benchmark mode times its candidates), the fastest kept. The lists are queried in a helper process (Note
 [lists in a helper process] in lists_process.py) and ranked in background threads while torch's op runs the
-problem's first call (Note [choosing in the background], the default), or all at that first call. Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
-them (``Applied.keep()`` stores them in a tuning database)."""
+problem's first call (Note [choosing in the background], the default), or all at that first call. Either way the
+choice is made once per problem and process; ``Applied.decisions()`` lists them (``Applied.keep()`` stores them in
+a tuning database)."""
 from __future__ import annotations
 
 import atexit
