@@ -450,3 +450,16 @@ def test_the_helpers_threads_come_from_the_environment(monkeypatch, value, threa
     else:
         monkeypatch.setenv(lists_process.THREADS_ENV, value)
     assert lists_process.helper_threads() == threads
+
+
+def test_a_helper_that_cannot_start_leaves_apply_working_and_says_why_per_problem(monkeypatch, tmp_path):
+    """start() (what apply() calls) never raises; each problem's decision names why nothing was chosen."""
+    def popen(*a, **k):
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(lists_process.subprocess, "Popen", popen)
+    h = UnseenHandler("predict", shipped())
+    h.start()
+    configs, origin, why = h(_query())
+    assert configs == [] and why.endswith("the helper process did not start: no such interpreter")
+    h.close()

@@ -109,7 +109,7 @@ def candidates_of(plans: Sequence[backend.Plan | Listed], dtype: str, determinis
 # close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
 # cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
-THREADS = 3  # background threads (each query holds one CPU core for ~10-20 ms; the model's own thread runs beside)
+THREADS = 3  # background threads (each waits for the helper's answer to one problem, then ranks it)
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -247,9 +247,13 @@ class UnseenHandler:
 
     def start(self) -> None:
         """Starts the helper process that asks cuDNN's lists (Note [lists in a helper process]) now, so that it is
-        ready by the first unseen problem (otherwise it starts then)."""
+        ready by the first unseen problem. Never raises: a helper that cannot start is tried again at each problem,
+        whose decision then says why."""
         if self.lists_in == "process":
-            self._lists_process()
+            try:
+                self._lists_process()
+            except ListsProcessError:
+                pass
 
     def _lists_process(self) -> ListsProcess:
         with self._lock:
