@@ -130,7 +130,7 @@ def test_candidates_drop_what_torch_would_not_run_and_repeats():
 
 class ListsHere:
     """ListsProcess's stand-in: each query answered in this process by the helper's own answer() and read back by
-    ListsProcess's listed_of(), with backend.engine_search (the tests replace it) as cuDNN."""
+    ListsProcess's plans_of(), with backend.engine_search (the tests replace it) as cuDNN."""
 
     made = 0
 
@@ -138,7 +138,7 @@ class ListsHere:
         ListsHere.made += 1
 
     def ask(self, direction, problem, lists, device):
-        return lists_process.listed_of(lists_process.answer((0, direction, problem, tuple(lists), device),
+        return lists_process.plans_of(lists_process.answer((0, direction, problem, tuple(lists), device),
                                                             backend.engine_search))
 
     def close(self):
@@ -360,22 +360,22 @@ def test_a_helper_that_cannot_answer_is_a_decision_saying_why(monkeypatch):
 
 
 def test_the_helper_replies_rows_the_handler_reads_back():
-    """answer() and listed_of(): a configuration's fields survive the reply; an error reply raises saying why."""
+    """answer() and plans_of(): a configuration's fields survive the reply; an error reply raises saying why."""
     plan = _plan(7, knobs=((2, 1), (5, 0)), notes=(3,), ranks=(("heuristic_a", 2),))
 
     def search(direction, problem, lists, device, build):
         assert (direction, lists, device, build) == ("backward_data", ["a", "b"], 1, False)
         return backend.EngineSearchOut(plans=(plan,), engine_count=1, search_ms=2.5)
 
-    rows, ms = lists_process.listed_of(lists_process.answer((0, "backward_data", None, ("a", "b"), 1), search))
-    assert ms == 2.5 and rows == [lists_process.Listed(7, ((2, 1), (5, 0)), "NOT_BUILT", (3,), (("heuristic_a", 2),))]
+    rows, ms = lists_process.plans_of(lists_process.answer((0, "backward_data", None, ("a", "b"), 1), search))
+    assert ms == 2.5 and rows == [plan]
     assert candidates_of(rows, "float16", False, True)[0].encoded == (7, {"TILE_SIZE": 1, "KBLOCK": 0}, {"a": 2})
 
     def broken(*a, **k):
         raise RuntimeError("CUDNN_STATUS_BAD_PARAM\nmore lines")
 
     with pytest.raises(lists_process.ListsProcessError, match="RuntimeError: CUDNN_STATUS_BAD_PARAM$"):
-        lists_process.listed_of(lists_process.answer((0, "forward", None, ("a",), 0), broken))
+        lists_process.plans_of(lists_process.answer((0, "forward", None, ("a",), 0), broken))
 
 
 def test_the_helper_process_starts_answers_and_ends():

@@ -10,10 +10,9 @@ the handler asks the lists in a helper process with a CUDA context of its own: t
 B's capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would
 import the user's main script again), answering over a socket pair, $CUDNN_ALGOS_LISTS_THREADS queries at once
 (default 1; threads that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's
-arguments), the configurations the lists name out with that number (engine, knobs, status, notes, positions),
-nothing built. It starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits
-for it. Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler
-lives. The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
+arguments), the configurations the lists name out with that number (a backend.Plan's fields, none built). It
+starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it. Its cost:
+one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives. The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
 from __future__ import annotations
 
 import os
@@ -23,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
@@ -45,17 +43,6 @@ def helper_threads() -> int:
 
 class ListsProcessError(RuntimeError):
     """The helper process could not answer (it did not start, ended, or its query failed): the message says which."""
-
-
-@dataclass(frozen=True)
-class Listed:
-    """One configuration a heuristic list named (what unseen.candidates_of reads of a backend.Plan)."""
-
-    engine_id: int
-    knobs: tuple[tuple[int, int], ...]
-    status: str
-    numerical_notes: tuple[int, ...]
-    heuristic_ranks: tuple[tuple[str, int], ...]
 
 
 class ListsProcess:
@@ -95,9 +82,10 @@ class ListsProcess:
             theirs.close()
         return Connection(ours.detach())
 
-    def ask(self, direction: str, problem: Any, lists: Sequence[str], device: int) -> tuple[list[Listed], float]:
+    def ask(self, direction: str, problem: Any, lists: Sequence[str], device: int) -> tuple[list[Any], float]:
         """The configurations `lists` name for `problem` (a backend ConvProblem) in `direction` on GPU `device`, in
-        the lists' order, and cuDNN's host ms for the query (ListsProcessError where the helper cannot answer)."""
+        the lists' order (backend.Plan rows, none built), and cuDNN's host ms for the query (ListsProcessError where
+        the helper cannot answer)."""
         with self._lock:
             if self._ended:
                 raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
@@ -117,7 +105,7 @@ class ListsProcess:
             if reply is None:
                 raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
             self._answered = True
-        return listed_of(reply)
+        return plans_of(reply)
 
     def _read(self) -> None:
         """The reader thread: each reply to the query waiting for it; at the socket's end, every query woken."""
@@ -189,12 +177,18 @@ def _helper_env() -> dict[str, str]:
     return env
 
 
-def listed_of(reply: tuple) -> tuple[list[Listed], float]:
-    """A reply of answer() as (configurations, host ms); ListsProcessError saying why for an error reply."""
+def plans_of(reply: tuple) -> tuple[list[Any], float]:
+    """A reply of answer() as (backend.Plan rows, none built; host ms); ListsProcessError saying why for an error
+    reply."""
+    from .. import backend
+
     if reply[0] != "ok":
         raise ListsProcessError(f"cuDNN's lists in the helper process: {reply[1]}")
-    return [Listed(int(e), tuple((int(t), int(v)) for t, v in kn), str(st), tuple(int(n) for n in nn),
-                   tuple((str(s), int(r)) for s, r in rk)) for e, kn, st, nn, rk in reply[1]], float(reply[2])
+    return [backend.Plan(engine_id=int(e), knobs=tuple((int(t), int(v)) for t, v in kn),
+                         numerical_notes=tuple(int(n) for n in nn), behavior_notes=tuple(int(n) for n in bn),
+                         sources=tuple(str(x) for x in src), heuristic_ranks=tuple((str(x), int(r)) for x, r in rk),
+                         status=str(st), stage=str(sg), workspace_bytes=int(ws), plan_json="")
+            for e, kn, nn, bn, src, rk, st, sg, ws in reply[1]], float(reply[2])
 
 
 def answer(query: tuple, engine_search: Any) -> tuple:
@@ -203,8 +197,9 @@ def answer(query: tuple, engine_search: Any) -> tuple:
     _, direction, problem, lists, device = query  # the first: the query's number
     try:
         out = engine_search(direction, problem, list(lists), device=device, build=False)
-        rows = [(p.engine_id, [tuple(k) for k in p.knobs], p.status, list(p.numerical_notes),
-                 [tuple(r) for r in p.heuristic_ranks]) for p in out.plans]
+        rows = [(p.engine_id, [tuple(k) for k in p.knobs], list(p.numerical_notes), list(p.behavior_notes),
+                 list(p.sources), [tuple(r) for r in p.heuristic_ranks], p.status, p.stage, p.workspace_bytes)
+                for p in out.plans]
         return "ok", rows, out.search_ms
     except Exception as e:  # noqa: BLE001 (the helper answers every query; the handler keeps the reason)
         first = (str(e).splitlines() or [""])[0]

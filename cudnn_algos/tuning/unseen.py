@@ -23,7 +23,7 @@ from .. import backend
 from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
 from ..selector.features import RANKED_LISTS, positions
 from ..spec import ConvSpec
-from .lists_process import Listed, ListsProcess, ListsProcessError
+from .lists_process import ListsProcess, ListsProcessError
 
 UNSEEN = ("torch", "predict", "measure_top_k")
 LISTS_IN = ("process", "here")  # where the handler asks cuDNN's lists (Note [lists in a helper process])
@@ -76,7 +76,7 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
 
 
-def candidates_of(plans: Sequence[backend.Plan | Listed], dtype: str, deterministic: bool, allow_tf32: bool
+def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool, allow_tf32: bool
                   ) -> list[Candidate]:
     """The distinct configurations of the heuristic lists' answer that torch would accept (engines.torch_filter),
     in the order the lists gave them."""
