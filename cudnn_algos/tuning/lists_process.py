@@ -12,7 +12,8 @@ import the user's main script again), answering over a socket pair, $CUDNN_ALGOS
 (default 1; threads that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's
 arguments), the configurations the lists name out with that number (a backend.Plan's fields, none built). It
 starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it. Its cost:
-one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives. The helper ends when the socket closes (the handler's close(), or the model's process ending)."""
+one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives. The helper
+ends when the socket closes (the handler's close(), or the model's process ending)."""
 from __future__ import annotations
 
 import os
