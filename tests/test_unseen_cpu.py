@@ -332,18 +332,15 @@ def test_the_answer_log_names_each_answer_before_it_runs(fake_lists, monkeypatch
     assert line[0].split("\t")[3].startswith(f"eng{configs[0][0]}")
 
 
-def test_the_handler_asks_in_one_helper_started_once_and_here_when_told(fake_lists):
+def test_the_handler_asks_in_one_helper_started_once(fake_lists):
     plans, calls = fake_lists
     ListsHere.made = 0
     h = UnseenHandler("predict", shipped())
     h.start()
     a = h(_query())
     assert ListsHere.made == 1 and h(_query()) == a and ListsHere.made == 1  # one helper, asked per problem
+    assert len(calls) == 2  # each problem's call asked it
     h.close()
-    here = UnseenHandler("predict", shipped(), lists_in="here")  # backend.engine_search in this process
-    assert here(_query()) == a and ListsHere.made == 1
-    with pytest.raises(ValueError, match="lists_in='elsewhere' must be one of: 'process', 'here'"):
-        UnseenHandler("predict", shipped(), lists_in="elsewhere")
 
 
 def test_a_helper_that_cannot_answer_is_a_decision_saying_why(monkeypatch):

@@ -26,7 +26,6 @@ from ..spec import ConvSpec
 from .lists_process import ListsProcess, ListsProcessError
 
 UNSEEN = ("torch", "predict", "measure_top_k")
-LISTS_IN = ("process", "here")  # where the handler asks cuDNN's lists (Note [lists in a helper process])
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
 
 
@@ -137,13 +136,9 @@ class UnseenHandler:
     Note [choosing in the background]."""
 
     def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
-                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS,
-                 lists_in: str = "process"):
-        if lists_in not in LISTS_IN:
-            raise ValueError(f"lists_in={lists_in!r} must be one of: {', '.join(map(repr, LISTS_IN))}")
+                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS):
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
-        self.lists_in = lists_in  # Note [lists in a helper process]: "process", or "here" (this process)
-        self._helper: ListsProcess | None = None
+        self._helper: ListsProcess | None = None  # Note [lists in a helper process]
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
         self.background, self.threads = background, max(1, int(threads))
@@ -249,11 +244,10 @@ class UnseenHandler:
         """Starts the helper process that asks cuDNN's lists (Note [lists in a helper process]) now, so that it is
         ready by the first unseen problem. Never raises: a helper that cannot start is tried again at each problem,
         whose decision then says why."""
-        if self.lists_in == "process":
-            try:
-                self._lists_process()
-            except ListsProcessError:
-                pass
+        try:
+            self._lists_process()
+        except ListsProcessError:
+            pass
 
     def _lists_process(self) -> ListsProcess:
         with self._lock:
@@ -290,11 +284,7 @@ class UnseenHandler:
         shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms."""
         from ..selector import problem_features
 
-        if self.lists_in == "here":
-            out = backend.engine_search(q.direction, q.problem, self.lists, device=q.device, build=False)
-            plans, search_ms = out.plans, out.search_ms
-        else:
-            plans, search_ms = self._lists_process().ask(str(q.direction), q.problem, self.lists, int(q.device))
+        plans, search_ms = self._lists_process().ask(str(q.direction), q.problem, self.lists, int(q.device))
         cands = candidates_of(plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
         if len(cands) < 2:
             return cands, cands, search_ms
