@@ -226,7 +226,8 @@ class UnseenHandler:
                 self._ready[q.key] = (ranked, short, query_ms, time.perf_counter() - t0)
             backend.pinned_ask_again(q.key)
         except Exception as e:  # noqa: BLE001 (a thread's failure is a decision saying why; torch's op stays)
-            self._not_chosen(q, t0, self._failed_why(e))
+            if not self._closed:  # closing ends the helper under a query: not the problem's failure
+                self._not_chosen(q, t0, self._failed_why(e))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until every queued problem is ranked, its choice made at its next call (True), or `timeout`
