@@ -177,7 +177,8 @@ def plot(results: dict, path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = {"off": "benchmark off", "on": "benchmark on", "apply": "apply() (tuned beforehand)",
-              "predict": "apply(unseen='predict'), no tuning", "measure_top_k": "apply(unseen='measure_top_k'), no tuning",
+              "predict": "apply(unseen='predict'), no tuning",
+              "measure_top_k": "apply(unseen='measure_top_k'), no tuning",
               KEPT: "apply() of what measure_top_k kept, next process"}
     for mode in MODES + UNSEEN_MODES + (KEPT,):
         r = results.get(mode, {})
@@ -219,7 +220,8 @@ def main(argv=None) -> int:
         a.mode = a.worker
         print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
         return 0
-    common = ["--model", a.model, "--config", a.config, "--batches", a.batches, "--sizes", a.sizes, "--cycles", str(a.cycles),
+    common = ["--model", a.model, "--config", a.config, "--batches", a.batches, "--sizes", a.sizes,
+              "--cycles", str(a.cycles),
               "--db", a.db, "--tune-search", a.tune_search, "--background", a.background] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
     modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())

@@ -24,7 +24,8 @@ __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTi
            "how_loaded", "load", "conv_problem", "legacy_search", "legacy_execute", "legacy_time_calls", "algo_names",
            "engine_search", "kernel_clock_begin", "kernel_clock_now", "kernel_clock_end", "kernel_clock_abort",
            "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_ask_again",
-           "pinned_clear", "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing", "pinned_stage_times",
+           "pinned_clear", "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing",
+           "pinned_stage_times",
            "pinned_set_miss_handler", "bound_conv", "operator_key", "versions", "environment", "probe_handle",
            "cudnn_handles"]
 

@@ -148,7 +148,8 @@ def test_cli_selector(tmp_path):
 
 
 def test_channel_alignment_features():
-    """Channels a tensor-core kernel must pad (ShuffleNet's 116: a multiple of 4, not 8) read apart from aligned ones."""
+    """Channels a tensor-core kernel must pad (ShuffleNet's 116: a multiple of 4, not 8) read apart from aligned
+    ones."""
     f = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec(116, 64, (1, 1)), (32, 116, 14, 14), "float16",
                                                     "channels_last", "forward")))
     assert (f["align_in"], f["align_out"]) == (2.0, 4.0)

@@ -120,7 +120,8 @@ def test_query_problem_reads_the_cudnn_problem():
 
 
 def test_candidates_drop_what_torch_would_not_run_and_repeats():
-    plans = [_plan(1, ranks=(("heuristic_a", 0),)), _plan(2, notes=(1,), ranks=(("heuristic_a", 1),)),  # 1: DOWN_CONVERT
+    plans = [_plan(1, ranks=(("heuristic_a", 0),)),
+             _plan(2, notes=(1,), ranks=(("heuristic_a", 1),)),  # 1: DOWN_CONVERT
              _plan(3, notes=(4,), ranks=(("heuristic_b", 0),)),  # 4: NONDETERMINISTIC
              _plan(1, ranks=(("heuristic_b", 3),)), _plan(5, status="NOT_SUPPORTED")]
     assert [c.engine_id for c in candidates_of(plans, "float16", False, True)] == [1, 3]

@@ -171,7 +171,8 @@ def _add_saved_parsers(sub) -> None:
     sh.add_argument("--html", metavar="PATH")
     sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
     sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
-    sh.add_argument("--trace", metavar="PATH", help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
+    sh.add_argument("--trace", metavar="PATH",
+                    help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
     sh.add_argument("--selector", metavar="FILE", help="model reports: what a selector (.npz, or 'shipped': the "
                     "package's for the report's GPU) would pick, beside the best and INSTANT")
     cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")

@@ -48,7 +48,8 @@ def problem_features(spec: ConvSpec, input_shape: Sequence[int], dtype: str, mem
             float(spec.transposed), float(dtype == "float16"), float(dtype == "bfloat16"), float(dtype == "float32"),
             float(memory_format.startswith("channels_last")), float(direction == "forward"),
             float(direction == "backward_data"), float(direction == "backward_filter"),
-            float(_align(c)), float(_align(spec.out_channels)), lg(c // spec.groups), lg(spec.out_channels // spec.groups)]
+            float(_align(c)), float(_align(spec.out_channels)), lg(c // spec.groups),
+            lg(spec.out_channels // spec.groups)]
 
 
 def _align(n: int) -> int:
@@ -62,7 +63,8 @@ def _align(n: int) -> int:
 
 def row_problem(row: dict[str, Any]) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     """The problem-direction a long-form row belongs to: (spec, input shape, dtype, memory format, direction)."""
-    return ConvSpec.parse(row["spec"]), tuple(input_dims(row["input_shape"])), str(row["dtype"]), str(row["memory_format"]), str(row["direction"])
+    return (ConvSpec.parse(row["spec"]), tuple(input_dims(row["input_shape"])), str(row["dtype"]),
+            str(row["memory_format"]), str(row["direction"]))
 
 
 def row_features(row: dict[str, Any]) -> list[float]:
@@ -114,5 +116,4 @@ class Vocabulary:
 
 
 __all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "problem_features", "list_source", "positions",
-           "rank_features", "row_problem",
-           "row_features", "Vocabulary"]
+           "rank_features", "row_problem", "row_features", "Vocabulary"]

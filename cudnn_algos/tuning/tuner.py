@@ -93,7 +93,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     ``source="predicted"`` and without times.
 
     torch_margin: torch's own op is stored as the winner only when it was faster than the best configuration by more
-    than this fraction (Note [torch's op as the winner] in cudnn_algos/tuning/policy.py; 0 stores it whenever it was faster at all)."""
+    than this fraction (Note [torch's op as the winner] in tuning/policy.py; 0 stores it whenever it was faster)."""
     dirs = tuple(directions)
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
