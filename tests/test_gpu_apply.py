@@ -230,6 +230,36 @@ def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, b
     assert rel_err(out2, ref_out) < tol
 
 
+def test_an_unseen_problem_still_being_chosen_is_asked_once_until_its_answer_is_ready(tmp_path):
+    """Note [asked again] (csrc/pinned/registry.cpp): a problem whose answer is pending runs torch's op at every
+    call without asking the handler again, even while other problems' answers arrive as it is asked; once its own
+    answer is ready (pinned_ask_again with its key) its next call asks again."""
+    model, x, _ = _build("2d-fp32")
+    asked = []
+
+    def pending(q):
+        asked.append(q.key)
+        cudnn_algos.backend.pinned_ask_again("another problem's key")  # a background answer readied meanwhile
+        return [], "", "pending (test)"
+
+    with cudnn_algos.apply(model, tmp_path / "empty.sqlite") as h:
+        cudnn_algos.backend.pinned_set_miss_handler(pending)
+        h.reset_counts()
+        try:
+            with torch.no_grad():
+                for _ in range(3):
+                    model(x)
+            keys = sorted(set(asked))
+            assert keys and len(asked) == len(keys), asked  # once per problem, not once per call
+            assert all(c["fallback"] == 3 and "pending (test)" in c["reason"] for c in h.counts()), h.counts()
+            cudnn_algos.backend.pinned_ask_again(keys[0])
+            with torch.no_grad():
+                model(x)
+            assert asked.count(keys[0]) == 2 and len(asked) == len(keys) + 1, asked
+        finally:
+            cudnn_algos.backend.pinned_set_miss_handler(None)
+
+
 def test_an_unseen_handler_that_fails_leaves_torchs_op_counted_with_the_reason(tmp_path):
     """A selector that raises (here: a stand-in whose rank fails) never reaches the model's call: torch's op runs,
     each problem is a fallback whose reason names the failure, and the model's output is torch's."""

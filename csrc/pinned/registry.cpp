@@ -76,13 +76,28 @@ struct Registry {
   std::map<std::string, std::shared_ptr<CountCell>> counts;
   std::unordered_map<Signature, std::shared_ptr<const Entry>, SignatureHash> resolved;  // Note [signatures]
   std::shared_ptr<const MissHandler> miss;  // Note [unseen problems] (pinned.h)
-  uint64_t changes = 0;  // winners set and keys asked again: a resolve that saw it move remembers no fallback
+  // Note [asked again]: a resolve that saw its key's count move (a winner set, an answer readied) or the epoch move
+  // (the handler replaced, the registry cleared) while it asked the handler remembers no fallback
+  std::unordered_map<std::string, uint64_t> key_changes;
+  uint64_t epoch = 0;
   int64_t built = 0;
 };
 
 Registry& registry() {
   static auto* r = new Registry();  // never destroyed: plans must not be freed after cuDNN unloads at exit
   return *r;
+}
+
+// Note [asked again]: a problem the handler is still choosing for (in the background) runs torch's op, and that
+// fallback is remembered like any other: its later calls take the one-lookup path, never the handler (a Python call
+// taking the GIL per convolution, while background threads hold it to rank). When its answer is ready the handler
+// calls pinned_ask_again(key), which forgets that key's entries and counts a change for the key. A resolve that
+// asked the handler while its own key changed (the answer readied before the fallback was stored) stores nothing,
+// so the next call asks again; changes to other keys leave it alone (a global count did not: with the background
+// readying other problems all the time, every pending problem asked the handler at every call).
+uint64_t key_change(const Registry& r, const std::string& key) {  // r.mutex held
+  auto it = r.key_changes.find(key);
+  return it == r.key_changes.end() ? 0 : it->second;
 }
 
 std::shared_ptr<CountCell> cell_for(Registry& r, const std::string& key) {  // r.mutex held
@@ -174,10 +189,10 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
   Winner win;
   bool have = false, cached = false;
   std::shared_ptr<const MissHandler> miss;
-  uint64_t changes = 0;
+  uint64_t changes = 0, epoch = 0;  // Note [asked again]
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    changes = r.changes;
+    changes = key_change(r, e->key), epoch = r.epoch;
     e->cell = cell_for(r, e->key);
     auto w = r.winners.find(e->key);
     if (w == r.winners.end()) {
@@ -215,7 +230,7 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
   std::lock_guard<std::mutex> lock(r.mutex);
   // a winner set or an answer readied while the handler was asked (another thread's): this call falls back, the
   // next resolves again (remembering the fallback would keep the problem on torch's op for good)
-  if (!e->plan && miss && r.changes != changes) return e;
+  if (!e->plan && miss && (key_change(r, e->key) != changes || r.epoch != epoch)) return e;
   if (e->plan && miss) {
     auto [w, fresh] = r.winners.emplace(e->key, chosen);
     if (fresh) {
@@ -256,14 +271,14 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
     it = it->first.second == key ? r.plans.erase(it) : std::next(it);
   forget_resolved(r, key);  // only this key's: every other call keeps its one-lookup path
-  ++r.changes;
+  ++r.key_changes[key];
 }
 
 void pinned_ask_again(const std::string& key) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   forget_resolved(r, key);
-  ++r.changes;
+  ++r.key_changes[key];
 }
 
 void pinned_clear() {
@@ -274,6 +289,7 @@ void pinned_clear() {
   r.plans.clear();
   r.resolved.clear();
   old = std::move(r.miss);
+  ++r.epoch;
 }
 
 void pinned_set_miss_handler(std::shared_ptr<const MissHandler> handler) {
@@ -281,6 +297,7 @@ void pinned_set_miss_handler(std::shared_ptr<const MissHandler> handler) {
   std::shared_ptr<const MissHandler> old = std::move(handler);  // the one replaced is released after the lock
   std::lock_guard<std::mutex> lock(r.mutex);
   std::swap(r.miss, old);
+  ++r.epoch;
   // entries resolved while no handler (or another) was set are asked again; their winners so far stay
   for (auto it = r.resolved.begin(); it != r.resolved.end();)
     it = it->second->plan || it->second->torch_winner ? std::next(it) : r.resolved.erase(it);
