@@ -131,16 +131,28 @@ def test_candidates_drop_what_torch_would_not_run_and_repeats():
 
 class ListsHere:
     """ListsProcess's stand-in: each query answered in this process by the helper's own answer() and read back by
-    ListsProcess's plans_of(), with backend.engine_search (the tests replace it) as cuDNN."""
+    ListsProcess's plans_of() / ranking_of(), with backend.engine_search (the tests replace it) as cuDNN and the
+    selector read back from the bytes the handler gives it, as the helper reads it."""
 
     made = 0
+    used: list = []  # which of ask() (the lists, ranked by the caller) and rank() (ranked by the helper) was called
 
     def __init__(self):
         ListsHere.made += 1
+        self.selector = None
 
     def ask(self, direction, problem, lists, device):
-        return lists_process.plans_of(lists_process.answer((0, direction, problem, tuple(lists), device),
+        ListsHere.used.append("ask")
+        return lists_process.plans_of(lists_process.answer((0, "lists", direction, problem, tuple(lists), device),
                                                             backend.engine_search))
+
+    def set_selector(self, data):
+        self.selector = Selector.from_bytes(data)
+
+    def rank(self, direction, problem, lists, device, features, dtype, det, tf32, k=0):
+        ListsHere.used.append("rank")
+        query = (0, "rank", direction, problem, tuple(lists), device, list(features), dtype, det, tf32, k)
+        return lists_process.ranking_of(lists_process.answer(query, backend.engine_search, self.selector))
 
     def close(self):
         pass
@@ -349,6 +361,11 @@ def test_a_helper_that_cannot_answer_is_a_decision_saying_why(monkeypatch):
         def ask(self, *a):
             raise lists_process.ListsProcessError("the helper process asking cuDNN's lists: it ended (exit status -9)")
 
+        rank = ask
+
+        def set_selector(self, data):
+            pass
+
         def close(self):
             pass
 
@@ -365,7 +382,8 @@ def test_the_helper_replies_rows_the_handler_reads_back():
         assert (direction, lists, device, build) == ("backward_data", ["a", "b"], 1, False)
         return backend.EngineSearchOut(plans=(plan,), engine_count=1, search_ms=2.5)
 
-    rows, ms = lists_process.plans_of(lists_process.answer((0, "backward_data", None, ("a", "b"), 1), search))
+    rows, ms = lists_process.plans_of(lists_process.answer((0, "lists", "backward_data", None, ("a", "b"), 1),
+                                                           search))
     assert ms == 2.5 and rows == [plan]
     assert candidates_of(rows, "float16", False, True)[0].encoded == (7, {"TILE_SIZE": 1, "KBLOCK": 0}, {"a": 2})
 
@@ -373,7 +391,7 @@ def test_the_helper_replies_rows_the_handler_reads_back():
         raise RuntimeError("CUDNN_STATUS_BAD_PARAM\nmore lines")
 
     with pytest.raises(lists_process.ListsProcessError, match="RuntimeError: CUDNN_STATUS_BAD_PARAM$"):
-        lists_process.plans_of(lists_process.answer((0, "forward", None, ("a",), 0), broken))
+        lists_process.plans_of(lists_process.answer((0, "lists", "forward", None, ("a",), 0), broken))
 
 
 def test_the_helper_process_starts_answers_and_ends():
@@ -441,7 +459,7 @@ def test_the_helper_answers_queries_at_once_each_to_its_asker():
     assert not server.is_alive()  # the helper's loop ends with the socket
 
 
-@pytest.mark.parametrize("value, threads", [(None, 1), ("3", 3), ("0", 1), ("many", 1)])
+@pytest.mark.parametrize("value, threads", [(None, 3), ("1", 1), ("5", 5), ("0", 1), ("many", 1)])
 def test_the_helpers_threads_come_from_the_environment(monkeypatch, value, threads):
     if value is None:
         monkeypatch.delenv(lists_process.THREADS_ENV, raising=False)
@@ -461,3 +479,63 @@ def test_a_helper_that_cannot_start_leaves_apply_working_and_says_why_per_proble
     configs, origin, why = h(_query())
     assert configs == [] and why.endswith("the helper process did not start: no such interpreter")
     h.close()
+
+
+def test_selector_bytes_round_trip_ranks_the_same():
+    sel = shipped()
+    again = Selector.from_bytes(sel.to_bytes())
+    feats = problem_features(*query_problem(_query()))
+    cands = [(e, {}, {"a": i, "b": 9 - i}) for i, e in enumerate(ENG)]
+    assert again.family == sel.family and np.allclose(again.predict(feats, cands), sel.predict(feats, cands))
+
+
+@pytest.mark.parametrize("mode, k", [("predict", 0), ("measure_top_k", 3)])
+def test_the_helper_ranks_as_the_models_process_would(mode, k):
+    """Note [ranking in the helper]: serve() in a thread behind a real socket pair, given the shipped selector as
+    bytes, answers a "rank" query with the ranking (and shortlist) that ranking.rank makes of the same lists in this
+    process; before a selector is given, or given one that does not load, a rank query is an error saying so."""
+    import socket
+    import threading
+    from multiprocessing.connection import Connection
+
+    from cudnn_algos.tuning.ranking import rank
+
+    plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
+             for i, e in enumerate(ENG)]
+
+    def search(direction, problem, lists, device, build):
+        return backend.EngineSearchOut(plans=tuple(plans), engine_count=len(plans), search_ms=3.0)
+
+    a, b = socket.socketpair()
+    server = threading.Thread(target=lists_process.serve, args=(Connection(b.detach()), search, 2), daemon=True)
+    server.start()
+    lp = lists_process.ListsProcess(conn=Connection(a.detach()))
+    feats = problem_features(*query_problem(_query()))
+    args = ("forward", None, ["a", "b"], 0, feats, "float16", False, True, k)
+    try:
+        with pytest.raises(lists_process.ListsProcessError, match="given no selector"):
+            lp.rank(*args)
+        lp.set_selector(b"not a selector")
+        with pytest.raises(lists_process.ListsProcessError, match="the selector given to the helper did not load"):
+            lp.rank(*args)
+        lp.set_selector(shipped().to_bytes())
+        ranked, short, ms = lp.rank(*args)
+    finally:
+        lp.close()
+    want, want_short = rank(candidates_of(plans, "float16", False, True), shipped(), feats, k)
+    assert ms == 3.0 and ranked == want and short == want_short and len(ranked) > 2
+    assert len(short) == k
+
+
+def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
+    """The shipped Selector travels to the helper as bytes and the helper ranks; a subclass (whose own rank the
+    bytes cannot carry) has the lists asked and ranks in this process; both answer the same here."""
+    class Mine(Selector):
+        pass
+
+    sel = shipped()
+    ListsHere.used = []
+    a = UnseenHandler("predict", sel)(_query())
+    assert ListsHere.used == ["rank"]
+    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on)
+    assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]

@@ -6,6 +6,7 @@ vocabulary names, the environment family it was trained for, and what it was tra
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -191,20 +192,33 @@ class Selector:
 
     # ------------------------------------------------------------------------------------------- the file
     def save(self, path: str | os.PathLike) -> None:
+        with open(path, "wb") as f:
+            self._write(f)
+
+    def to_bytes(self) -> bytes:
+        """The file save() writes, as bytes (from_bytes reads them back; nothing pickled)."""
+        buf = io.BytesIO()
+        self._write(buf)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Selector":
+        return cls.load(io.BytesIO(data))
+
+    def _write(self, f: Any) -> None:
         header = {"format": FORMAT, "features": list(PROBLEM_FEATURES), "ranked_lists": list(RANKED_LISTS),
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
                   "reach": self.reach}
         t, nb = self.trees, self.neighbours
-        with open(path, "wb") as f:
-            np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
-                                feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
-                                offset=t.offset, nb_features=nb.features, nb_mean=nb.mean, nb_scale=nb.scale)
+        np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                            feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
+                            offset=t.offset, nb_features=nb.features, nb_mean=nb.mean, nb_scale=nb.scale)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Selector":
-        """A saved selector; ValueError for a file of another format or features than this version reads."""
+    def load(cls, path: str | os.PathLike | io.BytesIO) -> "Selector":
+        """A saved selector (a path, or a binary file object); ValueError for a file of another format or features than this version reads."""
         with np.load(path, allow_pickle=False) as z:
             try:
                 h = json.loads(bytes(z["header"]).decode())

@@ -9,11 +9,19 @@ FALLBACK ran tens of thousands of queries beside it clean (docs/selector.md). A 
 the handler asks the lists in a helper process with a CUDA context of its own: the model's process never holds
 B's capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would
 import the user's main script again), answering over a socket pair, $CUDNN_ALGOS_LISTS_THREADS queries at once
-(default 1; threads that only ask lists): a numbered query in (the ConvProblem pickled as its constructor's
+(default 3), each a numbered query in (the ConvProblem pickled as its constructor's
 arguments), the configurations the lists name out with that number (a backend.Plan's fields, none built). It
 starts when the handler is made (apply()) and needs a few seconds to import torch; a query waits for it. Its cost:
 one CUDA context on each GPU it is asked about (about 0.5 GB of GPU memory), while the handler lives. The helper
-ends when the socket closes (the handler's close(), or the model's process ending)."""
+ends when the socket closes (the handler's close(), or the model's process ending).
+
+Note [ranking in the helper]: the selector's ranking of a problem's candidates (tuning/ranking.py) costs 1-2 ms of
+CPU with the GIL held (benchmarks/selector_speed.py); in the model's process, background threads ranking while a
+host-bound training step runs took that time from the step (on the H200, steps 12-17% slower while choosing: ResNet-50
+and RetinaNet with varying shapes). So the handler gives the helper its selector once (its arrays, as the .npz file
+holds them: set_selector) and asks "rank" queries: the helper asks the lists, ranks, and replies the ranking and
+measure_top_k's shortlist as plain rows. The model's process then only sends, waits (the GIL released) and reads a
+short reply. A selector the file cannot carry (a subclass, a stand-in) ranks in the model's process as before."""
 from __future__ import annotations
 
 import os
@@ -29,15 +37,16 @@ from typing import Any, Sequence
 _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
-# Queries the helper answers at once: $CUDNN_ALGOS_LISTS_THREADS, default 1, what ran on the H200 (docs/selector.md:
-# ~24 ms per query, one after another); more threads are tested on the CPU only so far.
+# Queries the helper answers at once: $CUDNN_ALGOS_LISTS_THREADS, default 3 (on the H200 three at once took cuDNN
+# the same ~24 ms each as one at a time: docs/selector.md).
 THREADS_ENV = "CUDNN_ALGOS_LISTS_THREADS"
+DEFAULT_THREADS = 3
 
 
 def helper_threads() -> int:
-    """$CUDNN_ALGOS_LISTS_THREADS as a count >= 1 (1 where unset or not a positive integer)."""
+    """$CUDNN_ALGOS_LISTS_THREADS as a count >= 1 (DEFAULT_THREADS where unset, 1 where not a positive integer)."""
     try:
-        return max(1, int(os.environ.get(THREADS_ENV, "1")))
+        return max(1, int(os.environ.get(THREADS_ENV, str(DEFAULT_THREADS))))
     except ValueError:
         return 1
 
@@ -87,6 +96,30 @@ class ListsProcess:
         """The configurations `lists` name for `problem` (a backend ConvProblem) in `direction` on GPU `device`, in
         the lists' order (backend.Plan rows, none built), and cuDNN's host ms for the query (ListsProcessError where
         the helper cannot answer)."""
+        return plans_of(self._request(("lists", str(direction), problem, tuple(lists), int(device))))
+
+    def set_selector(self, data: bytes) -> None:
+        """Gives the helper the selector that rank() ranks with (Selector.to_bytes: its arrays, nothing pickled)."""
+        with self._lock:
+            if not self._ended:
+                try:
+                    self._conn.send(("selector", bytes(data)))
+                except OSError:
+                    pass  # the reader sees the helper gone; the next query says why
+
+    def rank(self, direction: str, problem: Any, lists: Sequence[str], device: int, features: Sequence[float],
+             dtype: str, deterministic: bool, allow_tf32: bool, shortlist_k: int = 0
+             ) -> tuple[list[Any], list[Any], float]:
+        """Note [ranking in the helper]: the lists' configurations torch would accept (ranking.candidates_of), in
+        the order of the selector set_selector() gave, the shortlist of shortlist_k (0: none), as ranking.Candidate,
+        and cuDNN's host ms for the lists (ListsProcessError where the helper cannot answer)."""
+        reply = self._request(("rank", str(direction), problem, tuple(lists), int(device),
+                               [float(f) for f in features], str(dtype), bool(deterministic), bool(allow_tf32),
+                               int(shortlist_k)))
+        return ranking_of(reply)
+
+    def _request(self, query: tuple) -> tuple:
+        """Sends `query` numbered, waits for its reply (ListsProcessError where none comes)."""
         with self._lock:
             if self._ended:
                 raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
@@ -94,7 +127,7 @@ class ListsProcess:
             slot = self._waiting[n] = [threading.Event(), None]
             timeout = ASK_TIMEOUT_S if self._answered else START_TIMEOUT_S - (time.monotonic() - self._started_at)
             try:
-                self._conn.send((n, str(direction), problem, tuple(lists), int(device)))
+                self._conn.send((n, *query))
             except OSError:
                 pass  # the reader sees the helper gone and wakes every query with the reason
         timeout = max(timeout, 1.0)
@@ -106,7 +139,7 @@ class ListsProcess:
             if reply is None:
                 raise ListsProcessError(f"the helper process asking cuDNN's lists: {self._ended}")
             self._answered = True
-        return plans_of(reply)
+        return reply
 
     def _read(self) -> None:
         """The reader thread: each reply to the query waiting for it; at the socket's end, every query woken."""
@@ -192,12 +225,32 @@ def plans_of(reply: tuple) -> tuple[list[Any], float]:
             for e, kn, nn, bn, src, rk, st, sg, ws in reply[1]], float(reply[2])
 
 
-def answer(query: tuple, engine_search: Any) -> tuple:
-    """One query's reply: ("ok", rows, host ms) or ("error", why). engine_search: backend.engine_search's
+def ranking_of(reply: tuple) -> tuple[list[Any], list[Any], float]:
+    """A reply of answer() to a "rank" query as (ranked, shortlist: ranking.Candidate; host ms); ListsProcessError
+    saying why for an error reply."""
+    from .ranking import Candidate
+
+    if reply[0] != "ok":
+        raise ListsProcessError(f"cuDNN's lists in the helper process: {reply[1]}")
+    return [Candidate.from_row(r) for r in reply[1]], [Candidate.from_row(r) for r in reply[2]], float(reply[3])
+
+
+def answer(query: tuple, engine_search: Any, selector: Any = None) -> tuple:
+    """One query's reply. ("lists", direction, problem, lists, device) after its number: ("ok", rows, host ms);
+    ("rank", ..., features, dtype, deterministic, allow_tf32, shortlist k): ("ok", ranked rows, shortlist rows,
+    host ms), ranked by `selector`; either ("error", why) where it fails. engine_search: backend.engine_search's
     signature (the CPU tests give a stand-in)."""
-    _, direction, problem, lists, device = query  # the first: the query's number
+    _, kind, direction, problem, lists, device = query[:6]  # the first: the query's number
     try:
         out = engine_search(direction, problem, list(lists), device=device, build=False)
+        if kind == "rank":
+            from .ranking import candidates_of, rank
+
+            features, dtype, deterministic, allow_tf32, k = query[6:]
+            if selector is None or isinstance(selector, Exception):
+                raise selector or ValueError("the helper was given no selector to rank with")
+            ranked, short = rank(candidates_of(out.plans, dtype, deterministic, allow_tf32), selector, features, k)
+            return "ok", [c.row() for c in ranked], [c.row() for c in short], out.search_ms
         rows = [(p.engine_id, [tuple(k) for k in p.knobs], list(p.numerical_notes), list(p.behavior_notes),
                  list(p.sources), [tuple(r) for r in p.heuristic_ranks], p.status, p.stage, p.workspace_bytes)
                 for p in out.plans]
@@ -209,16 +262,18 @@ def answer(query: tuple, engine_search: Any) -> tuple:
 
 def serve(conn: Connection, engine_search: Any, threads: int = 1) -> None:
     """The helper's loop: queries in (numbered), `threads` threads answering them, each answer out with its number,
-    until the socket closes."""
+    until the socket closes. A ("selector", bytes) message sets the selector later "rank" queries use (read in
+    order with the queries: every query sent after it sees it)."""
     todo: queue.Queue = queue.Queue()
     send = threading.Lock()
 
     def work() -> None:
         while True:
-            query = todo.get()
-            if query is None:
+            item = todo.get()
+            if item is None:
                 return
-            reply = answer(query, engine_search)
+            query, selector = item
+            reply = answer(query, engine_search, selector)
             try:
                 with send:
                     conn.send((query[0], reply))
@@ -228,15 +283,30 @@ def serve(conn: Connection, engine_search: Any, threads: int = 1) -> None:
     workers = [threading.Thread(target=work, daemon=True) for _ in range(max(1, threads))]
     for t in workers:
         t.start()
+    selector = None
     while True:
         try:
-            todo.put(conn.recv())
+            msg = conn.recv()
         except (EOFError, OSError):
             break
+        if msg[0] == "selector":
+            selector = _selector_of(msg[1])
+            continue
+        todo.put((msg, selector))
     for _ in workers:
         todo.put(None)
     for t in workers:
         t.join(ASK_TIMEOUT_S)
+
+
+def _selector_of(data: bytes) -> Any:
+    """The selector a ("selector", bytes) message carries, or the error a "rank" query then answers with."""
+    from ..selector import Selector
+
+    try:
+        return Selector.from_bytes(data)
+    except Exception as e:  # noqa: BLE001 (the helper keeps answering; each rank query says why)
+        return ValueError(f"the selector given to the helper did not load: {type(e).__name__}: {e}")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -20,33 +20,14 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .. import backend
-from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
-from ..selector.features import RANKED_LISTS, positions
+from ..selector import Selector
+from ..selector.features import RANKED_LISTS
 from ..spec import ConvSpec
 from .lists_process import ListsProcess, ListsProcessError
+from .ranking import Candidate, candidates_of, rank
 
 UNSEEN = ("torch", "predict", "measure_top_k")
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    engine_id: int
-    knobs: tuple[tuple[int, int], ...]  # cuDNN's (knob type, value)
-    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
-
-    @property
-    def name(self) -> str:
-        return config_name(self.engine_id, self.knobs)
-
-    @property
-    def named(self) -> dict[str, int]:
-        return dict(named_knobs(self.knobs))
-
-    @property
-    def encoded(self) -> tuple[int, dict[str, int], dict[str, int]]:
-        """What Selector.rank takes: engine id, knobs by name, positions by list."""
-        return self.engine_id, self.named, dict(self.ranks)
 
 
 @dataclass(frozen=True)
@@ -75,32 +56,16 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
 
 
-def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool, allow_tf32: bool
-                  ) -> list[Candidate]:
-    """The distinct configurations of the heuristic lists' answer that torch would accept (engines.torch_filter),
-    in the order the lists gave them."""
-    seen: set[tuple[int, tuple[tuple[int, int], ...]]] = set()
-    out = []
-    for p in plans:
-        c = (p.engine_id, tuple(p.knobs))
-        if c in seen or p.status not in ("NOT_BUILT", "SUCCESS"):
-            continue
-        seen.add(c)
-        if not torch_filter(numerical_note_names(p.numerical_notes), dtype, deterministic, allow_tf32):
-            pos = positions(dict(p.heuristic_ranks).get)
-            out.append(Candidate(*c, tuple((n, int(r)) for n, r in pos.items() if r is not None)))
-    return out
-
-
 # Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on,
 # costs ~10-20 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/selector.md), several times what
 # torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
 # new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
 # the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
-# THREADS threads have the lists asked (in the helper process, Note [lists in a helper process] in
+# THREADS threads have the helper process ask the lists and rank (Note [lists in a helper process] in
 # lists_process.py: B's query opens a CUDA stream capture, which fails the model's own synchronizing calls if it
-# happens in the model's process) and rank, keep the ranking (and measure_top_k's shortlist) and ask the registry
-# to ask again (backend.pinned_ask_again). The problem's next call gets the answer on the operator's own thread:
+# happens in the model's process; Note [ranking in the helper]: ranking here took the GIL from the model's steps),
+# keep the ranking (and measure_top_k's shortlist) and ask the registry to ask again (backend.pinned_ask_again;
+# until then the problem's calls take torch's op without asking again: Note [asked again] in csrc/pinned). The problem's next call gets the answer on the operator's own thread:
 # predict's ranking, whose first that builds the registry builds and runs; measure_top_k's shortlist timed there,
 # on its GPU, the fastest kept. No thread builds a plan. What a thread cannot rank stays on torch's op, the decision
 # saying why. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed before the operator runs it
@@ -108,7 +73,7 @@ def candidates_of(plans: Sequence[backend.Plan], dtype: str, deterministic: bool
 # close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
 # cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
-THREADS = 3  # background threads (each waits for the helper's answer to one problem, then ranks it)
+THREADS = 3  # background threads (each waits for the helper's answer to one problem; as many as the helper's)
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -139,6 +104,8 @@ class UnseenHandler:
                  calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS):
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
         self._helper: ListsProcess | None = None  # Note [lists in a helper process]
+        # Note [ranking in the helper]: a Selector itself travels as its arrays; a subclass or stand-in ranks here
+        self._ranks_in_helper = type(selector) is Selector
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
         self.background, self.threads = background, max(1, int(threads))
@@ -256,6 +223,8 @@ class UnseenHandler:
                 raise ListsProcessError("the handler was closed")
             if self._helper is None:
                 self._helper = ListsProcess()
+                if self._ranks_in_helper:
+                    self._helper.set_selector(self.selector.to_bytes())
             return self._helper
 
     def close(self, timeout: float = 10.0) -> None:
@@ -282,17 +251,19 @@ class UnseenHandler:
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
         """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
-        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms."""
+        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms.
+        Ranked in the helper process where it holds the selector (Note [ranking in the helper])."""
         from ..selector import problem_features
 
-        plans, search_ms = self._lists_process().ask(str(q.direction), q.problem, self.lists, int(q.device))
-        cands = candidates_of(plans, str(q.dtype), bool(q.deterministic), bool(q.allow_tf32))
-        if len(cands) < 2:
-            return cands, cands, search_ms
-        feats, enc = problem_features(*query_problem(q)), [c.encoded for c in cands]
-        order = self.selector.rank(feats, enc)
-        short = self.selector.shortlist(feats, enc, self.k, order) if self.mode == "measure_top_k" else []
-        return [cands[i] for i in order], [cands[i] for i in short], search_ms
+        helper = self._lists_process()
+        feats = problem_features(*query_problem(q))
+        k = self.k if self.mode == "measure_top_k" else 0
+        dtype, det, tf32 = str(q.dtype), bool(q.deterministic), bool(q.allow_tf32)
+        if self._ranks_in_helper:
+            return helper.rank(str(q.direction), q.problem, self.lists, int(q.device), feats, dtype, det, tf32, k)
+        plans, search_ms = helper.ask(str(q.direction), q.problem, self.lists, int(q.device))
+        ranked, short = rank(candidates_of(plans, dtype, det, tf32), self.selector, feats, k)
+        return ranked, short, search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
                                                                                    list[float | None]]:

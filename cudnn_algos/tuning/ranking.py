@@ -1,0 +1,74 @@
+"""What apply()'s unseen-problem handler ranks (tuning/unseen.py): the configurations of cuDNN's heuristic lists
+that torch would accept (``candidates_of``), in the selector's predicted order, and measure_top_k's shortlist
+(``rank``). Pure functions of the lists' answer and the problem: they run where the lists are asked, in the helper
+process (Note [ranking in the helper] in lists_process.py), or in the model's process for a selector the helper
+cannot rebuild from its file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
+from ..selector.features import RANKED_LISTS, positions
+
+Knobs = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    engine_id: int
+    knobs: Knobs  # cuDNN's (knob type, value)
+    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
+
+    @property
+    def name(self) -> str:
+        return config_name(self.engine_id, self.knobs)
+
+    @property
+    def named(self) -> dict[str, int]:
+        return dict(named_knobs(self.knobs))
+
+    @property
+    def encoded(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """What Selector.rank takes: engine id, knobs by name, positions by list."""
+        return self.engine_id, self.named, dict(self.ranks)
+
+    def row(self) -> tuple[int, list[list[int]], list[list[Any]]]:
+        """Plain values (a reply of the helper process)."""
+        return self.engine_id, [list(k) for k in self.knobs], [list(r) for r in self.ranks]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> "Candidate":
+        e, knobs, ranks = row
+        return cls(int(e), tuple((int(t), int(v)) for t, v in knobs), tuple((str(n), int(r)) for n, r in ranks))
+
+
+def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_tf32: bool) -> list[Candidate]:
+    """The distinct configurations of the heuristic lists' answer (backend.Plan rows) that torch would accept
+    (engines.torch_filter), in the order the lists gave them."""
+    seen: set[tuple[int, Knobs]] = set()
+    out = []
+    for p in plans:
+        c = (p.engine_id, tuple(p.knobs))
+        if c in seen or p.status not in ("NOT_BUILT", "SUCCESS"):
+            continue
+        seen.add(c)
+        if not torch_filter(numerical_note_names(p.numerical_notes), dtype, deterministic, allow_tf32):
+            pos = positions(dict(p.heuristic_ranks).get)
+            out.append(Candidate(*c, tuple((n, int(r)) for n, r in pos.items() if r is not None)))
+    return out
+
+
+def rank(cands: list[Candidate], selector: Any, features: Sequence[float], shortlist_k: int = 0
+         ) -> tuple[list[Candidate], list[Candidate]]:
+    """`cands` in the selector's predicted order (fastest first), and with shortlist_k > 0 the shortlist
+    measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first)."""
+    if len(cands) < 2:
+        return cands, cands
+    enc = [c.encoded for c in cands]
+    order = selector.rank(features, enc)
+    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k > 0 else []
+    return [cands[i] for i in order], [cands[i] for i in short]
+
+
+__all__ = ["Candidate", "candidates_of", "rank", "RANKED_LISTS"]
