@@ -129,10 +129,11 @@ def worker(a) -> dict:
                         "retries": st.get("num_alloc_retries", 0),
                         "cuda_mallocs": st.get("num_device_alloc", 0), "cuda_frees": st.get("num_device_free", 0)})
     n = len(cycle)
+    until = max((i + 1 for i, b in enumerate(busy) if b), default=0)
     out = {"mode": a.mode, "cpus": cpus, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
            "steady_cycle_ms": 1e3 * statistics.median(sum(times[i:i + n]) for i in range(n, len(times) - n + 1, n))
-           if len(times) >= 2 * n else None, "memory": mem,
-           "choosing_until_step": max((i + 1 for i, b in enumerate(busy) if b), default=0)}
+           if len(times) >= 2 * n else None, "memory": mem, "choosing_until_step": until,
+           **converged(times, n, until)}
     if handle is not None:
         c = handle.counts()
         out["calls"] = {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}
@@ -143,6 +144,15 @@ def worker(a) -> dict:
                                 "cudnn_query_seconds": sum(x.query_ms for x in d) / 1e3,
                                 "why_not": sorted({x.why for x in d if not x.origin})[:3], "kept": handle.keep()}
     return out
+
+
+def converged(times: list[float], n: int, until: int) -> dict:
+    """The cycles (of n steps, after the first pass) that began once nothing was left to choose (step `until`):
+    how many, and their median in ms (None where none did)."""
+    start = max(n, -(-until // n) * n)
+    cycles = [sum(times[i:i + n]) for i in range(start, len(times) - n + 1, n)]
+    return {"converged_cycles": len(cycles),
+            "converged_cycle_ms": 1e3 * statistics.median(cycles) if cycles else None}
 
 
 def tune_worker(a) -> dict:
@@ -255,7 +265,9 @@ def main(argv=None) -> int:
               f"{sum(r['step_s']):.2f} s" + (f", calls {r['calls']}" if "calls" in r else "")
               + (f", unseen problems {r['decisions']}" if "decisions" in r else "")
               + (f", the background thread chose until step {r['choosing_until_step']} of "
-                 f"{len(r['step_s'])}" if r.get("choosing_until_step") else ""))
+                 f"{len(r['step_s'])}; the {r.get('converged_cycles', 0)} cycles after it: median "
+                 + (f"{r['converged_cycle_ms']:.1f} ms" if r.get("converged_cycle_ms") else "-")
+                 if r.get("choosing_until_step") else ""))
     print(why_lines(results, n))
     return 0
 

@@ -43,6 +43,16 @@ def test_varying_shapes_why_lines_count_allocator_calls_after_the_first_pass():
     assert "median wall 20.00 ms" in out and "8 cudaMalloc" in out and "off" not in out
 
 
+def test_varying_shapes_converged_cycles_begin_after_the_last_choosing_step():
+    """Cycles of 8 steps after the first pass; choosing until step 9 (in the second cycle): the third and fourth
+    count; choosing to the end: none."""
+    vs = _load("varying_shapes")
+    times = [1.0] * 8 + [2.0] * 8 + [3.0] * 8 + [5.0] * 8
+    assert vs.converged(times, 8, 9) == {"converged_cycles": 2, "converged_cycle_ms": 32000.0}
+    assert vs.converged(times, 8, 0) == {"converged_cycles": 3, "converged_cycle_ms": 24000.0}
+    assert vs.converged(times, 8, 32) == {"converged_cycles": 0, "converged_cycle_ms": None}
+
+
 def test_apply_e2e_loss_figure(tmp_path):
     pytest.importorskip("matplotlib")
     ae = _load("apply_e2e")
