@@ -14,6 +14,11 @@ retries (workspace growth shows there), so the report can say where a steady-cyc
     python benchmarks/varying_shapes.py --batches 16,32,48,64 --sizes 192,224 --cycles 4 --db out/t.sqlite \\
         --json out/varying.json --plot out/varying.png
 (tune first: --tune runs tune() for every shape in a process of its own and reports its cost)
+
+With --paired N, also N processes per benchmark flag (off, on) that compare apply(unseen=--paired-unseen) with
+torch's op inside one process, once it has chosen for every problem: cycles alternating torch, apply, apply, torch,
+the ratio of each apply cycle to the torch cycle beside it (separate processes' steady cycles differ by more than
+the modes do on host-bound steps). `--modes= --paired 2` runs only these.
 """
 from __future__ import annotations
 
@@ -84,44 +89,73 @@ def _input(b: int, s: int, cl: bool):
     return x.contiguous(memory_format=torch.channels_last) if cl else x
 
 
+class Training:
+    """The model, its optimizer and one input per shape, in a process set up as every mode's (pinned to the GPU's
+    cores, torch's benchmark flag as given); step() runs one synchronised training step and returns (host seconds
+    until step() returned, wall seconds)."""
+
+    def __init__(self, a, benchmark: bool):
+        import torch
+
+        self.cl = a.config == "fp16-nhwc"  # fp16-nhwc: channels_last under float16 autocast; fp32: neither
+        torch.backends.cudnn.benchmark = benchmark
+        self.cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
+        torch.zeros(1, device="cuda")
+        self.model = _model(self.cl, a.model)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.cycle = shapes(a.batches, a.sizes)
+        self.inputs = {(b, s): (_input(b, s, self.cl), torch.randint(0, 1000, (b,), device="cuda"))
+                       for b, s in self.cycle}
+
+    def step(self, shape: tuple[int, int]) -> tuple[float, float]:
+        import torch
+
+        x, t = self.inputs[shape]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.cl):
+            loss = _loss(self.model(x), t)
+        loss.backward()
+        self.opt.step()
+        host = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        return host, time.perf_counter() - t0
+
+    def cycle_s(self) -> float:
+        """One pass over every shape: the sum of its steps' wall seconds."""
+        return sum(self.step(shape)[1] for shape in self.cycle)
+
+
+def _unseen_db(a, mode: str) -> str:
+    """apply(unseen=mode)'s database: one of its own beside --db, emptied (what it keeps: mode "kept")."""
+    path = Path(a.db).with_suffix(f".{mode}.sqlite")
+    for ext in ("", "-wal", "-shm"):
+        Path(str(path) + ext).unlink(missing_ok=True)
+    return str(path)
+
+
 def worker(a) -> dict:
     import torch
 
     import cudnn_algos
 
-    cl = a.config == "fp16-nhwc"  # fp16-nhwc: channels_last under float16 autocast; fp32: neither
-    torch.backends.cudnn.benchmark = a.mode == "on"
-    cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
-    torch.zeros(1, device="cuda")
-    model = _model(cl, a.model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    tr = Training(a, a.mode == "on")
+    model, cycle, cpus = tr.model, tr.cycle, tr.cpus
     handle = None
     if a.mode == "apply":
         handle = cudnn_algos.apply(model, a.db)
-    elif a.mode in UNSEEN_MODES:  # nothing tuned: a database of its own, emptied (what it keeps: mode "kept")
-        for ext in ("", "-wal", "-shm"):
-            Path(str(Path(a.db).with_suffix(f".{a.mode}.sqlite")) + ext).unlink(missing_ok=True)
-        handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(f".{a.mode}.sqlite")), unseen=a.mode,
+    elif a.mode in UNSEEN_MODES:  # nothing tuned
+        handle = cudnn_algos.apply(model, _unseen_db(a, a.mode), unseen=a.mode,
                                    selector=None if a.selector == "shipped" else a.selector,
                                    background={"on": True, "off": False}.get(a.background))
     elif a.mode == KEPT:
         handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(".measure_top_k.sqlite")))
-    cycle = shapes(a.batches, a.sizes)
-    inputs = {(b, s): (_input(b, s, cl), torch.randint(0, 1000, (b,), device="cuda")) for b, s in cycle}
     times, host, mem, busy = [], [], [], []
     for step in range(a.cycles * len(cycle)):
-        b, s = cycle[step % len(cycle)]
-        x, t = inputs[(b, s)]
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=cl):
-            loss = _loss(model(x), t)
-        loss.backward()
-        opt.step()
-        host.append(time.perf_counter() - t0)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
+        h, w = tr.step(cycle[step % len(cycle)])
+        host.append(h)
+        times.append(w)
         busy.append(handle is not None and not handle.wait(0))  # predict's background thread still choosing
         if a.why:
             st = torch.cuda.memory_stats()
@@ -143,6 +177,83 @@ def worker(a) -> dict:
                                 "seconds": sum(x.seconds for x in d),
                                 "cudnn_query_seconds": sum(x.query_ms for x in d) / 1e3,
                                 "why_not": sorted({x.why for x in d if not x.origin})[:3], "kept": handle.keep()}
+    return out
+
+
+PAIRED = ("paired_off", "paired_on")  # apply(unseen=...) against torch's op in one process, the flag off / on
+
+
+def paired_worker(a) -> dict:
+    """apply(unseen=--paired-unseen) against torch's op in one process (a.mode "paired_off" or "paired_on": torch's
+    benchmark flag): a cycle of torch's op over every shape first (with the flag on, its search; torch keeps those
+    plans for the process's life), then apply() with nothing tuned and cycles until it has chosen for every problem
+    (at most --paired-max-cycles) and one more (the last choices built, or timed, at their next call); then blocks
+    of one cycle each alternate torch's op and apply() in the order torch, apply, apply, torch (a linear drift of
+    the machine cancels), the modules switched between their own forward and apply()'s without touching the
+    operator's plans or its chooser. Each block's cycle time; the ratio of each apply block to the torch block
+    beside it."""
+    import cudnn_algos
+
+    tr = Training(a, a.mode == "paired_on")
+    first_torch_s = tr.cycle_s()
+    handle = cudnn_algos.apply(tr.model, _unseen_db(a, a.paired_unseen), unseen=a.paired_unseen,
+                               selector=None if a.selector in (None, "shipped") else a.selector)
+    patched = {m: m.__dict__["forward"] for m in tr.model.modules() if "forward" in m.__dict__}
+
+    def use(applied: bool) -> None:
+        for m, f in patched.items():
+            if applied:
+                m.forward = f
+            else:
+                m.__dict__.pop("forward", None)
+
+    t0, choosing = time.perf_counter(), 0
+    while choosing < a.paired_max_cycles:
+        tr.cycle_s()
+        choosing += 1
+        if handle.wait(0):
+            break
+    chose_all = handle.wait(0)
+    tr.cycle_s()
+    choose_s = time.perf_counter() - t0
+    handle.reset_counts()
+    ms: dict[bool, list[float]] = {False: [], True: []}
+    for applied in [False, True, True, False] * max(1, a.blocks // 4):
+        use(applied)
+        ms[applied].append(1e3 * tr.cycle_s())
+    c, d = handle.counts(), handle.decisions()
+    handle.undo()
+    return {"mode": a.mode, "unseen": a.paired_unseen, "cpus": tr.cpus, "first_torch_cycle_s": first_torch_s,
+            "choosing_cycles": choosing, "chose_all": chose_all, "choosing_s": choose_s,
+            "chosen": sum(1 for x in d if x.origin), "problems": len(d), "torch_ms": ms[False], "apply_ms": ms[True],
+            "ratios": paired_ratios(ms[False], ms[True]),
+            "calls": {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}}
+
+
+def paired_ratios(torch_ms: list[float], apply_ms: list[float]) -> list[float]:
+    """Blocks ran torch, apply, apply, torch, ...: each apply block over the torch block beside it (its pair)."""
+    return [y / x for x, y in zip(torch_ms, apply_ms)]
+
+
+def paired_lines(runs: dict[str, list[dict]]) -> list[str]:
+    """Per flag: the median over processes of each process's median ratio (apply / torch), each process's, and the
+    cycles and calls behind them."""
+    out = []
+    for flag in PAIRED:
+        rs = [r for r in runs.get(flag, []) if "ratios" in r]
+        errs = [r["error"] for r in runs.get(flag, []) if "error" in r]
+        if not rs:
+            out += [f"{flag}: " + ("; ".join(errs) if errs else "not run")]
+            continue
+        per = [statistics.median(r["ratios"]) for r in rs]
+        torch_ms = statistics.median(x for r in rs for x in r["torch_ms"])
+        apply_ms = statistics.median(x for r in rs for x in r["apply_ms"])
+        out.append(f"{flag}: apply(unseen={rs[0]['unseen']}) / torch's op per cycle in one process "
+                   f"{statistics.median(per):.3f} ({len(rs)} processes: {'; '.join(f'{x:.3f}' for x in per)}); "
+                   f"cycles torch {torch_ms:.1f} ms, apply {apply_ms:.1f} ms; chose {rs[0]['chosen']} of "
+                   f"{rs[0]['problems']} in {rs[0]['choosing_cycles']} cycles ({rs[0]['choosing_s']:.1f} s, all: "
+                   f"{all(r['chose_all'] for r in rs)}); torch's first cycle {rs[0]['first_torch_cycle_s']:.2f} s; "
+                   f"apply's calls {rs[0]['calls']}" + (f"; errors: {'; '.join(errs)}" if errs else ""))
     return out
 
 
@@ -222,19 +333,27 @@ def main(argv=None) -> int:
                    "predict and measure_top_k (apply() with no tuning)")
     p.add_argument("--modes", help="comma-separated: only these modes (default: off,on,apply, and with --selector "
                    "predict,measure_top_k); --tune runs only when apply is among them")
+    p.add_argument("--paired", type=int, default=0, metavar="N",
+                   help="also N processes per benchmark flag comparing apply(unseen=--paired-unseen) with torch's op "
+                   "in alternating cycles inside the process (paired_worker); --modes '' runs only these")
+    p.add_argument("--paired-unseen", default="predict", choices=UNSEEN_MODES)
+    p.add_argument("--paired-max-cycles", type=int, default=40, help="--paired: cycles to wait for the choosing")
+    p.add_argument("--blocks", type=int, default=8, help="--paired: blocks (cycles) per process, a multiple of 4")
     p.add_argument("--json")
     p.add_argument("--plot")
-    p.add_argument("--worker", choices=MODES + UNSEEN_MODES + (KEPT, "tune"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=MODES + UNSEEN_MODES + (KEPT, "tune") + PAIRED, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         a.mode = a.worker
-        print(json.dumps(tune_worker(a) if a.worker == "tune" else worker(a)))
+        run = tune_worker if a.worker == "tune" else paired_worker if a.worker in PAIRED else worker
+        print(json.dumps(run(a)))
         return 0
     common = ["--model", a.model, "--config", a.config, "--batches", a.batches, "--sizes", a.sizes,
               "--cycles", str(a.cycles),
               "--db", a.db, "--tune-search", a.tune_search, "--background", a.background] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
-    modes = tuple(a.modes.split(",")) if a.modes else MODES + (UNSEEN_MODES if a.selector else ())
+    modes = (tuple(m for m in a.modes.split(",") if m) if a.modes is not None
+             else MODES + (UNSEEN_MODES if a.selector else ()))
     bad = [m for m in modes if m not in MODES + UNSEEN_MODES + (KEPT,) or (m in UNSEEN_MODES and not a.selector)
            or (m == KEPT and "measure_top_k" not in modes[:modes.index(m)])]
     if bad:
@@ -242,8 +361,14 @@ def main(argv=None) -> int:
                 "measure_top_k need --selector, kept comes after measure_top_k)")
     results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune and "apply" in modes
                else None}
+    sel = ["--selector", a.selector] if a.selector else []
     for mode in modes:
-        results[mode] = _sub(["--worker", mode, *common] + (["--selector", a.selector] if a.selector else []), 900)
+        results[mode] = _sub(["--worker", mode, *common] + sel, 900)
+    paired_args = ["--paired-unseen", a.paired_unseen, "--paired-max-cycles", str(a.paired_max_cycles),
+                   "--blocks", str(a.blocks)]
+    for _ in range(a.paired):  # the flag off and on interleaved, a fresh process each
+        for flag in PAIRED:
+            results.setdefault(flag, []).append(_sub(["--worker", flag, *common, *sel, *paired_args], 900))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     if a.plot:
@@ -269,6 +394,8 @@ def main(argv=None) -> int:
                  + (f"{r['converged_cycle_ms']:.1f} ms" if r.get("converged_cycle_ms") else "-")
                  if r.get("choosing_until_step") else ""))
     print(why_lines(results, n))
+    if a.paired:
+        print("\n".join(paired_lines(results)))
     return 0
 
 

@@ -53,6 +53,24 @@ def test_varying_shapes_converged_cycles_begin_after_the_last_choosing_step():
     assert vs.converged(times, 8, 32) == {"converged_cycles": 0, "converged_cycle_ms": None}
 
 
+def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
+    """--paired: blocks torch, apply, apply, torch: each apply cycle over the torch cycle beside it; per flag the
+    median over processes of each process's median ratio; a process that failed is named, not averaged."""
+    vs = _load("varying_shapes")
+    assert vs.paired_ratios([100.0, 110.0, 100.0, 90.0], [95.0, 99.0, 110.0, 81.0]) == [0.95, 0.9, 1.1, 0.9]
+    base = {"unseen": "predict", "chosen": 544, "problems": 544, "choosing_cycles": 12, "choosing_s": 3.0,
+            "chose_all": True, "first_torch_cycle_s": 2.5, "calls": {"pinned": 10, "torch_winner": 0, "fallback": 0}}
+    runs = {"paired_off": [{**base, "ratios": [0.9, 1.0, 1.1], "torch_ms": [200.0], "apply_ms": [190.0]},
+                           {**base, "ratios": [0.95, 0.97], "torch_ms": [210.0], "apply_ms": [205.0]},
+                           {"error": "timed out after 900 s"}],
+            "paired_on": [{"error": "CUDA error"}]}
+    off, on = vs.paired_lines(runs)
+    assert off.startswith("paired_off: apply(unseen=predict) / torch's op per cycle in one process 0.980 "
+                          "(2 processes: 1.000; 0.960)")
+    assert "cycles torch 205.0 ms, apply 197.5 ms" in off and off.endswith("errors: timed out after 900 s")
+    assert on == "paired_on: CUDA error"
+
+
 def test_apply_e2e_loss_figure(tmp_path):
     pytest.importorskip("matplotlib")
     ae = _load("apply_e2e")
