@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
+from fresh import forward_switch, pin_to_gpu_cpus, run_worker  # noqa: E402
 
 CONFIGS = {"fp16-nhwc": ("float16", True), "fp32": ("float32", False)}
 MODES = ("off", "on", "apply")
@@ -93,14 +93,7 @@ def paired_worker(a) -> dict:
     for _ in range(a.warmup):
         step()
     handle = cudnn_algos.apply(model, a.db)
-    patched = {m: m.__dict__["forward"] for m in model.modules() if "forward" in m.__dict__}
-
-    def use(applied: bool) -> None:
-        for m, f in patched.items():
-            if applied:
-                m.forward = f
-            else:
-                m.__dict__.pop("forward", None)
+    use = forward_switch(model)
 
     for _ in range(a.warmup):
         step()

@@ -1,6 +1,7 @@
 """Running one benchmark mode in a fresh process (torch keeps the first plan per problem for a process's life):
 the benchmark script calls itself with worker arguments and reads the JSON line the worker prints last. And the
-process's own host memory, for the benchmarks that watch it."""
+process's own host memory, for the benchmarks that watch it; and switching a model between torch's op and apply()
+inside one process (the paired comparisons)."""
 from __future__ import annotations
 
 import ctypes
@@ -77,3 +78,18 @@ def rss_kept_mb() -> float:
     except (OSError, AttributeError):
         pass
     return rss_mb()
+
+
+def forward_switch(model):
+    """After cudnn_algos.apply(model): a function use(applied) that gives the modules apply() patched their own
+    forward back (False) or apply()'s again (True), touching neither the operator's plans nor its chooser."""
+    patched = {m: m.__dict__["forward"] for m in model.modules() if "forward" in m.__dict__}
+
+    def use(applied: bool) -> None:
+        for m, f in patched.items():
+            if applied:
+                m.forward = f
+            else:
+                m.__dict__.pop("forward", None)
+
+    return use

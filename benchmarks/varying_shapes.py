@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import pin_to_gpu_cpus, run_worker  # noqa: E402
+from fresh import forward_switch, pin_to_gpu_cpus, run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
 UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
@@ -198,14 +198,7 @@ def paired_worker(a) -> dict:
     first_torch_s = tr.cycle_s()
     handle = cudnn_algos.apply(tr.model, _unseen_db(a, a.paired_unseen), unseen=a.paired_unseen,
                                selector=None if a.selector in (None, "shipped") else a.selector)
-    patched = {m: m.__dict__["forward"] for m in tr.model.modules() if "forward" in m.__dict__}
-
-    def use(applied: bool) -> None:
-        for m, f in patched.items():
-            if applied:
-                m.forward = f
-            else:
-                m.__dict__.pop("forward", None)
+    use = forward_switch(tr.model)
 
     t0, choosing = time.perf_counter(), 0
     while choosing < a.paired_max_cycles:

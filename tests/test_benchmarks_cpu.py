@@ -71,6 +71,24 @@ def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
     assert on == "paired_on: CUDA error"
 
 
+def test_forward_switch_gives_back_the_modules_own_forward_and_apply_s_again():
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fresh import forward_switch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 2, 1), torch.nn.ReLU())
+    model[0].forward = lambda x: x * 0 + 7.0  # stands in for apply()'s forward
+    use = forward_switch(model)
+    x = torch.ones(1, 2, 3, 3)
+    use(False)
+    assert "forward" not in model[0].__dict__ and not torch.equal(model(x), torch.full_like(x, 7.0))
+    use(True)
+    assert torch.equal(model(x), torch.full_like(x, 7.0))
+
+
 def test_apply_e2e_loss_figure(tmp_path):
     pytest.importorskip("matplotlib")
     ae = _load("apply_e2e")
