@@ -196,7 +196,6 @@ def _timm(name: str) -> Any:
 def _audio(which: str) -> Any:
     """torchaudio's 1-d convolutions: wav2vec2's feature extractor on a waveform (batch, samples), or a Conformer's
     depthwise convolution modules on features (batch, frames, 80)."""
-    import torch
     import torch.nn as nn
     import torchaudio
 
@@ -220,9 +219,11 @@ def _audio(which: str) -> Any:
             super().__init__()
             self.c = conformer
 
-        def forward(self, x):
-            lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.int64, device=x.device)
-            return self.c(x, lengths)[0]
+        def forward(self, x):  # Conformer.forward's layers with no padding mask: every sequence is whole, and the
+            x = x.transpose(0, 1)  # mask from lengths needs .item(), which meta tensors (discovery) do not have
+            for layer in self.c.conformer_layers:
+                x = layer(x, None)
+            return x.transpose(0, 1)
 
     return Frames()
 

@@ -74,3 +74,15 @@ def test_cli_corpus(tmp_path):
                        (("--json", tmp_path / "no" / "c.json"), "does not exist")):
         r = run_cli("corpus", *args)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_torchaudio_family_reaches_the_conformers_depthwise_convolutions():
+    """torchaudio (where installed; the GPU machine has it): wav2vec2's feature extractor and the Conformer both
+    discovered on the meta device — the Conformer's depthwise 1-d convolution (kernel 31, one group per channel) is
+    in the corpus, nothing of the family missing."""
+    pytest.importorskip("torchaudio")
+    c = build_corpus(["torchaudio"], batches=(8,), configs=("fp32",), progress=False)
+    assert not c.missing, c.missing
+    assert set(c.models["torchaudio"]) == {"wav2vec2_base.feature_extractor", "conformer"}
+    depthwise = [p for p in c.problems if p.spec.kernel_size == (31,) and p.spec.groups == p.spec.in_channels]
+    assert depthwise and all(any(s.model == "conformer" for s in p.sources) for p in depthwise)
