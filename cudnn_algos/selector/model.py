@@ -218,7 +218,8 @@ class Selector:
 
     @classmethod
     def load(cls, path: str | os.PathLike | io.BytesIO) -> "Selector":
-        """A saved selector (a path, or a binary file object); ValueError for a file of another format or features than this version reads."""
+        """A saved selector (a path, or a binary file object); ValueError for a file of another format or features
+        than this version reads."""
         with np.load(path, allow_pickle=False) as z:
             try:
                 h = json.loads(bytes(z["header"]).decode())

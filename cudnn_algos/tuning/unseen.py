@@ -65,11 +65,12 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
 # lists_process.py: B's query opens a CUDA stream capture, which fails the model's own synchronizing calls if it
 # happens in the model's process; Note [ranking in the helper]: ranking here took the GIL from the model's steps),
 # keep the ranking (and measure_top_k's shortlist) and ask the registry to ask again (backend.pinned_ask_again;
-# until then the problem's calls take torch's op without asking again: Note [asked again] in csrc/pinned). The problem's next call gets the answer on the operator's own thread:
-# predict's ranking, whose first that builds the registry builds and runs; measure_top_k's shortlist timed there,
-# on its GPU, the fastest kept. No thread builds a plan. What a thread cannot rank stays on torch's op, the decision
-# saying why. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed before the operator runs it
-# (the last line before a crash names the problem and configuration). wait() blocks until nothing is queued;
+# until then the problem's calls take torch's op without asking again: Note [asked again] in csrc/pinned). The
+# problem's next call gets the answer on the operator's own thread: predict's ranking, whose first that builds the
+# registry builds and runs; measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a
+# plan. What a thread cannot rank stays on torch's op, the decision saying why. $CUDNN_ALGOS_UNSEEN_LOG names a
+# file that gets a line per answer, flushed before the operator runs it (the last line before a crash names the
+# problem and configuration). wait() blocks until nothing is queued;
 # close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
 # cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
