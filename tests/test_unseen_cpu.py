@@ -459,6 +459,37 @@ def test_the_helper_answers_queries_at_once_each_to_its_asker():
     assert not server.is_alive()  # the helper's loop ends with the socket
 
 
+def test_the_helpers_socket_is_closed_once_however_many_threads_end_it():
+    """close() from several threads while the reader sees the end too: the socket's close runs once (a second close
+    of a descriptor number can close another socket that reused it: it once cut the next helper's answers)."""
+    import threading
+
+    closes, gone = [], threading.Event()
+
+    class Conn:  # a connection whose recv blocks until it is closed
+        def fileno(self):
+            raise OSError("no descriptor here")
+
+        def recv(self):
+            gone.wait(10)
+            raise EOFError
+
+        def close(self):
+            closes.append(threading.current_thread().name)
+            gone.set()
+
+    lp = lists_process.ListsProcess(conn=Conn())
+    enders = [threading.Thread(target=lp.close) for _ in range(4)]
+    for t in enders:
+        t.start()
+    for t in enders:
+        t.join(10)
+    lp._reader.join(10)  # noqa: SLF001 (the reader ends too, and ends it once more)
+    assert len(closes) == 1 and not lp._reader.is_alive()  # noqa: SLF001
+    with pytest.raises(lists_process.ListsProcessError, match="it was closed"):
+        lp.ask("forward", None, ["a"], 0)
+
+
 @pytest.mark.parametrize("value, threads", [(None, 3), ("1", 1), ("5", 5), ("0", 1), ("many", 1)])
 def test_the_helpers_threads_come_from_the_environment(monkeypatch, value, threads):
     if value is None:

@@ -71,6 +71,7 @@ class ListsProcess:
         self._next = 0
         self._waiting: dict[int, list] = {}  # query number -> [Event, reply]
         self._proc: subprocess.Popen | None = None
+        self._conn_open = True  # until _end() closes it, once
         if conn is not None:
             self._conn = conn
         else:
@@ -172,18 +173,23 @@ class ListsProcess:
             for slot in self._waiting.values():
                 slot[0].set()
             p, self._proc = self._proc, None
-        try:  # shut down first: a close alone neither wakes our reader's recv nor shows the helper the end
-            sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+            # the first caller alone closes the socket: two threads closing it at once (the reader seeing the
+            # helper's end while close() runs) could close its descriptor number twice, the second time another
+            # socket's that reused the number meanwhile
+            conn, self._conn_open = (self._conn if self._conn_open else None), False
+        if conn is not None:
+            try:  # shut down first: a close alone neither wakes our reader's recv nor shows the helper the end
+                sock = socket.socket(fileno=os.dup(conn.fileno()))
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                finally:
+                    sock.close()
+            except OSError:
+                pass
             try:
-                sock.shutdown(socket.SHUT_RDWR)
-            finally:
-                sock.close()
-        except OSError:
-            pass
-        try:
-            self._conn.close()
-        except OSError:
-            pass
+                conn.close()
+            except OSError:
+                pass
         if p is not None:
             try:
                 p.wait(5)
