@@ -210,3 +210,31 @@ def test_merge_copies_what_the_store_lacks_and_keeps_what_it_has(tmp_path):
     assert p.returncode == 0 and "3 problem-directions copied, 0 already" in p.stdout, p.stdout + p.stderr
     p = run_cli("dataset", "merge", str(tmp_path / "c.sqlite"))
     assert p.returncode == 2 and "needs --from" in p.stderr
+
+
+def test_a_keys_only_store_carries_what_to_skip_and_merges_back_what_it_adds(corpus, tmp_path):
+    """dataset keys: a store of the problem-directions alone (no rows). A sweep given it skips them and stores the
+    rest; what it added merges back into the full store by its keys; merging its rowless tasks is refused, nothing
+    copied."""
+    from cudnn_algos.sweep import todo_of
+
+    full = tmp_path / "full.sqlite"
+    first = sweep(corpus.problems, str(full), dry_run=True, n_workers=1, progress=False, limit=5)
+    p = run_cli("dataset", "keys", str(full), "--out", str(tmp_path / "keys.sqlite"))
+    assert p.returncode == 0 and "5 problem-directions, no rows" in p.stdout, p.stdout + p.stderr
+    keys = tmp_path / "keys.sqlite"
+    with SweepStore(keys) as k, SweepStore(full) as f:
+        assert k.keys() == f.keys() and k.counts()["rows"] == 0 and f.counts()["rows"] > 0
+        start = k.keys()
+    elsewhere = sweep(corpus.problems, str(keys), dry_run=True, n_workers=1, progress=False, repeat_fraction=0)
+    assert (first.done, elsewhere.done, elsewhere.skipped) == (5, 43, 5)
+    with SweepStore(full) as f, SweepStore(keys) as k:
+        with pytest.raises(ValueError, match="5 problem-directions to copy lack their rows"):
+            SweepStore(tmp_path / "empty.sqlite").merge(k)
+        assert f.merge(k, k.keys() - start) == (43, 0)
+        all_keys = {t["key"] for t in todo_of(corpus.problems, set(), ("forward", "backward_data",
+                                                                      "backward_filter"), 0)[0]}
+        assert f.keys() == all_keys and all(f.rows(key) for key in all_keys)
+        assert SweepStore(tmp_path / "empty.sqlite").counts()["done"] == 0  # the refused merge copied nothing
+    p = run_cli("dataset", "keys", str(full), "--out", str(keys))
+    assert p.returncode == 2 and "exists" in p.stderr

@@ -76,10 +76,12 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     from ..regret import GROUP_BY
     from ..sweep import SweepStore
 
-    if a.action == "write" and not a.out:
-        raise UsageError("dataset write needs --out DIR")
+    if a.action in ("write", "keys") and not a.out:
+        raise UsageError(f"dataset {a.action} needs --out {'DIR' if a.action == 'write' else 'PATH'}")
     if a.action == "merge":
         return _dataset_merge(a.store, a.sources)
+    if a.action == "keys":
+        return _dataset_keys(a.store, a.out)
     if a.action == "write":
         needs("dataset write", "pyarrow")
     by = tuple(x for x in a.by.split(",") if x)
@@ -106,6 +108,23 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         raise FileError(str(e)) from None
     print(v)
     print(f"wrote {a.out}")
+    return EXIT_OK
+
+
+def _dataset_keys(store: str, out: str) -> int:
+    from ..sweep import SweepStore
+
+    check_outputs({"STORE": store}, {"--out": out})
+    if not os.path.isfile(store):
+        raise FileError(f"{store}: no such file")
+    if os.path.exists(out):
+        raise UsageError(f"--out {out} exists: dataset keys writes a new store")
+    try:
+        with SweepStore(store) as s:
+            n = s.keys_only(out)
+    except ValueError as e:
+        raise FileError(str(e)) from None
+    print(f"wrote {out}: {n} problem-directions, no rows (a sweep given it skips them; merge back what it adds)")
     return EXIT_OK
 
 

@@ -263,10 +263,12 @@ def _add_corpus_parser(sub) -> None:
                                     "the noise floor (the sample measured twice); write: the whole ones as Parquet "
                                     "partitioned by environment; report: the regret of cuDNN's heuristics, the legacy "
                                     "searches and torch's benchmark mode against the measured best; merge: the "
-                                    "problem-directions of other stores (--from) that this one lacks copied in.")
-    ds.add_argument("action", choices=["validate", "write", "report", "merge"])
+                                    "problem-directions of other stores (--from) that this one lacks copied in; keys: "
+                                    "a new store (--out) of the problem-directions alone, no rows, for a sweep "
+                                    "elsewhere to skip them.")
+    ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys"])
     ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
-    ds.add_argument("--out", metavar="DIR", help="write: the Parquet directory")
+    ds.add_argument("--out", metavar="PATH", help="write: the Parquet directory; keys: the new store")
     ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
                     help="merge: a store to copy from (repeatable)")
     ds.add_argument("--by", default="family,dtype,direction",

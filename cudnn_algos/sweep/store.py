@@ -95,15 +95,17 @@ class SweepStore:
     def merge(self, other: "SweepStore", keys: set[str] | None = None) -> tuple[int, int]:
         """Copies from `other` each problem-direction (of `keys`, when given) this store lacks, with its rows and
         where it ran, one transaction each: stores filled by sweeps on different machines become one. Returns
-        (copied, already here: left as they are)."""
+        (copied, already here: left as they are). ValueError, nothing copied, where one to copy lacks rows its task
+        counts (a keys-only store's tasks: keys_only())."""
         have = self.keys()
-        copied = already = 0
-        for t in other.tasks():
-            if keys is not None and t.key not in keys:
-                continue
-            if t.key in have:
-                already += 1
-                continue
+        held = dict(other.con.execute("SELECT key, COUNT(*) FROM rows GROUP BY key").fetchall())
+        todo = [t for t in other.tasks() if (keys is None or t.key in keys) and t.key not in have]
+        short = [t.key for t in todo if held.get(t.key, 0) < t.rows]
+        if short:
+            raise ValueError(f"{other.path}: {len(short)} problem-directions to copy lack their rows (a keys-only "
+                             f"store's?), e.g. {short[0]}; nothing copied")
+        copied, already = 0, sum(1 for t in other.tasks() if (keys is None or t.key in keys) and t.key in have)
+        for t in todo:
             text = [r for (r,) in other.con.execute("SELECT row FROM rows WHERE key = ? ORDER BY i", (t.key,))]
             self.con.execute("BEGIN IMMEDIATE")
             try:
@@ -117,6 +119,24 @@ class SweepStore:
                 raise
             copied += 1
         return copied, already
+
+    def keys_only(self, path: str | os.PathLike) -> int:
+        """Writes a new store at `path` (which must not exist) holding every task of this one and none of their rows:
+        what a sweep on another machine needs to skip them (a fraction of the size, for carrying to it); what it
+        measures there is merged back from the keys it adds. Returns how many tasks it holds."""
+        if os.path.exists(path):
+            raise ValueError(f"{path} exists: keys_only writes a new store")
+        with SweepStore(path) as out:
+            out.con.execute("BEGIN IMMEDIATE")
+            try:
+                out.con.executemany("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                                    self.con.execute("SELECT * FROM tasks").fetchall())
+                out.con.execute("INSERT OR REPLACE INTO meta VALUES ('keys_only', '1')")
+                out.con.execute("COMMIT")
+            except BaseException:
+                out.con.execute("ROLLBACK")
+                raise
+            return len(out.keys())
 
     def tasks(self) -> list[StoredTask]:
         return [StoredTask(*r) for r in self.con.execute("SELECT * FROM tasks ORDER BY finished_at, key")]
