@@ -258,9 +258,12 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
 using namespace pinned_detail;
 
 namespace {
-void forget_resolved(Registry& r, const std::string& key) {  // r.mutex held: the key's calls resolve again
+// r.mutex held: the key's calls resolve again, and a resolve asking the handler meanwhile sees its key changed
+// (Note [asked again]); every other call keeps its one-lookup path
+void key_changed(Registry& r, const std::string& key) {
   for (auto it = r.resolved.begin(); it != r.resolved.end();)
     it = it->second->key == key ? r.resolved.erase(it) : std::next(it);
+  ++r.key_changes[key];
 }
 }  // namespace
 
@@ -270,15 +273,13 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   r.winners[key] = Winner{engine_id, knobs, origin};
   for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
     it = it->first.second == key ? r.plans.erase(it) : std::next(it);
-  forget_resolved(r, key);  // only this key's: every other call keeps its one-lookup path
-  ++r.key_changes[key];
+  key_changed(r, key);
 }
 
 void pinned_ask_again(const std::string& key) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  forget_resolved(r, key);
-  ++r.key_changes[key];
+  key_changed(r, key);
 }
 
 void pinned_clear() {
