@@ -99,12 +99,13 @@ class SweepStore:
         counts (a keys-only store's tasks: keys_only())."""
         have = self.keys()
         held = dict(other.con.execute("SELECT key, COUNT(*) FROM rows GROUP BY key").fetchall())
-        todo = [t for t in other.tasks() if (keys is None or t.key in keys) and t.key not in have]
+        asked = [t for t in other.tasks() if keys is None or t.key in keys]
+        todo = [t for t in asked if t.key not in have]
         short = [t.key for t in todo if held.get(t.key, 0) < t.rows]
         if short:
             raise ValueError(f"{other.path}: {len(short)} problem-directions to copy lack their rows (a keys-only "
                              f"store's?), e.g. {short[0]}; nothing copied")
-        copied, already = 0, sum(1 for t in other.tasks() if (keys is None or t.key in keys) and t.key in have)
+        copied, already = 0, len(asked) - len(todo)
         for t in todo:
             text = [r for (r,) in other.con.execute("SELECT row FROM rows WHERE key = ? ORDER BY i", (t.key,))]
             self.con.execute("BEGIN IMMEDIATE")
