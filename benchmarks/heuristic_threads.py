@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fresh import run_worker  # noqa: E402
 
+from cudnn_algos.choices import DIRECTIONS  # noqa: E402
+
 WHAT = ("idle", "handle", "instant", "a", "b", "fallback", "all", "b-process", "all-process")
-DIRECTIONS = ("forward", "backward_data", "backward_filter")
 
 
 def _problems(model, shapes) -> list:
@@ -50,16 +51,13 @@ def _problems(model, shapes) -> list:
 
 
 def worker(a) -> dict:
-    import torch
-
+    """One `what` beside the model's training steps (varying_shapes.Training: fp16 channels_last, benchmark off,
+    each step synchronised), in this (fresh) process."""
     from cudnn_algos import backend
-    from varying_shapes import _input, _loss, _model, shapes
+    from varying_shapes import Training
 
-    torch.backends.cudnn.benchmark = False
-    torch.zeros(1, device="cuda")
-    model = _model(True, a.model)
-    cycle = shapes(a.batches, a.sizes)
-    problems = _problems(model, cycle)
+    tr = Training(a.model, "fp16-nhwc", a.batches, a.sizes, benchmark=False)
+    problems = _problems(tr.model, tr.cycle)
     lists = {"instant": ["instant"], "a": ["a"], "b": ["b"], "fallback": ["fallback"],
              "all": ["instant", "a", "b", "fallback"]}.get(a.worker.removesuffix("-process"), [])
     helper = None
@@ -89,21 +87,13 @@ def worker(a) -> dict:
             errors.append(f"thread: {type(e).__name__}: {str(e)[:240]}")
             stop.set()
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs = {(b, s): _input(b, s, True) for b, s in cycle}
-    target = {b: torch.randint(0, 1000, (b,), device="cuda") for b, _ in cycle}  # ResNet-50's labels
     threads = [threading.Thread(target=ask, daemon=True) for _ in range(a.threads)]
     for t in threads:
         t.start()
     steps, t0 = 0, time.perf_counter()
     try:
         while not stop.is_set() and time.perf_counter() - t0 < a.seconds:
-            x = inputs[cycle[steps % len(cycle)]]
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.float16):
-                _loss(model(x), target[x.shape[0]]).backward()
-            opt.step()
-            torch.cuda.synchronize()
+            tr.step(tr.cycle[steps % len(tr.cycle)])
             steps += 1
     except Exception as e:  # noqa: BLE001
         errors.append(f"main: {type(e).__name__}: {str(e).splitlines()[0][:240]}")

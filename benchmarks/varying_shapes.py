@@ -90,20 +90,20 @@ def _input(b: int, s: int, cl: bool):
 
 
 class Training:
-    """The model, its optimizer and one input per shape, in a process set up as every mode's (pinned to the GPU's
-    cores, torch's benchmark flag as given); step() runs one synchronised training step and returns (host seconds
-    until step() returned, wall seconds)."""
+    """Model `model` (MODELS), its optimizer and one input per shape of the cycle (batches x sizes) in `config`, in a
+    process set up as every mode's (pinned to the GPU's cores, torch's benchmark flag as given); step() runs one
+    synchronised training step and returns (host seconds until step() returned, wall seconds)."""
 
-    def __init__(self, a, benchmark: bool):
+    def __init__(self, model: str, config: str, batches: str, sizes: str, benchmark: bool):
         import torch
 
-        self.cl = a.config == "fp16-nhwc"  # fp16-nhwc: channels_last under float16 autocast; fp32: neither
+        self.cl = config == "fp16-nhwc"  # fp16-nhwc: channels_last under float16 autocast; fp32: neither
         torch.backends.cudnn.benchmark = benchmark
         self.cpus = pin_to_gpu_cpus(0)  # every mode's process on the same (GPU-local) cores
         torch.zeros(1, device="cuda")
-        self.model = _model(self.cl, a.model)
+        self.model = _model(self.cl, model)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        self.cycle = shapes(a.batches, a.sizes)
+        self.cycle = shapes(batches, sizes)
         self.inputs = {(b, s): (_input(b, s, self.cl), torch.randint(0, 1000, (b,), device="cuda"))
                        for b, s in self.cycle}
 
@@ -140,7 +140,7 @@ def worker(a) -> dict:
 
     import cudnn_algos
 
-    tr = Training(a, a.mode == "on")
+    tr = Training(a.model, a.config, a.batches, a.sizes, a.mode == "on")
     model, cycle, cpus = tr.model, tr.cycle, tr.cpus
     handle = None
     if a.mode == "apply":
@@ -194,7 +194,7 @@ def paired_worker(a) -> dict:
     beside it."""
     import cudnn_algos
 
-    tr = Training(a, a.mode == "paired_on")
+    tr = Training(a.model, a.config, a.batches, a.sizes, a.mode == "paired_on")
     first_torch_s = tr.cycle_s()
     handle = cudnn_algos.apply(tr.model, _unseen_db(a, a.paired_unseen), unseen=a.paired_unseen,
                                selector=None if a.selector in (None, "shipped") else a.selector)
