@@ -28,18 +28,24 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
   "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
 fi
 # Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
-# (cudnn_algos[selector]); their CPU tests skip without them: installed where a registry answers
-for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow" "sklearn:scikit-learn"; do
+# (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
+# installed where a registry answers
+for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow" "sklearn:scikit-learn" "xdist:pytest-xdist"; do
   "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q "${pkg#*:}" 2>/dev/null \
     | grep -v "Running pip as the 'root' user" || true; }
 done
-# (re)build the extension when it is missing or older than its sources
+# (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
+# hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)
+sources_hash=$(find csrc cudnn_algos/_build.py setup.py -type f -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum)
+stamp=build/bootstrap-sources.sha1
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
-if [ -z "$so" ] || [ -n "$(find csrc cudnn_algos/_build.py setup.py -newer "$so" -type f 2>/dev/null | head -n1)" ] \
+if [ -z "$so" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash $so" ] \
    || ! "$PY" -c "import cudnn_algos._C" 2>/dev/null; then
   echo "bootstrap: building cudnn_algos._C" >&2
-  rm -f cudnn_algos/_C*.so  # a failed build must not leave the previous one to be imported as if it were new
+  rm -f cudnn_algos/_C*.so "$stamp"  # a failed build must not leave the previous one to be imported as if it were new
   "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torch, cudnn_algos._C" || { echo "bootstrap: the extension did not build" >&2; exit 1; }
+  so=$(ls cudnn_algos/_C*.so | head -n1)
+  mkdir -p build && echo "$sources_hash $so" > "$stamp"
 fi
 export PY

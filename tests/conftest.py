@@ -6,6 +6,8 @@ anything about cuDNN's behaviour on a GPU. The builders below make hand-made res
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -23,13 +25,37 @@ def _gpu_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker (scripts/test on a machine with cores to spare): the GPU tests form one group, run one
+        # after another by one worker (none times a kernel beside another test's), first, while the other workers
+        # share the CPU tests; every worker orders the items the same way, as xdist requires
+        for item in gpu:
+            item.add_marker(pytest.mark.xdist_group("gpu"))
+        items[:] = gpu + [item for item in items if "gpu" not in item.keywords]
     reason = _gpu_reason()
     if reason is None:
         return
     skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    for item in gpu:
+        item.add_marker(skip)
+
+
+_TIMES_WRITER = True  # under xdist each report reaches the controller too: only the controller writes
+
+
+def pytest_configure(config):
+    global _TIMES_WRITER
+    _TIMES_WRITER = not hasattr(config, "workerinput")
+
+
+def pytest_runtest_logreport(report):
+    """$CUDNN_ALGOS_TEST_TIMES=PATH: one line per test phase as it ends (seconds, phase, outcome, test), so a run
+    stopped by a time limit still says where its time went (scripts/gpu-check keeps the file)."""
+    path = os.environ.get("CUDNN_ALGOS_TEST_TIMES")
+    if path and _TIMES_WRITER and (report.when == "call" or report.duration > 0.5 or report.failed):
+        with open(path, "a") as f:
+            f.write(f"{report.duration:8.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
 
 
 ENV = Environment(
