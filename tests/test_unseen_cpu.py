@@ -459,24 +459,29 @@ def test_the_helper_answers_queries_at_once_each_to_its_asker():
     assert not server.is_alive()  # the helper's loop ends with the socket
 
 
-def test_the_helpers_socket_is_closed_once_however_many_threads_end_it():
-    """close() from several threads while the reader sees the end too: the socket's close runs once (a second close
-    of a descriptor number can close another socket that reused it: it once cut the next helper's answers)."""
+def test_the_helpers_socket_is_closed_by_the_reader_alone_after_its_last_read():
+    """Note [the reader closes]: close() from several threads while the reader waits in recv: the socket is shut down
+    (which wakes the reader) and closed once, by the reader, after its last read. Closed by another thread, its
+    number could be reused by a file this process opens next, and the reader's next read took that file's bytes (a
+    selector's .npz failed its CRC); closed twice, the second close could hit another socket."""
+    import socket
     import threading
 
-    closes, gone = [], threading.Event()
+    events = []
+    ours, theirs = socket.socketpair()
 
-    class Conn:  # a connection whose recv blocks until it is closed
+    class Conn:  # the reader's recv on a real socket: it reads the end once the socket is shut down
         def fileno(self):
-            raise OSError("no descriptor here")
+            return ours.fileno()
 
         def recv(self):
-            gone.wait(10)
+            data = ours.recv(1)
+            events.append(("recv", threading.current_thread().name, data))
             raise EOFError
 
         def close(self):
-            closes.append(threading.current_thread().name)
-            gone.set()
+            events.append(("close", threading.current_thread().name))
+            ours.close()
 
     lp = lists_process.ListsProcess(conn=Conn())
     enders = [threading.Thread(target=lp.close) for _ in range(4)]
@@ -484,8 +489,10 @@ def test_the_helpers_socket_is_closed_once_however_many_threads_end_it():
         t.start()
     for t in enders:
         t.join(10)
-    lp._reader.join(10)  # noqa: SLF001 (the reader ends too, and ends it once more)
-    assert len(closes) == 1 and not lp._reader.is_alive()  # noqa: SLF001
+    theirs.close()
+    assert not lp._reader.is_alive()  # noqa: SLF001 (close() waited for it)
+    reader = "cudnn_algos-lists-reader"
+    assert events == [("recv", reader, b""), ("close", reader)], events
     with pytest.raises(lists_process.ListsProcessError, match="it was closed"):
         lp.ask("forward", None, ["a"], 0)
 

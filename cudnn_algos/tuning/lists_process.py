@@ -72,7 +72,8 @@ class ListsProcess:
         self._next = 0
         self._waiting: dict[int, list] = {}  # query number -> [Event, reply]
         self._proc: subprocess.Popen | None = None
-        self._conn_open = True  # until _end() closes it, once
+        self._conn_open = True  # until the reader closes it (Note [the reader closes])
+        self._shut = False  # _end() shuts the socket down once
         if conn is not None:
             self._conn = conn
         else:
@@ -144,7 +145,8 @@ class ListsProcess:
         return reply
 
     def _read(self) -> None:
-        """The reader thread: each reply to the query waiting for it; at the socket's end, every query woken."""
+        """The reader thread: each reply to the query waiting for it; at the socket's end, the socket closed (Note
+        [the reader closes]) and every query woken."""
         while True:
             try:
                 n, reply = self._conn.recv()
@@ -155,6 +157,12 @@ class ListsProcess:
                 if slot is not None:
                     slot[1] = reply
                     slot[0].set()
+        with self._lock:  # (under the lock: _end() shuts down a descriptor still open, never one reused)
+            self._conn_open = False
+            try:
+                self._conn.close()
+            except OSError:
+                pass
         self._end(self._ended_why() or "its answers stopped")
 
     def _ended_why(self) -> str:
@@ -166,31 +174,31 @@ class ListsProcess:
             code = None
         return "" if code is None else f"it ended (exit status {code})"
 
+    # Note [the reader closes]: the socket's descriptor is closed by the reader thread alone, after its last recv.
+    # Closed from another thread (close(), a query's timeout) while the reader was between two reads of a message, the
+    # descriptor number could be reused at once (the next file this process opens), and the reader's next read took
+    # that file's bytes (a selector's .npz read beside it failed its CRC in the CPU tests under pytest-xdist). _end()
+    # only shuts the socket down, once: that wakes the reader's recv (its end of the socket then reads as ended), and
+    # the helper sees the end too; the reader then closes.
     def _end(self, why: str) -> None:
-        """No more queries (the first reason kept): the socket closed, waiting queries woken, the helper ended."""
+        """No more queries (the first reason kept): the socket shut down (the reader closes it), waiting queries
+        woken, the helper ended."""
         with self._lock:
             if not self._ended:
                 self._ended = why
             for slot in self._waiting.values():
                 slot[0].set()
             p, self._proc = self._proc, None
-            # the first caller alone closes the socket: two threads closing it at once (the reader seeing the
-            # helper's end while close() runs) could close its descriptor number twice, the second time another
-            # socket's that reused the number meanwhile
-            conn, self._conn_open = (self._conn if self._conn_open else None), False
-        if conn is not None:
-            try:  # shut down first: a close alone neither wakes our reader's recv nor shows the helper the end
-                sock = socket.socket(fileno=os.dup(conn.fileno()))
+            if self._conn_open and not self._shut:
+                self._shut = True
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                finally:
-                    sock.close()
-            except OSError:
-                pass
-            try:
-                conn.close()
-            except OSError:
-                pass
+                    sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        sock.close()
+                except OSError:
+                    pass
         if p is not None:
             try:
                 p.wait(5)
@@ -199,8 +207,11 @@ class ListsProcess:
                 p.wait(5)
 
     def close(self) -> None:
-        """Ends the helper (its socket closed: it exits after the queries it is answering)."""
+        """Ends the helper (its socket shut down: it exits after the queries it is answering) and waits briefly for
+        the reader to close the socket."""
         self._end("it was closed")
+        if threading.current_thread() is not self._reader:
+            self._reader.join(5)
 
     @property
     def pid(self) -> int | None:
