@@ -40,7 +40,7 @@ sources_hash=$(find csrc cudnn_algos/_build.py setup.py -type f -print0 | LC_ALL
 stamp=build/bootstrap-sources.sha1
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash $so" ] \
-   || ! "$PY" -c "import cudnn_algos._C" 2>/dev/null; then
+   || ! "$PY" -c "import torch, cudnn_algos._C" 2>/dev/null; then  # (the extension needs torch's libraries loaded)
   echo "bootstrap: building cudnn_algos._C" >&2
   rm -f cudnn_algos/_C*.so "$stamp"  # a failed build must not leave the previous one to be imported as if it were new
   "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true

@@ -27,11 +27,8 @@ def _gpu_reason() -> str | None:
 def pytest_collection_modifyitems(config, items):
     gpu = [item for item in items if "gpu" in item.keywords]
     if hasattr(config, "workerinput"):
-        # a pytest-xdist worker (scripts/test on a machine with cores to spare): the GPU tests form one group, run one
-        # after another by one worker (none times a kernel beside another test's), first, while the other workers
-        # share the CPU tests; every worker orders the items the same way, as xdist requires
-        for item in gpu:
-            item.add_marker(pytest.mark.xdist_group("gpu"))
+        # a pytest-xdist worker (scripts/test where cores are spare): the GPU tests, the long ones, are handed out
+        # first; every worker orders the items the same way, as xdist requires
         items[:] = gpu + [item for item in items if "gpu" not in item.keywords]
     reason = _gpu_reason()
     if reason is None:
@@ -39,6 +36,27 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=reason)
     for item in gpu:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_turn(request):
+    """Under pytest-xdist the workers share the GPU: a GPU test holds a shared lock on one file for the run, and a
+    `gpu_alone` test (one that compares timings) an exclusive one, so it waits until no other test uses the GPU and
+    none starts beside it. In one process, nothing to do."""
+    config = request.config
+    if "gpu" not in request.node.keywords or not hasattr(config, "workerinput"):
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"cudnn_algos-gpu-{config.workerinput['testrunuid']}.lock")
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if "gpu_alone" in request.node.keywords else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 _TIMES_WRITER = True  # under xdist each report reaches the controller too: only the controller writes

@@ -7,7 +7,7 @@ import torch
 import cudnn_algos
 from cudnn_algos import load_json
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_alone]  # clocks compared: the GPU to itself under xdist
 
 LAYER = torch.nn.Conv2d(64, 64, 3, padding=1)
 SHAPE = (8, 64, 28, 28)
