@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from cudnn_algos.regret import picks, problem_regrets, summarize, table, worst
+from cudnn_algos.regret import BIG, TOP1, picks, problem_regrets, summarize, table, worst
 from cudnn_algos.sweep import SweepStore
 
 
@@ -64,10 +64,23 @@ def test_missing_picks_are_missing_not_zero_and_summaries_weigh_occurrences():
                                                             for x in problem(uses=1)])])
     (a,) = [x for x in summarize(rs2, ()) if x.method == "a"]
     assert a.mean == pytest.approx((0.5 + 1.0) / 2) and a.weighted == pytest.approx((3 * 0.5 + 1.0) / 4)
-    assert a.share_big == 1.0 and a.p95 == pytest.approx(1.0)
+    assert a.share_big == 1.0 and a.p95 == pytest.approx(1.0) and a.top1 == 0.0
+    (b,) = [x for x in summarize(rs2, ()) if x.method == "b"]  # b picks the best in both: top-1 in both
+    assert b.mean == pytest.approx(0.0) and b.top1 == 1.0 and b.share_big == 0.0
     assert worst(rs2, "a", 1)[0].key == "k2"
     text = table(summarize(rs, ("direction",)), ("direction",))
-    assert "torch_on" in text and max(map(len, text.splitlines())) <= 120
+    assert "torch_on" in text and "top-1" in text and max(map(len, text.splitlines())) <= 120
+
+
+@pytest.mark.parametrize("regret, top1", [(0.0, True), (TOP1, True), (TOP1 + 0.001, False), (BIG, False)])
+def test_top1_is_a_pick_within_the_noise_floor_of_the_best(regret, top1):
+    """top-1: the share of picks within TOP1 of the best (a pick closer than the noise floor is as good as the
+    best); a pick at 5% is neither top-1 nor above BIG."""
+    rows = [dict(x, kernel_median_ms=0.010 * (1 + regret)) if x["candidate"] == "eng0" else x for x in problem()]
+    (r,) = problem_regrets([("k", rows)])
+    assert r.regret["instant"] == pytest.approx(regret)
+    (s,) = [x for x in summarize([r], ()) if x.method == "instant"]
+    assert s.top1 == (1.0 if top1 else 0.0) and s.share_big == 0.0
 
 
 def test_a_problem_in_two_families_counts_in_each():

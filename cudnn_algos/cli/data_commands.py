@@ -152,7 +152,8 @@ def _dataset_merge(store: str, sources: list[str]) -> int:
 def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | None = None) -> int:
     """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
     from ..dataset import measured_problems, noise_floor, validate
-    from ..regret import plot_cdf, plot_map, present, problem_regrets, search_costs, summarize, table, worst
+    from ..regret import (TOP1_LEGEND, plot_cdf, plot_map, present, problem_regrets, search_costs, summarize,
+                          table, worst)
 
     v = validate(store)
     problems = list(measured_problems(store, v))  # the rows, read once
@@ -165,7 +166,8 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | N
         print(table(summarize(regrets, by, present(regrets)), by))
     print(table(summarize(regrets, (), present(regrets)), ()))
     print("torch_off: torch's benchmark-off rule on the lists (INSTANT, else FALLBACK); torch_on: its benchmark "
-          "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built")
+          "mode;\nlegacy_find: cudnnFind's first; a, b, fallback: those lists' first configuration that built\n"
+          + TOP1_LEGEND)
     cost = search_costs(problems)
     if cost:
         print("choosing costs (host ms per problem-direction, median): "
@@ -199,7 +201,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
     if a.action == "show":
         return _selector_show(a.file)
     from ..dataset import measured_problems
-    from ..regret import METHODS, present, summarize, table
+    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector.train import MEASURE_K, leave_one_out, train
     from ..sweep import SweepStore
 
@@ -228,7 +230,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
     print(table(summarize(rs, (), methods), ()))
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
-          f"cuDNN's first)\nnearest: the nearest training problem's fastest")
+          f"cuDNN's first)\nnearest: the nearest training problem's fastest\n{TOP1_LEGEND}")
     return EXIT_OK
 
 
