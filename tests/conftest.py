@@ -50,7 +50,7 @@ def _gpu_turn(request):
     import fcntl
     import tempfile
 
-    path = os.path.join(tempfile.gettempdir(), f"cudnn_algos-gpu-{config.workerinput['testrunuid']}.lock")
+    path = os.path.join(tempfile.gettempdir(), f"cudnn_algos-gpu-{config.workerinput.get('testrunuid', 'run')}.lock")
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if "gpu_alone" in request.node.keywords else fcntl.LOCK_SH)
         try:
