@@ -1,7 +1,7 @@
 """Can cuDNN's heuristic queries run in threads beside a model's own CUDA work (what apply()'s unseen-problem handler
-does in the background)? Per what the threads do, a fresh process: THREADS threads ask one heuristic list (build=False,
-nothing built or run) for every problem-direction of the model's shapes, round after round, while the main thread
-runs the model's training steps with torch's own op (benchmark off) and synchronizes after each. The first error
+does in the background)? Per what the threads do, a fresh process: --threads threads (default 3) ask one heuristic list
+(build=False, nothing built or run) for every problem-direction of the model's shapes, round after round, while the main
+thread runs the model's training steps with torch's own op (benchmark off) and synchronizes after each. The first error
 either side meets ends that process; one line per run says who met it and what it was.
 
 What the threads do: "idle" (sleep: the control), "handle" (their cuDNN handle and its stream, nothing asked),

@@ -156,7 +156,7 @@ class Summary:
     weighted: float | None
     p95: float | None
     share_big: float | None
-    top1: float | None = None
+    top1: float | None
 
 
 def present(regrets: Sequence[ProblemRegret], methods: Sequence[str] = METHODS) -> tuple[str, ...]:

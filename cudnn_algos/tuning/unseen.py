@@ -23,7 +23,7 @@ from .. import backend
 from ..selector import Selector
 from ..selector.features import RANKED_LISTS
 from ..spec import ConvSpec
-from .lists_process import ListsProcess, ListsProcessError
+from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
 
 UNSEEN = ("torch", "predict", "measure_top_k")
@@ -61,9 +61,10 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
 # torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
 # new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
 # the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
-# THREADS threads have the helper process ask the lists and rank (Note [lists in a helper process] in
-# lists_process.py: B's query opens a CUDA stream capture, which fails the model's own synchronizing calls if it
-# happens in the model's process; Note [ranking in the helper]: ranking here took the GIL from the model's steps),
+# as many threads as the helper answers queries at once (lists_process.helper_threads()) have the helper process
+# ask the lists and rank (Note [lists in a helper process] in lists_process.py: B's query opens a CUDA stream
+# capture, which fails the model's own synchronizing calls if it happens in the model's process; Note [ranking in
+# the helper]: ranking here took the GIL from the model's steps),
 # keep the ranking (and measure_top_k's shortlist) and ask the registry to ask again (backend.pinned_ask_again;
 # until then the problem's calls take torch's op without asking again: Note [asked again] in csrc/pinned). The
 # problem's next call gets the answer on the operator's own thread: predict's ranking, whose first that builds the
@@ -74,7 +75,6 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
 # close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
 # cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
-THREADS = 3  # background threads (each waits for the helper's answer to one problem; as many as the helper's)
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -102,14 +102,16 @@ class UnseenHandler:
     Note [choosing in the background]."""
 
     def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
-                 calls: int = 5, samples: int = 3, background: bool = False, threads: int = THREADS):
+                 calls: int = 5, samples: int = 3, background: bool = False, threads: int | None = None):
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
         self._helper: ListsProcess | None = None  # Note [lists in a helper process]
         # Note [ranking in the helper]: a Selector itself travels as its arrays; a subclass or stand-in ranks here
         self._ranks_in_helper = type(selector) is Selector
         self.calls, self.samples = calls, samples
         self.decisions: list[Decision] = []
-        self.background, self.threads = background, max(1, int(threads))
+        self.background = background
+        # background threads: each waits for the helper's answer to one problem, so as many as it answers at once
+        self.threads = helper_threads() if threads is None else max(1, int(threads))
         self._queued: set[str] = set()
         self._ready: dict[str, tuple[list[Candidate], list[Candidate], float, float]] = {}  # ranked, for next call
         self._lock = threading.Lock()
