@@ -44,8 +44,10 @@ def test_gpu_alone_tests_overlap_no_other_gpu_test_under_workers(tmp_path):
         def test_alone(i):
             t0 = time.monotonic(); time.sleep(0.3); record(f"alone{{i}}", t0)
         """))
+    repo = os.path.dirname(HERE)  # the package importable where it is not installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "3", "-p", "no:cacheprovider", str(tmp_path)],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     spans = [(name, float(a), float(b)) for name, a, b in (line.split() for line in log.read_text().splitlines())]
     assert len(spans) == 12
