@@ -90,6 +90,7 @@ class ProblemRegret:
     regret: dict[str, float | None]
     channels: int = 0  # the layer's input channels (the regret map's x)
     spatial: int = 0  # the input's spatial size, product of its spatial dims (the map's y)
+    batch: int = 0  # the input's batch size (selector eval's groups when it leaves one batch size out)
 
 
 def input_dims(shape: Any) -> list[int]:
@@ -114,7 +115,8 @@ def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) ->
         for fam in r0.get("families") or ["?"]:
             out.append(ProblemRegret(key, fam, str(r0.get("dtype")), str(r0.get("direction")),
                                      f"{r0.get('spec')} @ {r0.get('input_shape')}", int(r0.get("uses") or 1), best,
-                                     reg, dims[1] if len(dims) > 1 else 0, math.prod(dims[2:]) if dims else 0))
+                                     reg, dims[1] if len(dims) > 1 else 0, math.prod(dims[2:]) if dims else 0,
+                                     dims[0] if dims else 0))
     return out
 
 
@@ -193,7 +195,7 @@ def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
     lines = [head]
     last = None
     for s in summaries:
-        g = " / ".join(s.group) if s.group else "all"
+        g = " / ".join(map(str, s.group)) if s.group else "all"
         name = g if g != last else ""
         last = g
         if s.n == 0:

@@ -151,14 +151,15 @@ def test_a_selector_offers_the_known_settings_of_the_engines_given_and_keeps_the
     assert len(offered_candidates(rows, sel)) == 5  # no list named any: every timed configuration
 
 
-def table_problem(i, family, fast=5):
+def table_problem(i, family, fast=5, batch=8):
     """A problem whose engine `fast` is twice as fast as the others; INSTANT ranks engine 1 first."""
     rows = [{"candidate_kind": "engine", "candidate": f"eng{e}", "engine_id": e, "knobs": {"K": e % 2},
              "status": "SUCCESS", "kernel_median_ms": (0.01 if e == fast else 0.02) * (1 + i / 10),
              "rank_instant": 0 if e == 1 else e + 1} for e in range(1, 7)]
     for r in rows:
         r.update(families=[family], dtype="float16", memory_format="channels_last", direction="forward", uses=1,
-                 spec=f"Conv2d({8 * (i + 1)}, 16, kernel_size=3, padding=1)", input_shape=f"8x{8 * (i + 1)}x32x32")
+                 spec=f"Conv2d({8 * (i + 1)}, 16, kernel_size=3, padding=1)",
+                 input_shape=f"{batch}x{8 * (i + 1)}x32x32")
     return (f"{family}{i}", rows)
 
 
@@ -181,7 +182,7 @@ def test_cli_selector(tmp_path):
     with SweepStore(store) as s:
         for fam in ("a", "b"):
             for i in range(5):
-                key, rows = table_problem(i, fam)
+                key, rows = table_problem(i, fam, batch=16 if i % 2 else 8)
                 s.put(key, "done", rows, env="H200")
     model = tmp_path / "m.npz"
     r = run_cli("selector", "train", store, "--out", model)
@@ -190,6 +191,9 @@ def test_cli_selector(tmp_path):
     assert r.returncode == 0 and "10 problem-directions" in r.stdout and "a, b" in r.stdout, r.stderr
     r = run_cli("selector", "eval", store)
     assert r.returncode == 0 and "selector" in r.stdout and "nearest" in r.stdout, r.stderr
+    r = run_cli("selector", "eval", store, "--by", "batch")  # the held-out groups are the batch sizes
+    groups = [ln.split()[0] for ln in r.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
+    assert r.returncode == 0 and "held-out batch" in r.stdout and groups == ["8", "16", "all"], r.stdout + r.stderr
     assert max(map(len, r.stdout.splitlines())) <= 120
     r = run_cli("selector", "show", store)
     assert r.returncode == 2 and "not a cudnn_algos selector" in r.stderr and "Traceback" not in r.stderr

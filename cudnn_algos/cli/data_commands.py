@@ -226,7 +226,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest") + METHODS)
     print(f"leave one {a.by} out: regret against the measured best (pick / best - 1, %) of the held-out problems")
-    print(table(summarize(rs, (a.by if a.by == "family" else "dtype",), methods), ("held-out " + a.by,)))
+    print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
