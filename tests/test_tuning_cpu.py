@@ -721,48 +721,6 @@ def _engine2_selector():
     return Selector(Vocabulary((0, 2), ("WORKSPACE",)), trees, nb, "sm_90 cudnn 9.19", {"problems": 1})
 
 
-def test_tune_predict_also_builds_the_known_settings_of_the_lists_engines_and_may_store_one(fake_tune, make,
-                                                                                              tmp_path):
-    """Note [known configurations]: the selector's known settings of the engines whose configurations are eligible
-    (eng0, eng2 here; not eng1, which torch would not run, nor eng3, which did not build) are built by a second
-    search of exactly those, and ranked with the rest: a tree that predicts WORKSPACE=3 fastest stores it."""
-    import dataclasses
-
-    import numpy as np
-
-    from cudnn_algos.selector import PROBLEM_FEATURES, Trees
-
-    search = fake_tune()
-    base = search.make.engine_result
-
-    def engine_result(direction="forward", **kw):  # the second search: the configurations asked for, built
-        names = search.kw.get("configs") or ()
-        if not names:
-            return base(direction=direction, **kw)
-        rows = tuple(dataclasses.replace(make.engine_row(int(n[3]), name=n, direction=direction),
-                                         knobs=(("WORKSPACE", int(n.split("=")[1][0])),)) for n in names)
-        return base(direction=direction, rows=rows)
-
-    search.make = type("Make", (), {"engine_result": staticmethod(engine_result)})
-    n = len(PROBLEM_FEATURES) + 2  # after the two engines' one-hots: knob WORKSPACE
-    sel = dataclasses.replace(_engine2_selector(), reach=float("inf"), known=("eng2{WORKSPACE=3}", "eng3{WORKSPACE=0}",
-                                                          "eng1{WORKSPACE=0}", "eng0{WORKSPACE=1}"),
-                              trees=Trees(feature=np.array([n, 0, 0], dtype=np.int32),
-                                          threshold=np.array([2.5, 0.0, 0.0]), left=np.array([1, -1, -1], np.int32),
-                                          right=np.array([2, -1, -1], np.int32), value=np.array([0.0, 1.0, -1.0]),
-                                          offset=np.array([0], dtype=np.int64), base=0.0, rate=1.0))
-    db = tmp_path / "t.sqlite"
-    r = cudnn_algos.tune(torch.nn.Conv2d(3, 8, 3, padding=1), torch.randn(2, 3, 8, 8), db, progress=False,
-                         search="predict", selector=sel, directions=["forward"])
-    assert (r.searched, r.failed) == (1, {}) and len(search.calls) == 2
-    assert search.kw["configs"] == ["eng0{WORKSPACE=1}", "eng2{WORKSPACE=3}"]
-    with TuningDB(db) as t:
-        (w,) = t.winners(env_key(_env()))
-        assert w.config == "eng2{WORKSPACE=3}" and w.source == "predicted"
-        assert [v for _, v in json.loads(w.knobs)] == [3]
-        assert len(t.candidates()) == 4 + 2  # every row of both searches
-
-
 def test_tune_predict_stores_the_selectors_pick_without_timing(fake_tune, tmp_path):
     """search="predict": the lists' configurations built, nothing measured, the selector's first pick among those
     torch would accept stored as predicted (the fake search's eng1 down-converts inputs, eng3 does not build)."""

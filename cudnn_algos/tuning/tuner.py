@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import torch
@@ -89,8 +89,8 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     candidates) — for a cost nearer torch's own warm-up (docs/results/ has the measured cost).
 
     search="predict" (with `selector`, a cudnn_algos.selector.Selector or its file): nothing is timed; the heuristic
-    lists' configurations and the other knob settings of their engines the selector knows are built, and the
-    selector's first pick among those torch would accept is stored, marked ``source="predicted"`` and without times.
+    lists' configurations are built and the selector's first pick among those torch would accept is stored, marked
+    ``source="predicted"`` and without times.
 
     torch_margin: torch's own op is stored as the winner only when it was faster than the best configuration by more
     than this fraction (Note [torch's op as the winner] in tuning/policy.py; 0 stores it whenever it was faster)."""
@@ -128,8 +128,6 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
             try:
                 r = find_engines(spec, shape, direction=d, dtype=dname, memory_format=fmt,
                                  measure=search != "predict", device=dev, **options)
-                if search == "predict":
-                    r = _with_known_settings(r, selector, spec, shape, d, dname, fmt, dev, runtime_compiled)
                 build_s += r.search_ms / 1e3
                 t_store = time.perf_counter()
                 if search == "predict":
@@ -158,19 +156,6 @@ def _selector(selector: Any):
     if selector is None:
         raise ValueError("search='predict' needs selector= (a Selector or its .npz file), not None")
     return Selector.coerce(selector)
-
-
-def _with_known_settings(result, selector, spec, shape, direction: str, dname: str, fmt: str | None, dev: int,
-                         runtime_compiled: bool):
-    """search="predict": the search's rows, and those of the other knob settings the selector knows of the engines
-    its eligible rows are of (Note [known configurations] in selector/model.py), built by a search of exactly
-    those (as apply(unseen="predict") is offered them)."""
-    more = selector.variants((row.engine_id for row in eligible_rows(result)), (row.name for row in result.rows))
-    if not more:
-        return result
-    extra = find_engines(spec, shape, direction=direction, dtype=dname, memory_format=fmt, configs=more,
-                         runtime_compiled=runtime_compiled, device=dev)
-    return replace(result, rows=result.rows + extra.rows, search_ms=result.search_ms + extra.search_ms)
 
 
 def _rank(selector, result, spec, shape, dname: str, fmt: str | None, direction: str) -> list[int]:
