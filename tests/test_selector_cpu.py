@@ -49,17 +49,10 @@ def test_problem_features():
 def test_candidate_encoding():
     v = Vocabulary.of([(62, {"TILE_SIZE": 2}), (10, {"SPLIT_K": 4, "TILE_SIZE": 1})])
     assert v.engines == (10, 62) and v.knobs == ("SPLIT_K", "TILE_SIZE")
-    absent = [64.0] * 4  # in no heuristic list given, nor its engine
-    assert v.encode(62, {"TILE_SIZE": 16}) == [0.0, 1.0, -1.0, 16.0] + absent
-    assert v.encode(7, {}) == [0.0, 0.0, -1.0, -1.0] + absent  # an engine it never saw: no one-hot, knobs absent
-    assert v.encode(62, {}, {"a": 3, "b": None})[-4:] == [3.0, 64.0, 64.0, 64.0]  # positions in heuristic A and B
-    # one problem's candidates: each also carries its engine's best positions, shared by its unlisted settings
-    rows = v.encode_all([(62, {"TILE_SIZE": 1}, {"a": 3, "b": 5}), (62, {"TILE_SIZE": 2}, {"a": 1}),
-                         (62, {"TILE_SIZE": 3}), (9, {}, {})])
-    assert [r[-4:] for r in rows] == [[3.0, 5.0, 1.0, 5.0], [1.0, 64.0, 1.0, 5.0], [64.0, 64.0, 1.0, 5.0], absent]
-    assert len(v.names) == len(rows[0])
-    assert v.names == ("engine_10", "engine_62", "knob_SPLIT_K", "knob_TILE_SIZE", "rank_a", "rank_b", "engine_rank_a",
-                       "engine_rank_b")
+    assert v.encode(62, {"TILE_SIZE": 16}) == [0.0, 1.0, -1.0, 16.0, 64.0, 64.0]  # in no heuristic list given
+    assert v.encode(7, {}) == [0.0, 0.0, -1.0, -1.0, 64.0, 64.0]  # an engine it never saw: no one-hot, knobs absent
+    assert v.encode(62, {}, {"a": 3, "b": None})[-2:] == [3.0, 64.0]  # positions in heuristic A and B
+    assert v.names == ("engine_10", "engine_62", "knob_SPLIT_K", "knob_TILE_SIZE", "rank_a", "rank_b")
 
 
 def test_exported_trees_predict_what_sklearn_predicts():
@@ -108,47 +101,6 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
     np.savez(bad, header=np.frombuffer(json.dumps({"format": 99}).encode(), dtype=np.uint8))
     with pytest.raises(ValueError, match="train it again"):
         Selector.load(bad)
-
-
-def _cands(times, offered=()):
-    from cudnn_algos.selector.train import Candidate
-
-    return [Candidate(n, int(n[3:].split("{")[0]), {}, {"a": None, "b": None}, t, n in offered)
-            for n, t in times.items()]
-
-
-def test_known_configurations_are_those_near_some_best_most_often_first_capped_per_engine():
-    """Note [known configurations]: within TOP1 (3%) of a problem's best on at least one training problem; ordered
-    by how many problems, then name; at most per_engine of each engine."""
-    from cudnn_algos.selector.train import known_configurations
-
-    ps = [(None, None, None, _cands({"eng1{K=0}": 1.0, "eng1{K=1}": 1.02, "eng1{K=2}": 1.04, "eng2": 1.01})),
-          (None, None, None, _cands({"eng1{K=1}": 2.0, "eng2": 2.2, "eng3": 2.05})),
-          (None, None, None, _cands({"eng3": 1.0, "eng1{K=0}": 5.0}))]
-    assert known_configurations(ps) == ("eng1{K=1}", "eng3", "eng1{K=0}", "eng2")
-    assert known_configurations(ps, per_engine=1) == ("eng1{K=1}", "eng3", "eng2")
-
-
-def test_a_selector_offers_the_known_settings_of_the_engines_given_and_keeps_them_in_its_file(tmp_path):
-    import dataclasses
-
-    from cudnn_algos.selector.train import offered_candidates
-
-    sel = dataclasses.replace(Selector.shipped("sm_90 cudnn 9.19"),
-                              known=("eng58{WORKSPACE=0}", "eng62{WORKSPACE=1}", "eng58{WORKSPACE=2}", "eng7"))
-    assert sel.variants([62, 58, 62], have=["eng58{WORKSPACE=0}"]) == ["eng62{WORKSPACE=1}", "eng58{WORKSPACE=2}"]
-    assert sel.variants([5]) == [] and sel.variants([7]) == ["eng7"]
-    sel.save(tmp_path / "k.npz")
-    assert Selector.load(tmp_path / "k.npz").known == sel.known
-    # the rows' view (selector eval): the lists' configurations, then the timed known settings of their engines
-    rows = [{"candidate_kind": "engine", "candidate": n, "engine_id": int(n[3:5]), "knobs": {}, "status": "SUCCESS",
-             "kernel_median_ms": t, **ranks} for n, t, ranks in [
-                 ("eng58{WORKSPACE=1}", 1.0, {"rank_fallback": 0}), ("eng58{WORKSPACE=2}", 0.5, {}),
-                 ("eng62{WORKSPACE=1}", 0.4, {}), ("eng63{WORKSPACE=0}", 0.3, {}), ("eng64", 0.9, {"rank_b": 1})]]
-    assert [c.name for c in offered_candidates(rows, sel)] == ["eng58{WORKSPACE=1}", "eng64", "eng58{WORKSPACE=2}"]
-    for r in rows:
-        r.pop("rank_fallback", None), r.pop("rank_b", None)
-    assert len(offered_candidates(rows, sel)) == 5  # no list named any: every timed configuration
 
 
 def table_problem(i, family, fast=5, batch=8):

@@ -5,7 +5,6 @@ helper process's own query and reply code in this process: no cuDNN, no GPU; wha
 against the selector's own ranking), and the helper process itself started for real (its answers on a machine with
 no GPU are cuDNN's errors, which is what the test checks). The operator asking the handler, and the choices' outputs
 against torch, are GPU tests (tests/test_gpu_apply.py)."""
-import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -20,7 +19,6 @@ from cudnn_algos.selector import Selector, problem_features
 from cudnn_algos.selector.model import REACH, heuristic_order
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
-from cudnn_algos.tuning.ranking import with_variants
 from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
 
 FAMILY = "sm_90 cudnn 9.19"
@@ -185,31 +183,13 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     sel = shipped()
     h = UnseenHandler("predict", sel)
     configs, origin, why = h(_query())
-    assert calls == [("forward", unseen_mod.CANDIDATE_LISTS, False)]  # the lists queried, nothing built
-    cands = with_variants(candidates_of(plans, "float16", False, True), sel)
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried, nothing built
+    cands = candidates_of(plans, "float16", False, True)
     order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
     assert configs == [(cands[i].engine_id, [tuple(k) for k in cands[i].knobs]) for i in order]
     assert (origin, why) == ("predicted", "")
     d = h.decisions[0]
     assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
-
-
-def test_predict_is_offered_the_known_settings_of_the_listed_engines(fake_lists):
-    """Note [known configurations]: beside the lists' configurations, the selector is offered the other settings
-    it knows of the engines they name (no list position; the operator builds the first of the ranking that builds);
-    none of an engine no list named, none it already has; a stand-in selector with no variants adds none."""
-    plans, calls = fake_lists
-    listed = candidates_of(plans, "float16", False, True)
-    e = listed[0].engine_id  # listed as TILE_SIZE=0 (knob type 2)
-    sel = dataclasses.replace(shipped(), known=(f"eng{e}{{TILE_SIZE=7}}", "eng999{TILE_SIZE=1}", listed[0].name))
-    cands = with_variants(listed, sel)
-    assert [c.name for c in cands] == [c.name for c in listed] + [f"eng{e}{{TILE_SIZE=7}}"]
-    assert cands[-1].knobs == ((2, 7),) and cands[-1].ranks == () and cands[-1].encoded[2] == {}
-    configs, origin, why = UnseenHandler("predict", sel)(_query())
-    order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
-    assert configs == [(cands[i].engine_id, [tuple(k) for k in cands[i].knobs]) for i in order]
-    assert (e, [(2, 7)]) in configs and not any(c[0] == 999 for c in configs) and origin == "predicted"
-    assert with_variants(listed, object()) == listed and with_variants([], sel) == []
 
 
 def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_lists, monkeypatch):
@@ -224,7 +204,7 @@ def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_li
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)  # asked again before the choice is in: queued once
     assert h.wait(10) and asked == ["forward float16 x"]
-    assert calls == [("forward", unseen_mod.CANDIDATE_LISTS, False)]  # queried once, on the thread, nothing built
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, on the thread, nothing built
     configs, origin, why = h(_query())
     assert (configs, origin, why) == UnseenHandler("predict", sel)(_query())  # the first-call handler's answer
     assert [d.origin for d in h.decisions] == ["predicted"] and h.decisions[0].offered
@@ -250,12 +230,12 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
     assert h.wait(10) and asked == ["forward float16 x"] and timed_with == []  # ranked, nothing timed yet
     configs, origin, why = h(_query())
-    cands = with_variants(candidates_of(plans, "float16", False, True), sel)
+    cands = candidates_of(plans, "float16", False, True)
     feats = problem_features(*query_problem(_query()))
     short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], 3)]
     assert timed_with == [[c.name for c in short]] and origin == "measured_top_k" and why == ""
     assert configs[0] == (short[-1].engine_id, [tuple(k) for k in short[-1].knobs])
-    assert calls == [("forward", unseen_mod.CANDIDATE_LISTS, False)]  # the lists queried once, by the thread
+    assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, by the thread
     assert [d.origin for d in h.decisions] == ["measured_top_k"] and h.decisions[0].timed_ms == (0.5,)
     h.close()
 
@@ -580,7 +560,7 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
         ranked, short, ms = lp.rank(*args)
     finally:
         lp.close()
-    want, want_short = rank(with_variants(candidates_of(plans, "float16", False, True), shipped()), shipped(), feats, k)
+    want, want_short = rank(candidates_of(plans, "float16", False, True), shipped(), feats, k)
     assert ms == 3.0 and ranked == want and short == want_short and len(ranked) > 2
     assert len(short) == k
 
@@ -595,5 +575,5 @@ def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     ListsHere.used = []
     a = UnseenHandler("predict", sel)(_query())
     assert ListsHere.used == ["rank"]
-    mine = Mine(**{f.name: getattr(sel, f.name) for f in dataclasses.fields(sel)})
+    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on)
     assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]

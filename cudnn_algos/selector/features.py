@@ -21,10 +21,6 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # correct): the lists the operator's unseen-problem handler queries (tuning/unseen.py), a few ms per problem
 RANKED_LISTS = ("a", "b")
 RANK_ABSENT = 64.0  # the position feature of a candidate a list does not name
-# the heuristic lists whose configurations the selector is offered (apply()'s unseen handler asks them all): its
-# position features' lists and the two cheaper ones (about 1-2 ms each), whose engines are needed too (Note [known
-# configurations] in model.py)
-OFFERED_LISTS = ("instant", "a", "b", "fallback")
 
 
 def _dims3(v: Sequence[int], nd: int, fill: int = 1) -> list[int]:
@@ -75,12 +71,6 @@ def row_features(row: dict[str, Any]) -> list[float]:
     return problem_features(*row_problem(row))
 
 
-def engine_of(name: str) -> int:
-    """The engine id of a configuration's name (``eng62{TILE_SIZE=0}`` -> 62); -1 for a name that is not one."""
-    digits = name[3:].split("{", 1)[0] if name.startswith("eng") else ""
-    return int(digits) if digits.isdigit() else -1
-
-
 def list_source(name: str) -> str:
     """The source a heuristic list's configurations carry in rows and plans ("a" -> "heuristic_a")."""
     return "fallback" if name == "fallback" else f"heuristic_{name}"
@@ -98,24 +88,10 @@ def rank_features(ranks: dict[str, int | None] | None) -> list[float]:
     return [float(ranks[n]) if ranks.get(n) is not None else RANK_ABSENT for n in RANKED_LISTS]
 
 
-def engine_positions(candidates: Sequence[tuple]) -> dict[int, dict[str, int]]:
-    """Per engine id, its best position in each of RANKED_LISTS over one problem's `candidates` ((engine id, knobs)
-    or (engine id, knobs, positions by list)): the position feature of the engine, which every knob setting of it
-    shares, listed or not (Note [known configurations] in model.py)."""
-    out: dict[int, dict[str, int]] = {}
-    for c in candidates:
-        d = out.setdefault(int(c[0]), {})
-        for n, v in ((c[2] if len(c) > 2 else None) or {}).items():
-            if n in RANKED_LISTS and v is not None and (n not in d or v < d[n]):
-                d[n] = int(v)
-    return out
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """The engines and knob names a model knows; a candidate becomes [engine one-hot..., knob values..., positions
-    in RANKED_LISTS..., its engine's positions in RANKED_LISTS...] (a knob the configuration does not have: -1; a
-    list that does not name it, or no configuration of its engine: RANK_ABSENT)."""
+    in RANKED_LISTS...] (a knob the configuration does not have: -1)."""
 
     engines: tuple[int, ...]
     knobs: tuple[str, ...]
@@ -131,20 +107,13 @@ class Vocabulary:
     @property
     def names(self) -> tuple[str, ...]:
         return (tuple(f"engine_{e}" for e in self.engines) + tuple(f"knob_{k}" for k in self.knobs)
-                + tuple(f"rank_{n}" for n in RANKED_LISTS) + tuple(f"engine_rank_{n}" for n in RANKED_LISTS))
+                + tuple(f"rank_{n}" for n in RANKED_LISTS))
 
-    def encode(self, engine_id: int, knobs: dict[str, int], ranks: dict[str, int | None] | None = None,
-               engine_ranks: dict[str, int | None] | None = None) -> list[float]:
+    def encode(self, engine_id: int, knobs: dict[str, int], ranks: dict[str, int | None] | None = None
+               ) -> list[float]:
         return ([float(engine_id == e) for e in self.engines]
-                + [float(knobs[k]) if k in knobs else -1.0 for k in self.knobs] + rank_features(ranks)
-                + rank_features(engine_ranks))
-
-    def encode_all(self, candidates: Sequence[tuple]) -> list[list[float]]:
-        """One problem's candidates ((engine id, knobs) or (engine id, knobs, positions)), each with its engine's
-        positions among them (engine_positions)."""
-        eng = engine_positions(candidates)
-        return [self.encode(c[0], c[1], c[2] if len(c) > 2 else None, eng.get(int(c[0]))) for c in candidates]
+                + [float(knobs[k]) if k in knobs else -1.0 for k in self.knobs] + rank_features(ranks))
 
 
-__all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "OFFERED_LISTS", "problem_features", "engine_of",
-           "list_source", "positions", "rank_features", "engine_positions", "row_problem", "row_features", "Vocabulary"]
+__all__ = ["PROBLEM_FEATURES", "RANKED_LISTS", "RANK_ABSENT", "problem_features", "list_source", "positions",
+           "rank_features", "row_problem", "row_features", "Vocabulary"]

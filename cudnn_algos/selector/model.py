@@ -11,16 +11,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary, engine_of
+from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 
-# 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: its engine's too
-FORMAT = 3
+FORMAT = 2  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features
 REACH = 2.0  # Note [the selector's reach]
-KNOWN_PER_ENGINE = 24  # Note [known configurations]
 SHIPPED = Path(__file__).parent / "models"  # the trained selectors the package ships, one file per family
 
 
@@ -140,22 +138,11 @@ class Selector:
     # from their data picked configurations many times slower than cuDNN's first with confidence (a depthwise 7x7
     # layer when no family trained on had one); docs/selector.md has the figures.
     reach: float = REACH
-    # Note [known configurations]: cuDNN's heuristic lists name one or a few knob settings of each engine, and the
-    # fastest configuration is often another setting of a named engine (most often another WORKSPACE or tile
-    # choice). So the selector is also offered, for each engine the lists name, the other settings it knows: those
-    # within the noise floor (regret.TOP1) of the best of at least one problem it was trained on, most often such
-    # first, at most KNOWN_PER_ENGINE per engine. A setting shares its engine's numerical notes (cuDNN reports
-    # them per engine), so torch's filter reads the same; whether it builds for a problem is only known by
-    # building it, and the operator runs the first of a ranking that builds. In the H200 store the best of the
-    # lists' own configurations is within 3% of the best of all in 90% of problem-directions, the best of those and
-    # the settings offered this way in 98% (docs/selector.md).
-    known: tuple[str, ...] = ()
 
     def predict(self, problem: Sequence[float], candidates: Sequence[tuple]) -> np.ndarray:
-        """Predicted log2(kernel time / the problem's fastest) of each of one problem's candidates: (engine id, knobs
-        by name) or (engine id, knobs, {heuristic list: position}) (features.RANKED_LISTS; absent: not in that
-        list). A candidate's engine's positions are read from the others (features.engine_positions)."""
-        x = np.array([list(problem) + row for row in self.vocabulary.encode_all(candidates)], dtype=np.float64)
+        """Predicted log2(kernel time / the problem's fastest) of each candidate: (engine id, knobs by name) or
+        (engine id, knobs, {heuristic list: position}) (features.RANKED_LISTS; absent: not in that list)."""
+        x = np.array([list(problem) + self.vocabulary.encode(*c) for c in candidates], dtype=np.float64)
         return self.trees.predict(x) if len(x) else np.zeros(0)
 
     def rank(self, problem: Sequence[float], candidates: Sequence[tuple]) -> list[int]:
@@ -179,21 +166,6 @@ class Selector:
 
     def within_reach(self, problem: Sequence[float]) -> bool:
         return self.neighbours.distance(problem) <= self.reach
-
-    def variants(self, engine_ids: Iterable[int], have: Iterable[str] = ()) -> list[str]:
-        """The known configurations (Note [known configurations]) of these engines that `have` (names) lacks: per
-        engine in the order given, each engine's in the order known."""
-        have, out = set(have), []
-        for e in dict.fromkeys(engine_ids):
-            out += [n for n in self._known_by_engine.get(int(e), ()) if n not in have]
-        return out
-
-    @functools.cached_property
-    def _known_by_engine(self) -> dict[int, tuple[str, ...]]:
-        by: dict[int, list[str]] = {}
-        for n in self.known:
-            by.setdefault(engine_of(n), []).append(n)
-        return {e: tuple(v) for e, v in by.items()}
 
     @classmethod
     def shipped(cls, family: str) -> "Selector":
@@ -238,7 +210,7 @@ class Selector:
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
-                  "reach": self.reach, "known": list(self.known)}
+                  "reach": self.reach}
         t, nb = self.trees, self.neighbours
         np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
                             feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
@@ -261,7 +233,7 @@ class Selector:
                           float(h["base"]), float(h["rate"]))
             nb = Neighbours(z["nb_features"], tuple(h["best"]), z["nb_mean"], z["nb_scale"])
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
-                   float(h.get("reach", REACH)), tuple(str(n) for n in h.get("known", ())))
+                   float(h.get("reach", REACH)))
 
 
-__all__ = ["FORMAT", "REACH", "KNOWN_PER_ENGINE", "Trees", "Neighbours", "Selector", "heuristic_order"]
+__all__ = ["FORMAT", "REACH", "Trees", "Neighbours", "Selector", "heuristic_order"]

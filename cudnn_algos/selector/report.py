@@ -1,5 +1,5 @@
 """A selector beside a model's profile: for each problem and direction a ModelReport measured, what the selector
-would pick among what apply()'s unseen handler offers it (apply(unseen="predict"): offered_rows), the best of its
+would pick among the configurations heuristic lists A and B named (apply(unseen="predict")), the best of its
 shortlist (unseen="measure_top_k"), and cuDNN's INSTANT first (torch with benchmark off), each as its measured
 kernel time over the best configuration torch would accept; summed over the model's layer uses."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .features import OFFERED_LISTS, list_source, positions, problem_features
+from .features import positions, problem_features
 from .model import Selector
 from .train import MEASURE_K
 
@@ -24,15 +24,6 @@ class SelectorPick:
     instant_ms: float | None  # INSTANT's first that built and torch accepts (torch, benchmark off)
 
 
-def offered_rows(timed: Sequence[Any], selector: Selector) -> list[Any]:
-    """Of a search's timed rows (EngineRow), what apply()'s unseen handler offers the selector: those OFFERED_LISTS
-    name, then the known settings of their engines (Note [known configurations] in model.py) among the rest."""
-    named = [row for row in timed if any(row.rank(list_source(n)) is not None for n in OFFERED_LISTS)]
-    have = {row.name for row in named}
-    extra = set(selector.variants((row.engine_id for row in named), have))
-    return named + [row for row in timed if row.name in extra]
-
-
 def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[SelectorPick]:
     """Per problem and direction of `report` (a ModelReport) with a measured best: the selector's picks' and
     INSTANT's measured kernel ms."""
@@ -43,7 +34,7 @@ def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[
             if best is None or best.kernel_ms is None:
                 continue
             timed = [row for row in r.rows if row.ok and not row.torch_filter and row.kernel_ms is not None]
-            listed = offered_rows(timed, selector)
+            listed = [row for row in timed if any(v is not None for v in positions(row.rank).values())]
             inst = sorted((row for row in timed if row.rank("heuristic_instant") is not None),
                           key=lambda row: row.rank("heuristic_instant"))
             pick = short = None
@@ -76,4 +67,4 @@ def selector_lines(picks: Sequence[SelectorPick], selector: Selector) -> list[st
     return lines
 
 
-__all__ = ["SelectorPick", "offered_rows", "selector_picks", "selector_lines"]
+__all__ = ["SelectorPick", "selector_picks", "selector_lines"]

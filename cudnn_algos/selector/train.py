@@ -9,14 +9,13 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import replace
-from collections import Counter
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from ..regret import TOP1, ProblemRegret, timed_ms
-from .features import OFFERED_LISTS, RANKED_LISTS, Vocabulary, engine_of, row_features, row_problem
-from .model import KNOWN_PER_ENGINE, Neighbours, Selector, Trees
+from ..regret import ProblemRegret, timed_ms
+from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
+from .model import Neighbours, Selector, Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 
@@ -27,49 +26,25 @@ class Candidate(NamedTuple):
     knobs: dict[str, int]
     ranks: dict[str, int | None]  # position in each of features.RANKED_LISTS (None: not in it)
     ms: float
-    offered: bool = False  # named by one of features.OFFERED_LISTS (what apply()'s unseen handler is given)
+
+    @property
+    def listed(self) -> bool:
+        """Named by a list the operator's unseen handler queries (what it can be offered)."""
+        return any(v is not None for v in self.ranks.values())
 
     @property
     def encoded(self) -> tuple[int, dict[str, int], dict[str, int | None]]:
         return self.engine_id, self.knobs, self.ranks
 
 
-def engine_candidates(rows: Sequence[dict[str, Any]]) -> list[Candidate]:
-    """Every timed engine configuration torch would accept."""
-    return [Candidate(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}),
-                     {n: r.get(f"rank_{n}") for n in RANKED_LISTS}, t,
-                     any(r.get(f"rank_{n}") is not None for n in OFFERED_LISTS)) for r in rows
+def engine_candidates(rows: Sequence[dict[str, Any]], listed: bool = False) -> list[Candidate]:
+    """Every timed engine configuration torch would accept; `listed`: only those RANKED_LISTS name (what apply()'s
+    unseen handler is offered by cuDNN)."""
+    out = [Candidate(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}),
+                     {n: r.get(f"rank_{n}") for n in RANKED_LISTS}, t) for r in rows
            if r.get("candidate_kind") == "engine" and not r.get("torch_filter") and r.get("engine_id") is not None
            and (t := timed_ms(r)) is not None]
-
-
-def offered_candidates(rows: Sequence[dict[str, Any]], selector: Selector) -> list[Candidate]:
-    """What apply()'s unseen handler offers `selector` for this problem, as far as the rows timed it: the
-    configurations OFFERED_LISTS name, then the selector's known settings of their engines (Note [known
-    configurations]) that were timed here; every timed configuration where no list named one."""
-    cands = engine_candidates(rows)
-    offered = [c for c in cands if c.offered]
-    if not offered:
-        return cands
-    extra = set(selector.variants((c.engine_id for c in offered), (c.name for c in offered)))
-    return offered + [c for c in cands if c.name in extra]
-
-
-def known_configurations(ps: Sequence[tuple[Any, Any, Any, Sequence[Candidate]]], per_engine: int = KNOWN_PER_ENGINE
-                         ) -> tuple[str, ...]:
-    """Note [known configurations]: the configurations within TOP1 of their problem's best on at least one of
-    `ps` (_problems' tuples), most often such first, at most `per_engine` of each engine."""
-    near: Counter = Counter()
-    for *_, cands in ps:
-        best = min(c.ms for c in cands)
-        near.update(c.name for c in cands if c.ms <= best * (1 + TOP1))
-    out, per = [], Counter()
-    for name, _ in sorted(near.items(), key=lambda kv: (-kv[1], kv[0])):
-        e = engine_of(name)
-        if per[e] < per_engine:
-            per[e] += 1
-            out.append(name)
-    return tuple(out)
+    return [c for c in out if c.listed] if listed else out
 
 
 def _problems(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]):
@@ -95,8 +70,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     x, y = [], []
     for _, _, feats, cands in ps:
         best = min(c.ms for c in cands)
-        for c, row in zip(cands, vocab.encode_all([c.encoded for c in cands])):
-            x.append(feats + row)
+        for c in cands:
+            x.append(feats + vocab.encode(*c.encoded))
             y.append(math.log2(c.ms / best))
     gbr = GradientBoostingRegressor(**{**TREE_PARAMS, **(params or {})}).fit(np.array(x), np.array(y))
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
@@ -107,7 +82,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "params": {
                 **TREE_PARAMS, **(params or {})}}
-    return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info, known=known_configurations(ps))
+    return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -115,9 +90,9 @@ MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
 
 def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_K) -> dict[str, Any]:
     """The selector's pick (unseen="predict"), what measure_top_k would time (its shortlist of k), and the nearest
-    neighbour's pick, among what apply()'s unseen handler would offer it that the rows timed
-    (offered_candidates)."""
-    cands = offered_candidates(rows, selector)
+    neighbour's pick, among one problem's configurations that the heuristic lists it is given name (RANKED_LISTS:
+    what apply()'s unseen handler is offered), every timed one where none is."""
+    cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {"selector": None, "nearest": None, "shortlist": []}
     feats = row_features(rows[0])
@@ -173,6 +148,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "MEASURE_K", "Candidate", "engine_candidates", "offered_candidates",
-           "known_configurations", "train", "choose", "with_selector", "group_of",
+__all__ = ["TREE_PARAMS", "MEASURE_K", "Candidate", "engine_candidates", "train", "choose", "with_selector", "group_of",
            "leave_one_out"]

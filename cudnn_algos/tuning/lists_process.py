@@ -262,13 +262,12 @@ def answer(query: tuple, engine_search: Any, selector: Any = None) -> tuple:
     try:
         out = engine_search(direction, problem, list(lists), device=device, build=False)
         if kind == "rank":
-            from .ranking import candidates_of, rank, with_variants
+            from .ranking import candidates_of, rank
 
             features, dtype, deterministic, allow_tf32, k = query[6:]
             if selector is None or isinstance(selector, Exception):
                 raise selector or ValueError("the helper was given no selector to rank with")
-            cands = with_variants(candidates_of(out.plans, dtype, deterministic, allow_tf32), selector)
-            ranked, short = rank(cands, selector, features, k)
+            ranked, short = rank(candidates_of(out.plans, dtype, deterministic, allow_tf32), selector, features, k)
             return "ok", [c.row() for c in ranked], [c.row() for c in short], out.search_ms
         rows = [(p.engine_id, [tuple(k) for k in p.knobs], list(p.numerical_notes), list(p.behavior_notes),
                  list(p.sources), [tuple(r) for r in p.heuristic_ranks], p.status, p.stage, p.workspace_bytes)

@@ -1,6 +1,6 @@
 """What apply()'s unseen-problem handler ranks (tuning/unseen.py): the configurations of cuDNN's heuristic lists
-that torch would accept (``candidates_of``) and the other settings of their engines the selector knows
-(``with_variants``), in the selector's predicted order, and measure_top_k's shortlist (``rank``). Pure functions of the lists' answer and the problem: they run where the lists are asked, in the helper
+that torch would accept (``candidates_of``), in the selector's predicted order, and measure_top_k's shortlist
+(``rank``). Pure functions of the lists' answer and the problem: they run where the lists are asked, in the helper
 process (Note [ranking in the helper] in lists_process.py), or in the model's process for a selector the helper
 cannot rebuild from its file."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..engines import config_name, named_knobs, numerical_note_names, parse_config, torch_filter
+from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
 from ..selector.features import RANKED_LISTS, positions
 
 Knobs = tuple[tuple[int, int], ...]
@@ -59,22 +59,6 @@ def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_t
     return out
 
 
-def with_variants(cands: list[Candidate], selector: Any) -> list[Candidate]:
-    """`cands`, then the other settings of their engines the selector knows (Note [known configurations] in
-    selector/model.py), each with no list position: an engine's numerical notes are the same for every setting, so
-    torch's filter, which passed the engine's listed configuration, passes them too. A stand-in selector without
-    ``variants`` adds none."""
-    more = getattr(selector, "variants", None)
-    if more is None or not cands:
-        return cands
-    have = {c.name for c in cands}
-    out = list(cands)
-    for name in more((c.engine_id for c in cands), have):
-        e, knobs = parse_config(name)
-        out.append(Candidate(e, tuple(sorted((int(t), int(v)) for t, v in knobs))))
-    return out
-
-
 def rank(cands: list[Candidate], selector: Any, features: Sequence[float], shortlist_k: int = 0
          ) -> tuple[list[Candidate], list[Candidate]]:
     """`cands` in the selector's predicted order (fastest first), and with shortlist_k > 0 the shortlist
@@ -87,4 +71,4 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
     return [cands[i] for i in order], [cands[i] for i in short]
 
 
-__all__ = ["Candidate", "candidates_of", "with_variants", "rank", "RANKED_LISTS"]
+__all__ = ["Candidate", "candidates_of", "rank", "RANKED_LISTS"]

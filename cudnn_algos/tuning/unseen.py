@@ -1,8 +1,7 @@
 """``apply(model, unseen=...)``: what the pinned operator runs for a problem the tuning database lacks (Note [unseen
 problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
-configurations of cuDNN's heuristic lists (queried, not built) and the other settings of their engines it knows
-(Note [known configurations] in selector/model.py), and the first of its ranking that builds runs from then on: one
-plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
+configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
+then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
 own first, Selector.shortlist) is built and timed on fresh random operands (CUDA events around back-to-back calls,
 as torch's benchmark mode times its candidates), the fastest kept. The lists are queried in a helper process (Note
 [lists in a helper process] in lists_process.py) and ranked in background threads while torch's op runs the
@@ -22,13 +21,13 @@ from typing import Any, Sequence
 
 from .. import backend
 from ..selector import Selector
-from ..selector.features import OFFERED_LISTS
+from ..selector.features import RANKED_LISTS
 from ..spec import ConvSpec
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
-from .ranking import Candidate, candidates_of, rank, with_variants
+from .ranking import Candidate, candidates_of, rank
 
 UNSEEN = ("torch", "predict", "measure_top_k")
-CANDIDATE_LISTS = OFFERED_LISTS  # the heuristic lists queried for candidates (what the selector was evaluated on)
+CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
 
 
 @dataclass(frozen=True)
@@ -266,8 +265,7 @@ class UnseenHandler:
         if self._ranks_in_helper:
             return helper.rank(str(q.direction), q.problem, self.lists, int(q.device), feats, dtype, det, tf32, k)
         plans, search_ms = helper.ask(str(q.direction), q.problem, self.lists, int(q.device))
-        ranked, short = rank(with_variants(candidates_of(plans, dtype, det, tf32), self.selector), self.selector,
-                             feats, k)
+        ranked, short = rank(candidates_of(plans, dtype, det, tf32), self.selector, feats, k)
         return ranked, short, search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
