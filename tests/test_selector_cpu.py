@@ -103,6 +103,13 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
         Selector.load(bad)
 
 
+def test_the_trees_targets_are_log2_time_over_the_fastest_capped():
+    from cudnn_algos.selector.train import TARGET_CAP, targets
+
+    assert targets([2.0, 1.0, 1.2]) == pytest.approx([TARGET_CAP, 0.0, np.log2(1.2)])
+    assert targets([1.0, 8.0], cap=5.0) == [0.0, 3.0]
+
+
 def table_problem(i, family, fast=5, batch=8):
     """A problem whose engine `fast` is twice as fast as the others; INSTANT ranks engine 1 first."""
     rows = [{"candidate_kind": "engine", "candidate": f"eng{e}", "engine_id": e, "knobs": {"K": e % 2},

@@ -18,6 +18,10 @@ from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from .model import Neighbours, Selector, Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
+# the trees' target, log2(time / the problem's fastest), is capped here: how much slower than 2^0.5 = 1.41x the best a
+# configuration is does not change a pick, and fitting it took the trees' splits from the near-best ones (held out
+# by family on the 1,011-problem store, mean regret 6.4% against 6.8% uncapped: docs/selector.md)
+TARGET_CAP = 0.5
 
 
 class Candidate(NamedTuple):
@@ -55,10 +59,17 @@ def _problems(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]):
             yield key, rows, row_features(rows[0]), cands
 
 
+def targets(ms: Sequence[float], cap: float = TARGET_CAP) -> list[float]:
+    """What the trees learn for one problem's candidates (their kernel ms): log2(time / the fastest), at most `cap`."""
+    best = min(ms)
+    return [min(math.log2(t / best), cap) for t in ms]
+
+
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs): trees predicting log2(time / the problem's
-    fastest) from the problem's features and the candidate, and the nearest-neighbour baseline."""
+    fastest), capped (targets), from the problem's features and the candidate, and the nearest-neighbour
+    baseline."""
     try:
         from sklearn.ensemble import GradientBoostingRegressor
     except ImportError:
@@ -69,10 +80,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     vocab = Vocabulary.of((c.engine_id, c.knobs) for *_, cands in ps for c in cands)
     x, y = [], []
     for _, _, feats, cands in ps:
-        best = min(c.ms for c in cands)
-        for c in cands:
-            x.append(feats + vocab.encode(*c.encoded))
-            y.append(math.log2(c.ms / best))
+        x += [feats + vocab.encode(*c.encoded) for c in cands]
+        y += targets([c.ms for c in cands])
     gbr = GradientBoostingRegressor(**{**TREE_PARAMS, **(params or {})}).fit(np.array(x), np.array(y))
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
     mean, scale = f.mean(axis=0), f.std(axis=0)
@@ -81,7 +90,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "params": {
-                **TREE_PARAMS, **(params or {})}}
+                **TREE_PARAMS, **(params or {})}, "target_cap": TARGET_CAP}
     return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info)
 
 
@@ -148,5 +157,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "MEASURE_K", "Candidate", "engine_candidates", "train", "choose", "with_selector", "group_of",
+__all__ = ["TREE_PARAMS", "TARGET_CAP", "MEASURE_K", "targets", "Candidate", "engine_candidates", "train", "choose", "with_selector", "group_of",
            "leave_one_out"]
