@@ -157,5 +157,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "TARGET_CAP", "MEASURE_K", "targets", "Candidate", "engine_candidates", "train", "choose", "with_selector", "group_of",
-           "leave_one_out"]
+__all__ = ["TREE_PARAMS", "TARGET_CAP", "MEASURE_K", "targets", "Candidate", "engine_candidates", "train", "choose",
+           "with_selector", "group_of", "leave_one_out"]
