@@ -3,6 +3,7 @@ algorithm that reports success executed through the extension and compared with 
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 import torch
@@ -201,13 +202,21 @@ def test_threads_that_come_and_go_reuse_the_handles_of_ended_threads():
             errors.append(e)
 
     def round_of(n):
+        before = backend.load().cudnn_handles()
         together = threading.Barrier(n)
         ts = [threading.Thread(target=search, args=(together,)) for _ in range(n)]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-        return backend.load().cudnn_handles()
+        # join() returns when Python is done with a thread; its C++ thread_local (which gives the handles back)
+        # is destroyed at the OS thread's exit, a moment later: wait until every handle the round held is back
+        deadline = time.monotonic() + 10
+        while True:
+            now = backend.load().cudnn_handles()
+            if now["pooled"] >= before["pooled"] + now["created"] - before["created"] or time.monotonic() > deadline:
+                return now
+            time.sleep(0.01)
 
     first = round_of(4)
     assert not errors and first["pooled"] >= 4, errors
