@@ -133,6 +133,11 @@ def test_leave_one_family_out_on_a_table_with_a_known_answer():
     s = {x.method: x for x in summarize(rs, (), methods=("selector", "nearest", "instant"))}
     assert s["selector"].mean == pytest.approx(0.0) and s["nearest"].mean == pytest.approx(0.0)
     assert s["instant"].mean == pytest.approx(1.0) and s["instant"].share_big == 1.0
+    ranked = leave_one_out(problems, by="family", objective="rank", params={"n_estimators": 30, "max_depth": 3,
+                                                                          "min_samples_leaf": 2})
+    assert summarize(ranked, (), methods=("selector",))[0].mean == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="objective='lambda'"):
+        leave_one_out(problems, objective="lambda")
 
 
 def test_cli_selector(tmp_path):
@@ -148,6 +153,9 @@ def test_cli_selector(tmp_path):
     assert r.returncode == 0 and model.stat().st_size > 0, r.stderr
     r = run_cli("selector", "show", model)
     assert r.returncode == 0 and "10 problem-directions" in r.stdout and "a, b" in r.stdout, r.stderr
+    assert "regression trees" in r.stdout
+    r = run_cli("selector", "train", store, "--out", model, "--objective", "rank")
+    assert r.returncode == 0 and "rank trees" in run_cli("selector", "show", model).stdout, r.stderr
     r = run_cli("selector", "eval", store)
     assert r.returncode == 0 and "selector" in r.stdout and "nearest" in r.stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch")  # the held-out groups are the batch sizes
@@ -167,3 +175,40 @@ def test_channel_alignment_features():
     g = dict(zip(PROBLEM_FEATURES, problem_features(ConvSpec(96, 96, (3, 3), groups=96), (8, 96, 28, 28), "float32",
                                                     "contiguous", "backward_data")))
     assert (g["log_group_in"], g["log_group_out"], g["depthwise"]) == (0.0, 0.0, 1.0)
+
+
+def test_ranking_gradients_push_the_fastest_up_and_sum_to_zero():
+    from cudnn_algos.selector.rank import _Groups, gains
+
+    assert gains([2.0, 1.0, 4.0], power=1) == [0.5, 1.0, 0.25]
+    ms = [[2.0, 1.0, 4.0], [1.0, 1.0], [3.0, 1.5, 1.0, 6.0]]
+    g = np.concatenate([gains(m, 8.0) for m in ms])
+    lam, hess = _Groups([len(m) for m in ms], g, block=2).gradients(np.zeros(9), 9, sigma=1.0, truncation=0)
+    assert lam[1] > 0 > lam[2] and lam[7] > 0 > lam[8]  # toward a higher score: the fastest up, the slowest down
+    assert lam[3] == lam[4] == 0  # two equal times: no pair to order
+    for a, b in ((0, 3), (3, 5), (5, 9)):
+        assert lam[a:b].sum() == pytest.approx(0.0, abs=1e-12)
+    assert (hess >= 0).all() and hess[1] > 0
+    # already in the right order by a wide margin: little left to push
+    settled, _ = _Groups([3], gains(ms[0], 8.0)).gradients(np.array([0.0, 20.0, -20.0]), 3, 1.0, 0)
+    assert np.abs(settled).max() < 1e-6 < np.abs(lam[:3]).max()
+
+
+def test_lambdamart_learns_which_engine_is_fastest_where():
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.rank import fit
+
+    rng = np.random.default_rng(0)
+
+    def problems(n):
+        p = rng.uniform(0, 1, n)  # a problem feature; engine e is fastest near p = e / 3
+        x = np.array([[pi, float(e == k), float(k)] for pi in p for e in range(4) for k in [e]])
+        ms = [[1.0 + abs(e / 3 - pi) + rng.uniform(0, 0.01) for e in range(4)] for pi in p]
+        return x, ms
+
+    x, ms = problems(200)
+    trees = fit(x, ms, {"n_estimators": 40, "max_depth": 3, "min_samples_leaf": 5})
+    xt, mt = problems(100)
+    pred = trees.predict(xt).reshape(100, 4)  # lower is better
+    hits = np.mean([np.argmin(p) == np.argmin(m) for p, m in zip(pred, mt)])
+    assert hits > 0.8  # chance: 0.25

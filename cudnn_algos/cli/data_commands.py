@@ -214,18 +214,19 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise FileError(f"{a.file}: no measured problem-direction to learn from")
     if a.action == "train":
         try:
-            sel = train(problems, family=a.family or _family_of(problems))
+            sel = train(problems, family=a.family or _family_of(problems), objective=a.objective)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
         print(f"trained on {sel.trained_on['problems']} problem-directions ({sel.trained_on['candidates']} timed "
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
-    rs = leave_one_out(problems, by=a.by)
+    rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest") + METHODS)
-    print(f"leave one {a.by} out: regret against the measured best (pick / best - 1, %) of the held-out problems")
+    print(f"leave one {a.by} out ({a.objective} trees): regret against the measured best (pick / best - 1, %) of "
+          "the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
@@ -253,7 +254,8 @@ def _selector_show(path: str) -> int:
     t = sel.trained_on
     print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
           f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
-    print(f"{len(sel.trees.offset)} trees ({len(sel.trees.feature)} nodes), {len(sel.vocabulary.engines)} engines, "
+    print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({len(sel.trees.feature)} nodes), "
+          f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
           f"{os.path.getsize(path) / 1e6:.2f} MB")
     return EXIT_OK

@@ -286,6 +286,10 @@ def _add_corpus_parser(sub) -> None:
     se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
     se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
     se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
+    se.add_argument("--objective", default="regression", choices=["regression", "rank"],
+                    help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
+                         "problem's fastest (regression, the shipped model's), or the order of each problem's "
+                         "candidates (rank: LambdaMART)")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -65,11 +65,17 @@ def targets(ms: Sequence[float], cap: float = TARGET_CAP) -> list[float]:
     return [min(math.log2(t / best), cap) for t in ms]
 
 
+OBJECTIVES = ("regression", "rank")  # train()'s objective: the trees' capped log time (targets), or LambdaMART (rank)
+
+
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
-          params: dict[str, Any] | None = None) -> Selector:
-    """A selector trained on `problems` ((key, long-form rows) pairs): trees predicting log2(time / the problem's
-    fastest), capped (targets), from the problem's features and the candidate, and the nearest-neighbour
-    baseline."""
+          params: dict[str, Any] | None = None, objective: str = "regression") -> Selector:
+    """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
+    see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
+    fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
+    LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
     try:
         from sklearn.ensemble import GradientBoostingRegressor
     except ImportError:
@@ -78,20 +84,28 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     if not ps:
         raise ValueError("no problem-direction with a timed engine configuration to train on")
     vocab = Vocabulary.of((c.engine_id, c.knobs) for *_, cands in ps for c in cands)
-    x, y = [], []
+    x, y, groups = [], [], []
     for _, _, feats, cands in ps:
         x += [feats + vocab.encode(*c.encoded) for c in cands]
         y += targets([c.ms for c in cands])
-    gbr = GradientBoostingRegressor(**{**TREE_PARAMS, **(params or {})}).fit(np.array(x), np.array(y))
+        groups.append([c.ms for c in cands])
+    if objective == "rank":
+        from .rank import RANK_PARAMS, fit
+
+        used = {**RANK_PARAMS, **(params or {})}
+        trees = fit(np.array(x), groups, used)
+    else:
+        used = {**TREE_PARAMS, **(params or {})}
+        trees = Trees.from_sklearn(GradientBoostingRegressor(**used).fit(np.array(x), np.array(y)))
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
     mean, scale = f.mean(axis=0), f.std(axis=0)
     scale[scale == 0] = 1.0
     nb = Neighbours((f - mean) / scale, tuple(min(c, key=lambda c: c.ms).name for *_, c in ps), mean, scale)
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
-            "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "params": {
-                **TREE_PARAMS, **(params or {})}, "target_cap": TARGET_CAP}
-    return Selector(vocab, Trees.from_sklearn(gbr), nb, family, info)
+            "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
+            "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {})}
+    return Selector(vocab, trees, nb, family, info)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -136,12 +150,15 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 
 
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
-                  params: dict[str, Any] | None = None, regrets_of: Callable | None = None) -> list[ProblemRegret]:
+                  params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
+                  objective: str = "regression") -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
     left out."""
     from ..regret import problem_regrets
 
+    if objective not in OBJECTIVES:  # here, not only in train(): a fold that cannot train is skipped below
+        raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     out = []
@@ -149,7 +166,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
-            sel = train(rest, params=params)
+            sel = train(rest, params=params, objective=objective)
         except ValueError:
             continue
         for k, rows in held:
@@ -157,5 +174,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "TARGET_CAP", "MEASURE_K", "targets", "Candidate", "engine_candidates", "train", "choose",
-           "with_selector", "group_of", "leave_one_out"]
+__all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "targets", "Candidate", "engine_candidates",
+           "train", "choose", "with_selector", "group_of", "leave_one_out"]
