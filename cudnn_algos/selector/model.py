@@ -140,8 +140,9 @@ class Selector:
     reach: float = REACH
 
     def predict(self, problem: Sequence[float], candidates: Sequence[tuple]) -> np.ndarray:
-        """Predicted log2(kernel time / the problem's fastest) of each candidate: (engine id, knobs by name) or
-        (engine id, knobs, {heuristic list: position}) (features.RANKED_LISTS; absent: not in that list)."""
+        """Predicted log2(kernel time / the problem's fastest) of each candidate (of trees trained with the rank
+        objective: a score, lower better): (engine id, knobs by name) or (engine id, knobs, {heuristic list:
+        position}) (features.RANKED_LISTS; absent: not in that list)."""
         x = np.array([list(problem) + self.vocabulary.encode(*c) for c in candidates], dtype=np.float64)
         return self.trees.predict(x) if len(x) else np.zeros(0)
 
