@@ -64,22 +64,18 @@ class Trees:
     @classmethod
     def from_sklearn(cls, gbr: Any) -> "Trees":
         """A fitted sklearn GradientBoostingRegressor (squared error) as arrays: its public tree_ attributes."""
-        feature, threshold, left, right, value, offset = [], [], [], [], [], []
-        n = 0
-        for est in gbr.estimators_[:, 0]:
-            t = est.tree_
-            offset.append(n)
-            feature.append(np.maximum(t.feature, 0))
-            threshold.append(t.threshold)
-            left.append(t.children_left)
-            right.append(t.children_right)
-            value.append(t.value[:, 0, 0])
-            n += t.node_count
+        ts = [est.tree_ for est in gbr.estimators_[:, 0]]
         base = float(gbr.init_.constant_.ravel()[0])  # the default init: the training targets' mean
-        return cls(np.concatenate(feature).astype(np.int32), np.concatenate(threshold).astype(np.float64),
-                   np.concatenate(left).astype(np.int32), np.concatenate(right).astype(np.int32),
-                   np.concatenate(value).astype(np.float64), np.asarray(offset, dtype=np.int64), base,
-                   float(gbr.learning_rate))
+        return cls.of(ts, [t.value[:, 0, 0] for t in ts], base, float(gbr.learning_rate))
+
+    @classmethod
+    def of(cls, trees: Sequence[Any], values: Sequence[np.ndarray], base: float, rate: float) -> "Trees":
+        """Fitted sklearn trees (their tree_ objects) with the value of each of their nodes, as arrays."""
+        offset = np.concatenate([[0], np.cumsum([t.node_count for t in trees])[:-1]]).astype(np.int64)
+        cat = lambda get, dtype: np.concatenate([get(t) for t in trees]).astype(dtype)  # noqa: E731
+        return cls(cat(lambda t: np.maximum(t.feature, 0), np.int32), cat(lambda t: t.threshold, np.float64),
+                   cat(lambda t: t.children_left, np.int32), cat(lambda t: t.children_right, np.int32),
+                   np.concatenate(values).astype(np.float64), offset, float(base), float(rate))
 
 
 @dataclass(frozen=True)

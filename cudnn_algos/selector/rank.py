@@ -71,11 +71,9 @@ def gains(ms: Sequence[float], power: float) -> list[float]:
     return [(best / t) ** power for t in ms]
 
 
-def fit(x: np.ndarray, ms_groups: Sequence[Sequence[float]], params: dict[str, Any] | None = None,
-        init: np.ndarray | None = None) -> Trees:
+def fit(x: np.ndarray, ms_groups: Sequence[Sequence[float]], params: dict[str, Any] | None = None) -> Trees:
     """LambdaMART over groups of consecutive rows of `x` (one group per entry of `ms_groups`, its candidates' kernel
-    times). `init`: scores (lower better) to boost from, e.g. a pointwise model's predictions on `x`; the returned
-    trees predict only what is added (0 base). The trees' predictions are lower-is-better."""
+    times). The trees' predictions are lower-is-better."""
     try:
         from sklearn.tree import DecisionTreeRegressor
     except ImportError:
@@ -85,10 +83,9 @@ def fit(x: np.ndarray, ms_groups: Sequence[Sequence[float]], params: dict[str, A
     sizes = [len(g) for g in ms_groups]
     g = np.concatenate([gains(ms, p["gain_power"]) for ms in ms_groups])
     groups = _Groups(sizes, g)
-    score = np.zeros(len(x)) if init is None else -np.asarray(init, dtype=np.float64)  # higher better inside
+    score = np.zeros(len(x))  # higher better inside
     rng = np.random.RandomState(p["random_state"])
-    feature, threshold, left, right, value, offset = [], [], [], [], [], []
-    n_nodes = 0
+    trees, values = [], []
     for _ in range(int(p["n_estimators"])):
         lam, hess = groups.gradients(score, len(x), p["sigma"], int(p["truncation"]))
         tree = DecisionTreeRegressor(max_depth=p["max_depth"], min_samples_leaf=p["min_samples_leaf"],
@@ -99,17 +96,9 @@ def fit(x: np.ndarray, ms_groups: Sequence[Sequence[float]], params: dict[str, A
         den = np.bincount(leaf, weights=hess, minlength=t.node_count)
         step = np.where(den > 1e-12, num / np.maximum(den, 1e-12), 0.0)
         score += p["learning_rate"] * step[leaf]
-        offset.append(n_nodes)
-        feature.append(np.maximum(t.feature, 0))
-        threshold.append(t.threshold)
-        left.append(t.children_left)
-        right.append(t.children_right)
-        value.append(-step)  # lower is better outside
-        n_nodes += t.node_count
-    return Trees(np.concatenate(feature).astype(np.int32), np.concatenate(threshold).astype(np.float64),
-                 np.concatenate(left).astype(np.int32), np.concatenate(right).astype(np.int32),
-                 np.concatenate(value).astype(np.float64), np.asarray(offset, dtype=np.int64), 0.0,
-                 float(p["learning_rate"]))
+        trees.append(t)
+        values.append(-step)  # lower is better outside
+    return Trees.of(trees, values, 0.0, p["learning_rate"])
 
 
 __all__ = ["RANK_PARAMS", "gains", "fit"]

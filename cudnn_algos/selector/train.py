@@ -68,14 +68,18 @@ def targets(ms: Sequence[float], cap: float = TARGET_CAP) -> list[float]:
 OBJECTIVES = ("regression", "rank")  # train()'s objective: the trees' capped log time (targets), or LambdaMART (rank)
 
 
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+
+
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None, objective: str = "regression") -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
     LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+    _check_objective(objective)
     try:
         from sklearn.ensemble import GradientBoostingRegressor
     except ImportError:
@@ -87,8 +91,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     x, y, groups = [], [], []
     for _, _, feats, cands in ps:
         x += [feats + vocab.encode(*c.encoded) for c in cands]
-        y += targets([c.ms for c in cands])
         groups.append([c.ms for c in cands])
+        y += targets(groups[-1])
     if objective == "rank":
         from .rank import RANK_PARAMS, fit
 
@@ -157,8 +161,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     left out."""
     from ..regret import problem_regrets
 
-    if objective not in OBJECTIVES:  # here, not only in train(): a fold that cannot train is skipped below
-        raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+    _check_objective(objective)  # here, not only in train(): a fold that cannot train is skipped below
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     out = []
