@@ -211,9 +211,10 @@ py::dict engine_search_py(const std::string& direction, const ConvProblem& p, st
                           bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
                           std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
                           std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
-                          bool build) {
+                          bool build, int build_threads) {
   EngineSearchOptions opt;
   opt.build = build;
+  opt.build_threads = build_threads;
   opt.seeds = std::move(seeds);
   opt.exact = std::move(exact);
   opt.heuristics = std::move(heuristics);
@@ -347,7 +348,7 @@ void bind_search(py::module_& m) {
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
         py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
-        py::arg("build") = true);
+        py::arg("build") = true, py::arg("build_threads") = 1);
 }
 
 void bind_clock(py::module_& m) {

@@ -168,14 +168,15 @@ class EngineSearchOut:
 def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = ("instant", "a", "b", "fallback"),
                   exhaustive: bool = False, max_configs: int = 64, runtime_compiled: bool = True, device: int = 0,
                   seeds: Sequence[tuple[int, KnobList]] = (), exact: Sequence[tuple[int, KnobList]] = (),
-                  build: bool = True) -> EngineSearchOut:
+                  build: bool = True, build_threads: int = 1) -> EngineSearchOut:
     """cuDNN 9's engine configurations for one cuDNN direction: the heuristic lists asked for, configurations
     named exactly (`exact`), every engine's knob choices (`exhaustive`, up to `max_configs`), or the one-knob
     neighbours of `seeds` (refine); each built into a plan where cuDNN can. build=False: the heuristic lists'
-    configurations only (engine, knobs, notes; status "NOT_BUILT"), none built."""
+    configurations only (engine, knobs, notes; status "NOT_BUILT"), none built. build_threads > 1: the plans are
+    finalized by that many threads, each with its own handle (the same rows; less host time)."""
     out = _ext.load().engine_search(_dir(direction), cp, list(heuristics), exhaustive, max_configs, runtime_compiled,
                                     device, [(e, [tuple(k) for k in kn]) for e, kn in seeds],
-                                    [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build))
+                                    [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build), int(build_threads))
     return EngineSearchOut(plans=tuple(Plan.of(p) for p in out["plans"]), engine_count=int(out["engine_count"]),
                            search_ms=float(out["search_ms"]),
                            heuristic_query_ms=tuple((str(m), float(t)) for m, t in out["heuristic_query_ms"]))

@@ -23,6 +23,7 @@ from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, 
 from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
+MAX_BUILD_THREADS = 64  # find_engines(build_threads=...): threads finalizing plans, each with its own handle
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
 BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",
@@ -161,7 +162,7 @@ def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[En
 
 
 def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
-                compare_torch, torch_benchmark, direction) -> None:
+                compare_torch, torch_benchmark, direction, build_threads=1) -> None:
     if direction == "all":
         raise ValueError("find_engines searches one direction at a time: forward, backward_data or backward_filter")
     if isinstance(heuristics, str):
@@ -174,6 +175,8 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
     check_int("refine", refine, 0)
     check_int("refine_max", refine_max, 1)
     check_int("confirm", confirm, 0)
+    if check_int("build_threads", build_threads, 1) > MAX_BUILD_THREADS:
+        raise ValueError(f"build_threads={build_threads} must be <= {MAX_BUILD_THREADS}")
     if screen is not None:
         check_int("screen", screen, 1)
     if (refine or screen) and not measure:
@@ -188,7 +191,7 @@ def validate_engines(
     heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64, measure: bool = False,
     repeats: int = 10, warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
     refine: int = 0, refine_max: int = 64, screen: int | None = None, confirm: int = 3, configs: Sequence[str] = (),
-    device=None,
+    device=None, build_threads: int = 1,
 ) -> tuple[Problem, tuple[str, ...], list, int]:
     """All of find_engines's argument checks, in the order it makes them, with no GPU work but the final check that
     CUDA is usable (the CLI calls it before any search). Returns (problem, the heuristic lists, the exact
@@ -202,7 +205,7 @@ def validate_engines(
     if not heuristics and not exact and not exhaustive:
         raise ValueError("nothing to search: heuristics is empty, configs is empty and exhaustive is off")
     _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
-                measure if compare_torch is None else compare_torch, torch_benchmark, direction)
+                measure if compare_torch is None else compare_torch, torch_benchmark, direction, build_threads)
     problem = make_problem(conv, input_shape, dtype, memory_format, None)
     return problem, tuple(heuristics), exact, device_index(device)
 
@@ -213,7 +216,7 @@ def find_engines(
     runtime_compiled: bool = True, measure: bool = False, repeats: int = 10, warmup: int = 3, l2: str = "warm",
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
     screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
-    device=None,
+    device=None, build_threads: int = 1,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
@@ -238,6 +241,8 @@ def find_engines(
     refine: with measure, build every one-knob neighbour of the ``refine`` fastest configurations torch would
         accept, up to ``refine_max`` new ones, and measure them too (source "refine").
     check_clock: also time every measured row with the independent clock (torch.profiler).
+    build_threads: threads that finalize the plans (each with its own cuDNN handle; at most 64): the same rows,
+        less host time where there are many (a sweep); every plan is built before any is timed.
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``).
     """
@@ -245,12 +250,12 @@ def find_engines(
         conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
         exhaustive=exhaustive, max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2,
         compare_torch=compare_torch, torch_benchmark=torch_benchmark, refine=refine, refine_max=refine_max,
-        screen=screen, confirm=confirm, configs=configs, device=device)
+        screen=screen, confirm=confirm, configs=configs, device=device, build_threads=build_threads)
     compare_torch = measure if compare_torch is None else compare_torch
     cdir = problem.cudnn_direction(direction)
     with torch.cuda.device(dev):
         out = backend.engine_search(cdir, backend.conv_problem(problem), heuristics, exhaustive, max_configs,
-                                    runtime_compiled, dev, exact=exact)
+                                    runtime_compiled, dev, exact=exact, build_threads=build_threads)
     rows = _rows(out.plans, cdir, problem)
     for i, pos in torch_candidates(rows, int(torch.backends.cudnn.benchmark_limit or 0)).items():
         rows[i] = replace(rows[i], torch_rank=pos)
@@ -268,12 +273,12 @@ def find_engines(
             return _identify(result, problem, bench, dev)
         cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)
         return _measured(result, problem, cfg, screen, confirm, refine, refine_max, runtime_compiled,
-                         compare_torch, bench, dev)
+                         compare_torch, bench, dev, build_threads)
 
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,
-              refine: int, refine_max: int, runtime_compiled: bool, compare_torch: bool, bench: bool, dev: int
-              ) -> EngineSearchResult:
+              refine: int, refine_max: int, runtime_compiled: bool, compare_torch: bool, bench: bool, dev: int,
+              build_threads: int = 1) -> EngineSearchResult:
     """Screen (or measure) every built plan, refine around the fastest, then confirm the fastest beside torch."""
     t0 = time.perf_counter()
     cdir = result.cudnn_direction
@@ -284,7 +289,8 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref, screen_cfg,
                       dev)
     if refine:
-        result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev)
+        result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev,
+                         build_threads)
     del sets
     result = _confirm(result, problem, ref, cfg, confirm if (screen or compare_torch) else 0, compare_torch, bench,
                       dev)
@@ -321,7 +327,7 @@ def _ranked(rows: Sequence[EngineRow]) -> tuple[EngineRow, ...]:
 
 
 def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: MeasureConfig, seeds_n: int, cap: int,
-            runtime_compiled: bool, dev: int) -> EngineSearchResult:
+            runtime_compiled: bool, dev: int, build_threads: int = 1) -> EngineSearchResult:
     """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
     `cap` new configurations), measures them like the others and merges them in."""
     seeds = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
@@ -329,7 +335,8 @@ def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: Measur
     if not seeds:
         return result
     out = backend.engine_search(result.cudnn_direction, backend.conv_problem(problem), (), False, cap,
-                                runtime_compiled, dev, seeds=[(r.engine_id, r.plan.knobs) for r in seeds])
+                                runtime_compiled, dev, seeds=[(r.engine_id, r.plan.knobs) for r in seeds],
+                                build_threads=build_threads)
     have = {(r.engine_id, r.knobs) for r in result.rows}
     new = [r for r in _rows(out.plans, result.cudnn_direction, problem) if (r.engine_id, r.knobs) not in have]
     merged = replace(result, rows=result.rows + tuple(new), refined=len(new),

@@ -87,6 +87,7 @@ def test_find_without_gpu_is_one_line_exit_1():
         (("--heuristics", "a,zz"), "--heuristics='zz' is not one of"),
         (("--heuristics", ","), "--heuristics is empty"),
         (("--exhaustive", "-3"), "--exhaustive -3 must be >= 0"),
+        (("--build-threads", "0"), "--build-threads=0 must be >= 1"),
         (("--measure", "--repeats", "0"), "repeats=0 must be >= 1"),
         (("--conv", "Conv2d(3, 8, 3)", "--input", "1,4,8,8"), "has 4 channels but the layer expects 3"),
     ],

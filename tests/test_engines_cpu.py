@@ -102,6 +102,9 @@ def test_table_marks_torchs_choice_and_compares(make):
     (dict(heuristics="a"), "must be a sequence of names"),
     (dict(direction="all"), "one direction at a time"),
     (dict(max_configs=0), "max_configs=0"),
+    (dict(build_threads=0), "build_threads=0 must be >= 1"),
+    (dict(build_threads=65), "build_threads=65 must be <= 64"),
+    (dict(build_threads=2.0), "build_threads=2.0 must be an int"),
 ])
 def test_find_engines_argument_errors_before_any_gpu_work(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):

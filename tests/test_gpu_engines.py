@@ -184,3 +184,30 @@ def test_a_configuration_is_rebuilt_alone_by_its_name():
     assert not _check_all(again, case, "forward")
     bad = cudnn_algos.find_engines(spec, shape, dtype=dtype, memory_format=fmt, configs=["eng62{TILE_SIZE=999}"])
     assert len(bad.rows) == 1 and not bad.rows[0].ok and bad.rows[0].stage in ("config", "plan")
+
+
+@pytest.mark.parametrize("direction", cudnn_algos.DIRECTIONS)
+def test_plans_built_by_threads_are_the_same_rows_and_run_like_pytorch(direction):
+    """build_threads=8 (the sweep's): the plans finalized on eight threads, each with its own handle, are the same
+    rows in the same order as one thread builds (configuration, sources and ranks, status, workspace) — heuristic
+    lists with runtime-compiled engines, and an exhaustive enumeration; every such plan runs on this thread's handle
+    and matches PyTorch; the threads' handles go back to the pool (a second search makes none)."""
+    from cudnn_algos import backend
+
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    spec = ConvSpec.from_module(module)
+    case = Case(spec, shape, dtype, fmt)
+
+    def key(r):
+        return (r.engine_id, r.knobs, r.sources, r.heuristic_ranks, r.status, r.stage, r.workspace_bytes)
+
+    for kw in (dict(), dict(exhaustive=True, max_configs=60, runtime_compiled=False)):
+        one = cudnn_algos.find_engines(spec, shape, direction=direction, dtype=dtype, memory_format=fmt, **kw)
+        many = cudnn_algos.find_engines(spec, shape, direction=direction, dtype=dtype, memory_format=fmt,
+                                        build_threads=8, **kw)
+        assert [key(r) for r in many.rows] == [key(r) for r in one.rows], kw
+        assert len(many.succeeded) >= 4, kw
+        assert not _check_all(many, case, direction)
+    made = backend.cudnn_handles().created
+    cudnn_algos.find_engines(spec, shape, direction=direction, dtype=dtype, memory_format=fmt, build_threads=8)
+    assert backend.cudnn_handles().created == made, "a second search reuses the pooled handles"

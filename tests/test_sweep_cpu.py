@@ -108,6 +108,8 @@ def test_cli_sweep(corpus, tmp_path):
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--directions", "up"),
                         "--directions='up' is not one of"),
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--workers", "0"), "--workers 0"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--build-threads", "0"),
+                        "--build-threads 0 must be in [1, 64]"),
                        ((tmp_path / "c.json", "--store", tmp_path / "no" / "s.sqlite"), "does not exist")):
         r = run_cli("sweep", *args)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
@@ -134,6 +136,10 @@ def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypat
     n_legacy = len(make.legacy_result().to_records())
     out = measure_task(task, {"legacy": False})
     assert out["status"] == "done" and out["env"] == make.env.key() and len(out["rows"]) == 5
+    asked = {}
+    monkeypatch.setattr(engines, "find_engines", lambda *a, **k: asked.update(k) or make.engine_result())
+    measure_task(task, {"legacy": False, "build_threads": 8})  # the sweep's --build-threads reaches the search
+    assert asked["build_threads"] == 8 and asked["measure"] is True
     out = measure_task(task)  # the legacy algorithms measured (find_ex) and the legacy heuristic's ranking
     legacy = [r for r in out["rows"] if r["candidate_kind"] == "legacy"]
     assert len(out["rows"]) == 5 + 2 * n_legacy and {r["stage"] for r in legacy} == {"find_ex", "heuristic"}

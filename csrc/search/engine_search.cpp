@@ -10,9 +10,13 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "../common/check.h"
 #include "../common/descriptors.h"
@@ -166,28 +170,11 @@ std::shared_ptr<EngineGraph> build_graph(const ConvProblem& p, cudnnHandle_t han
   return g;
 }
 
-// Notes, knob choices and plan of one finalized engine config; failures are recorded on the plan row.
-void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compiled, bool build = true) {
-  pl.engine_id = get_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
-  pl.numerical_notes = get_enums<cudnnBackendNumericalNote_t>(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                                               CUDNN_TYPE_NUMERICAL_NOTE);
-  pl.behavior_notes = get_enums<cudnnBackendBehaviorNote_t>(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
-                                                            CUDNN_TYPE_BEHAVIOR_NOTE);
-  const bool rtc = std::find(pl.behavior_notes.begin(), pl.behavior_notes.end(),
-                             static_cast<int>(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) != pl.behavior_notes.end();
-  if (rtc && !runtime_compiled) {
-    pl.status = "SKIPPED_RUNTIME_COMPILATION";
-    pl.stage = "plan";
-    return;
-  }
-  if (!build) {
-    pl.status = "NOT_BUILT";
-    pl.stage = "plan";
-    return;
-  }
+// The plan of a config whose notes are read: finalized with `handle` (the building thread's own); a failure is
+// recorded on the row.
+void build_plan(EnginePlan& pl, cudnnHandle_t h) {
   pl.plan = BackendDesc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   cudnnBackendDescriptor_t cfg = pl.config.get();
-  cudnnHandle_t h = pl.graph->handle;
   set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
   set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
   const cudnnStatus_t s = cudnnBackendFinalize(pl.plan.get());
@@ -203,6 +190,55 @@ void finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compile
   if (cudnnBackendGetAttribute(pl.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
                                static_cast<int64_t>(json.size()), &n, json.data()) == CUDNN_STATUS_SUCCESS)
     pl.plan_json.assign(json.data(), static_cast<size_t>(std::min<int64_t>(n, json.size())));
+}
+
+// Builds `plans` on `threads` threads, each with its own handle (a cuDNN handle is one thread's at a time); the
+// first exception any of them threw is rethrown here once all have ended.
+void build_plans(const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr first;
+  std::mutex first_mutex;
+  auto work = [&] {
+    try {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+      cudnnHandle_t h = handle_for(device);
+      for (size_t i = next++; i < plans.size(); i = next++) build_plan(*plans[i], h);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(first_mutex);
+      if (!first) first = std::current_exception();
+      next = plans.size();  // the others stop at their next plan
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n = std::min(plans.size(), static_cast<size_t>(std::max(threads, 1)));
+  for (size_t t = 0; t < n; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+// Notes and knob choices of one finalized engine config, and its plan: built at once, or (defer) left for
+// build_plans (the row's `graph` handle is not used then). Returns whether the plan is still to be built.
+bool finish_plan(EnginePlan& pl, const BackendDesc& engine, bool runtime_compiled, bool build, bool defer) {
+  pl.engine_id = get_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+  pl.numerical_notes = get_enums<cudnnBackendNumericalNote_t>(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                                               CUDNN_TYPE_NUMERICAL_NOTE);
+  pl.behavior_notes = get_enums<cudnnBackendBehaviorNote_t>(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                                            CUDNN_TYPE_BEHAVIOR_NOTE);
+  const bool rtc = std::find(pl.behavior_notes.begin(), pl.behavior_notes.end(),
+                             static_cast<int>(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) != pl.behavior_notes.end();
+  if (rtc && !runtime_compiled) {
+    pl.status = "SKIPPED_RUNTIME_COMPILATION";
+    pl.stage = "plan";
+    return false;
+  }
+  if (!build) {
+    pl.status = "NOT_BUILT";
+    pl.stage = "plan";
+    return false;
+  }
+  if (defer) return true;
+  build_plan(pl, pl.graph->handle);
+  return false;
 }
 
 // Knob choices of a config, as (type, value) pairs.
@@ -274,6 +310,7 @@ class EngineSearch {
     exact_configs();
     if (opt_.exhaustive) exhaustive();
     if (!opt_.seeds.empty()) refine();
+    if (!pending_.empty()) build_plans(pending_, opt_.build_threads, device_);
     return std::move(out_);
   }
 
@@ -294,8 +331,7 @@ class EngineSearch {
         pl->knobs = knobs_of(pl->config);
         pl->engine_id = get_int64(engines[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
         // the same config from another list only records where else it ranked: built once
-        if (!seen_.count(std::make_pair(pl->engine_id, pl->knobs)))
-          finish_plan(*pl, engines[0], opt_.runtime_compiled, opt_.build);
+        if (!seen_.count(std::make_pair(pl->engine_id, pl->knobs))) finish(pl, engines[0], opt_.build);
         add(pl, source, static_cast<int>(r));
       }
     }
@@ -413,6 +449,11 @@ class EngineSearch {
   }
 
   // ---- what the phases share
+  // A new configuration's notes; its plan built now (one build thread) or queued for the threads at the end.
+  void finish(const std::shared_ptr<EnginePlan>& pl, const BackendDesc& engine, bool build) {
+    if (finish_plan(*pl, engine, opt_.runtime_compiled, build, opt_.build_threads > 1)) pending_.push_back(pl);
+  }
+
   std::shared_ptr<EnginePlan> new_plan() const {
     auto pl = std::make_shared<EnginePlan>();
     pl->graph = graph_;
@@ -475,7 +516,7 @@ class EngineSearch {
         pl->status = short_status_name(cs);
         pl->stage = "config";
       } else {
-        finish_plan(*pl, engine, opt_.runtime_compiled);
+        finish(pl, engine, true);
       }
     }
     add(pl, source, -1);
@@ -500,6 +541,7 @@ class EngineSearch {
   int device_;
   std::map<std::pair<int64_t, KnobValues>, std::shared_ptr<EnginePlan>> seen_;
   EngineSearchOutput out_;
+  std::vector<std::shared_ptr<EnginePlan>> pending_;  // plans for build_plans (build_threads > 1)
 };
 
 }  // namespace

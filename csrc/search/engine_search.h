@@ -81,6 +81,10 @@ struct EngineSearchOptions {
   // false: the heuristic lists' configurations only (engine, knobs, notes: status "NOT_BUILT"), no plan finalized:
   // what choosing among them without building costs (the pinned operator's unseen-problem handler)
   bool build = true;
+  // threads that finalize the plans (each with its own cuDNN handle; finalizing is host work, and a search's
+  // plans are independent); 1: one after another on the calling thread. The rows, their order and their plans
+  // are the same either way: only the search's host time differs.
+  int build_threads = 1;
 };
 
 struct EngineSearchOutput {

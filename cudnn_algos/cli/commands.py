@@ -288,7 +288,8 @@ def cmd_find(a: argparse.Namespace) -> int:
 # each command's API argument names -> its flags (the same name can be another flag elsewhere: configs)
 _ENGINES_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "refine": "--refine",
                   "screen": "--screen", "repeats": "--repeats", "configs": "--config", "max_configs": "--exhaustive",
-                  "measure=True": "--measure", "exhaustive is off": "--exhaustive is not given"}
+                  "measure=True": "--measure", "exhaustive is off": "--exhaustive is not given",
+                  "build_threads": "--build-threads"}
 
 
 def cmd_engines(a: argparse.Namespace) -> int:
@@ -306,7 +307,8 @@ def cmd_engines(a: argparse.Namespace) -> int:
                   measure=a.measure, repeats=a.repeats, l2=a.l2,
                   compare_torch=None if a.torch is None else a.torch == "yes",
                   torch_benchmark={"on": True, "off": False, "current": None}[a.torch_benchmark], refine=a.refine,
-                  refine_max=a.refine_max, screen=a.screen, configs=tuple(a.config), device=a.device)
+                  refine_max=a.refine_max, screen=a.screen, configs=tuple(a.config), device=a.device,
+                  build_threads=a.build_threads)
     directions = DIRECTIONS if a.direction == "all" else (a.direction,)
     try:  # find_engines's own checks, before any search
         for d in directions:

@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --measure: build every one-knob neighbour of the K fastest configurations (default 0)")
     e.add_argument("--refine-max", type=int, default=64, metavar="N", help="at most N configurations from --refine")
     e.add_argument("--no-runtime-compiled", action="store_true", help="skip engines that compile at run time")
+    e.add_argument("--build-threads", type=int, default=1, metavar="N",
+                   help="threads that build the plans (each its own cuDNN handle; default 1): the same rows, "
+                        "sooner where there are many (--exhaustive)")
     e.add_argument("--measure", action="store_true", help="time and check every built plan (and torch's op)")
     e.add_argument("--repeats", type=int, default=10, help="timing samples per configuration with --measure")
     e.add_argument("--screen", type=int, default=None, metavar="N",
@@ -252,6 +255,8 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")
     w.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine's knob choices, up to N configurations per problem-direction")
+    w.add_argument("--build-threads", type=int, default=8, metavar="N",
+                   help="threads that build each task's plans, before any is timed (default 8)")
     w.add_argument("--repeat-fraction", type=float, default=0.05, metavar="F",
                    help="the noise floor's sample: this share of what earlier sweeps stored is measured again "
                         "(default 0.05)")

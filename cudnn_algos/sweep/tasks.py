@@ -73,7 +73,8 @@ def worker_name() -> str:
 
 def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
-    options["exhaustive"] N, every engine's knob choices up to N configurations), screened, refined, confirmed
+    options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
+    building the plans), screened, refined, confirmed
     beside torch's op (benchmark on); with options["legacy"] (default) also the legacy algorithms, measured
     (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind "legacy" with
     heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
@@ -85,7 +86,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..errors import CudaError, CudnnError
     from ..spec import ConvSpec
 
-    opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, **(options or {})}
+    opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,
+            **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
     stages: dict[str, float] = {}  # host seconds per step of this task (the sweep prints their sums)
@@ -94,7 +96,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
                          memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
-                         exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64))
+                         exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
+                         build_threads=opts["build_threads"])
         stages.update(engine_build=r.search_ms / 1e3, engine_measure=r.measure_s or 0.0,
                       engine_search=time.perf_counter() - t0)
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
