@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 METHODS = ("instant", "a", "b", "fallback", "torch_off", "legacy_heuristic", "legacy_find", "torch_on")
-GROUP_BY = ("family", "dtype", "direction")
+GROUP_BY = ("family", "dtype", "direction")  # the report's groups unless asked otherwise
+GROUPS = GROUP_BY + ("batch",)  # what it can group by
 BIG = 0.05  # the share of problems with regret above this is reported
 # "top-1": the pick within this of the best, the noise floor: between two processes the best time of a problem moved
 # by up to 2.4-2.6% (p95) on the H200 (docs/dataset.md), so a pick closer than that is as good as the best

@@ -103,8 +103,10 @@ def test_cli_dataset_report(tmp_path):
     assert "2 problem-directions" in r.stdout and "instant" in r.stdout and "100.0%" in r.stdout
     assert "decoders / float16 / forward" in r.stdout and png.stat().st_size > 0
     assert max(map(len, r.stdout.splitlines())) <= 120
+    r = run_cli("dataset", "report", path, "--by", "batch,direction")
+    assert r.returncode == 0 and "batch / direction" in r.stdout and "2 / forward" in r.stdout, r.stderr
     r = run_cli("dataset", "report", path, "--by", "model")
-    assert r.returncode == 2 and "--by 'model' is not one of" in r.stderr
+    assert r.returncode == 2 and "--by 'model' is not one of family, dtype, direction, batch" in r.stderr
     with SweepStore(tmp_path / "e.sqlite"):
         pass
     r = run_cli("dataset", "report", tmp_path / "e.sqlite")

@@ -75,7 +75,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 def cmd_dataset(a: argparse.Namespace) -> int:
     from ..dataset import noise_floor, validate, write_parquet
-    from ..regret import GROUP_BY
+    from ..regret import GROUPS
     from ..sweep import SweepStore
 
     if a.action in ("write", "keys") and not a.out:
@@ -88,8 +88,8 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         needs("dataset write", "pyarrow")
     by = tuple(x for x in a.by.split(",") if x)
     for f in by:
-        if f not in GROUP_BY:
-            raise UsageError(f"--by {f!r} is not one of {', '.join(GROUP_BY)}")
+        if f not in GROUPS:
+            raise UsageError(f"--by {f!r} is not one of {', '.join(GROUPS)}")
     figures = {flag: path for flag, path in (("--plot", a.plot), ("--map", a.map)) if path}
     for flag in figures:
         needs(f"dataset report {flag}", "matplotlib")

@@ -277,7 +277,8 @@ def _add_corpus_parser(sub) -> None:
     ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
                     help="merge: a store to copy from (repeatable)")
     ds.add_argument("--by", default="family,dtype,direction",
-                    help="report: comma-separated groups among family, dtype, direction ('' for one overall group)")
+                    help="report: comma-separated groups among family, dtype, direction, batch ('' for one "
+                         "overall group)")
     ds.add_argument("--plot", metavar="PATH", help="report: the regret CDF per method as an image")
     ds.add_argument("--map", metavar="PATH",
                     help="report: where torch's picks lose, regret over input channels x spatial size, as an image")
