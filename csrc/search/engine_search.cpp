@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "../common/check.h"
@@ -192,8 +193,9 @@ void build_plan(EnginePlan& pl, cudnnHandle_t h) {
     pl.plan_json.assign(json.data(), static_cast<size_t>(std::min<int64_t>(n, json.size())));
 }
 
-// Builds `plans` on `threads` threads, each with its own handle (a cuDNN handle is one thread's at a time); the
-// first exception any of them threw is rethrown here once all have ended.
+// Builds `plans` on `threads` threads, this one and threads - 1 more, each with its own handle (a cuDNN handle is one
+// thread's at a time); where no more threads can be started, those started and this one build them all. The first
+// exception any of them threw is rethrown here once all have ended.
 void build_plans(const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device) {
   std::atomic<size_t> next{0};
   std::exception_ptr first;
@@ -211,7 +213,11 @@ void build_plans(const std::vector<std::shared_ptr<EnginePlan>>& plans, int thre
   };
   std::vector<std::thread> pool;
   const size_t n = std::min(plans.size(), static_cast<size_t>(std::max(threads, 1)));
-  for (size_t t = 0; t < n; ++t) pool.emplace_back(work);
+  try {
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {  // no thread to be had (a joinable one destroyed here would terminate)
+  }
+  work();
   for (auto& t : pool) t.join();
   if (first) std::rethrow_exception(first);
 }
