@@ -140,6 +140,25 @@ def test_leave_one_family_out_on_a_table_with_a_known_answer():
         leave_one_out(problems, objective="lambda")
 
 
+def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():
+    """choose()'s "offered": the fastest configuration the lists name (a perfect ranker's pick); a faster one no list
+    names (found by the sweep's refine) sets the regret every ranking of the lists' candidates has at least."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.regret import problem_regrets
+    from cudnn_algos.selector.train import choose, train, with_selector
+
+    problems = [table_problem(i, "a") for i in range(6)]
+    sel = train(problems, params={"n_estimators": 20, "max_depth": 3})
+    key, rows = table_problem(3, "b")
+    for r in rows:  # lists A and B name engines 1-4 (eng2 first); eng5, the fastest, is the refine's find alone
+        r.update(rank_a=r["engine_id"] - 1 if r["engine_id"] <= 4 else None, rank_b=None)
+    rows[2]["kernel_median_ms"] = rows[4]["kernel_median_ms"] * 1.5  # eng3: the fastest listed
+    assert choose(sel, rows)["offered"] == "eng3"
+    (p,) = with_selector(problem_regrets, sel, key, rows)
+    assert p.regret["offered"] == pytest.approx(0.5)
+    assert min(v for m, v in p.regret.items() if m.startswith("selector") and v is not None) >= 0.5 - 1e-9
+
+
 def test_cli_selector(tmp_path):
     pytest.importorskip("sklearn")
     store = tmp_path / "s.sqlite"
@@ -158,6 +177,7 @@ def test_cli_selector(tmp_path):
     assert r.returncode == 0 and "rank trees" in run_cli("selector", "show", model).stdout, r.stderr
     r = run_cli("selector", "eval", store)
     assert r.returncode == 0 and "selector" in r.stdout and "nearest" in r.stdout, r.stderr
+    assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     r = run_cli("selector", "eval", store, "--by", "batch")  # the held-out groups are the batch sizes
     groups = [ln.split()[0] for ln in r.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
     assert r.returncode == 0 and "held-out batch" in r.stdout and groups == ["8", "16", "all"], r.stdout + r.stderr

@@ -226,14 +226,15 @@ def cmd_selector(a: argparse.Namespace) -> int:
     rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
-    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest") + METHODS)
+    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered") + METHODS)
     print(f"leave one {a.by} out ({a.objective} trees): regret against the measured best (pick / best - 1, %) of "
           "the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
-          f"cuDNN's first)\nnearest: the nearest training problem's fastest\n{TOP1_LEGEND}")
+          f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
+          f"selector is offered (a perfect ranker's pick: what its candidates allow)\n{TOP1_LEGEND}")
     return EXIT_OK
 
 

@@ -116,16 +116,18 @@ MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
 
 
 def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_K) -> dict[str, Any]:
-    """The selector's pick (unseen="predict"), what measure_top_k would time (its shortlist of k), and the nearest
-    neighbour's pick, among one problem's configurations that the heuristic lists it is given name (RANKED_LISTS:
-    what apply()'s unseen handler is offered), every timed one where none is."""
+    """The selector's pick (unseen="predict"), what measure_top_k would time (its shortlist of k), the nearest
+    neighbour's pick and the fastest it is offered ("offered": a perfect ranker's pick, the candidates' floor),
+    among one problem's configurations that the heuristic lists it is given name (RANKED_LISTS: what apply()'s
+    unseen handler is offered), every timed one where none is."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {"selector": None, "nearest": None, "shortlist": []}
+        return {"selector": None, "nearest": None, "offered": None, "shortlist": []}
     feats = row_features(rows[0])
     enc = [c.encoded for c in cands]
     order = selector.rank(feats, enc)
     return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
+            "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
 
 
