@@ -16,14 +16,13 @@ from typing import Sequence
 import torch
 
 from . import backend
-from .choices import HEURISTICS
+from .choices import HEURISTICS, MAX_BUILD_THREADS
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
 from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
-MAX_BUILD_THREADS = 64  # find_engines(build_threads=...): threads finalizing plans, each with its own handle
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
 BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",

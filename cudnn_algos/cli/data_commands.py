@@ -33,7 +33,7 @@ def cmd_corpus(a: argparse.Namespace) -> int:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from ..choices import DIRECTIONS
+    from ..choices import DIRECTIONS, MAX_BUILD_THREADS
     from ..corpus import Corpus
     from ..problem import check_choice
 
@@ -46,8 +46,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise ValueError(f"--workers {a.workers} must be >= 1")
         if a.allowed_failures < 0 or a.exhaustive < 0 or (a.limit is not None and a.limit < 0):
             raise ValueError("--allowed-failures, --exhaustive and --limit must be >= 0")
-        if not 1 <= a.build_threads <= 64:
-            raise ValueError(f"--build-threads {a.build_threads} must be in [1, 64]")
+        if not 1 <= a.build_threads <= MAX_BUILD_THREADS:
+            raise ValueError(f"--build-threads {a.build_threads} must be in [1, {MAX_BUILD_THREADS}]")
         if not 0 <= a.repeat_fraction <= 1:
             raise ValueError(f"--repeat-fraction {a.repeat_fraction} must be in [0, 1]")
         if a.budget_s is not None and not a.budget_s > 0:
@@ -64,8 +64,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
               allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
-              dry_run=a.dry_run, options={"exhaustive": a.exhaustive, "build_threads": a.build_threads}, repeat_fraction=a.repeat_fraction,
-              limit=a.limit)
+              dry_run=a.dry_run, options={"exhaustive": a.exhaustive, "build_threads": a.build_threads},
+              repeat_fraction=a.repeat_fraction, limit=a.limit)
     print(r)
     if r.stopped_by:
         return stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "

@@ -74,10 +74,10 @@ def worker_name() -> str:
 def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
-    building the plans), screened, refined, confirmed
-    beside torch's op (benchmark on); with options["legacy"] (default) also the legacy algorithms, measured
-    (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind "legacy" with
-    heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
+    building the plans), screened, refined, confirmed beside torch's op (benchmark on); with options["legacy"]
+    (default) also the legacy algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7,
+    rows of candidate_kind "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails
+    is a row saying so."""
     import torch
 
     from ..api import find
