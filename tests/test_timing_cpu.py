@@ -159,6 +159,45 @@ def test_a_session_another_cupti_client_finalized_is_measured_again(monkeypatch)
     assert issubclass(measure.KernelClockLost, measure.KernelClockUnavailable)  # rows say "unavailable" after two
 
 
+def test_a_session_finalized_part_way_is_caught_by_its_closing_marker(monkeypatch):
+    """With a GPU every session closes with a marker window (a kernel of its own, run after the caller's windows);
+    CUPTI finalized part-way keeps the earlier windows' records but not the marker's: KernelClockLost, measured
+    again. The marker's window is not in the results. A stand-in for the extension and for the marker kernel."""
+    marks, ends = [], []
+
+    class Ext:
+        def kernel_clock_begin(self, own_timestamps=True):
+            pass
+
+        def kernel_clock_now(self):
+            return 0
+
+        def kernel_clock_abort(self):
+            pass
+
+        def kernel_clock_end(self, device, windows):
+            ends.append(len(windows))
+            cut = outcomes.pop(0)  # windows from this index on saw nothing
+            return [(2000, 200 if i < cut else 0, ["k"]) for i in range(len(windows))]
+
+    monkeypatch.setattr(backend._ext, "load", lambda: Ext())
+    monkeypatch.setattr(measure.clocks.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(measure.clocks, "_marker", lambda device: marks.append(device))
+
+    def session():
+        with measure.kernel_clock(3) as s:
+            s.window(lambda: None)
+            s.window(lambda: None)
+        return s.results
+
+    outcomes = [1, 3]  # the first session lost everything after its first window
+    assert measure.again_if_lost(session) == [(0.002, 200, ("k",))] * 2
+    assert ends == [3, 3] and marks == [3, 3]
+    outcomes = [2, 2]
+    with pytest.raises(measure.KernelClockLost, match="closing marker kernel left no record"):
+        measure.again_if_lost(session)
+
+
 @NO_GPU
 def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)

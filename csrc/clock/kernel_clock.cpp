@@ -130,7 +130,8 @@ void check(CUptiResult r, const char* call) {
 // teardown from a thread of its own, which may not have armed it yet when a session starts right after torch's
 // profiler returned. So a session also notices when it was finalized under it (a buffer CUPTI never handed back,
 // or no activity in any window) and says so: kernel_clock_end throws "session lost", and the Python side measures
-// again.
+// again. A finalize part-way through a session keeps the records before it (one window read 1 kernel of 200 on the
+// H200), so the Python side also closes every session with a marker kernel whose missing record means the same.
 uint64_t CUPTIAPI ns_timestamp() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())

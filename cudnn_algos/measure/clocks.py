@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import os
 import threading
 import warnings
@@ -39,7 +40,8 @@ def kernel_clock(device: int, own_timestamps: bool = True):
     timestamps and returns the window's index. After the block, ``session.results[i]`` is (busy ms, activities,
     kernel names) of window i. The session stamps records with its own nanosecond source; own_timestamps=False
     keeps whatever source another CUPTI client left registered (torch.profiler's counts TSC ticks: Note [whose
-    timestamps] in csrc/clock/kernel_clock.cpp) and exists only to show that difference."""
+    timestamps] in csrc/clock/kernel_clock.cpp) and exists only to show that difference. With a GPU, the session
+    closes with a window of its own (``_marker``, not in the results); KernelClockLost when it saw nothing."""
     if _profiler_active():
         raise KernelClockUnavailable("a torch.profiler session is open: CUPTI has one client at a time")
     try:
@@ -47,8 +49,11 @@ def kernel_clock(device: int, own_timestamps: bool = True):
     except RuntimeError as e:
         raise KernelClockUnavailable(str(e)) from e
     session = _Session()
+    marked = torch.cuda.is_available()
     try:
         yield session
+        if marked:  # the session's last window: a kernel that must leave a record
+            session.window(functools.partial(_marker, device))
     except BaseException:
         backend.kernel_clock_abort()
         raise
@@ -59,9 +64,24 @@ def kernel_clock(device: int, own_timestamps: bool = True):
             raise KernelClockLost(str(e)) from None
         raise
     session.results = [(w.busy_ns / 1e6, w.activities, w.kernels) for w in got]
+    if marked:
+        session.windows.pop()
+        if not session.results.pop()[1]:
+            raise KernelClockLost("kernel clock: session lost: its closing marker kernel left no record (CUPTI was "
+                                  "finalized during the session; the windows before may hold part of their records)")
     if session.results and not any(n for _, n, _ in session.results):  # every window launched GPU work
         raise KernelClockLost("kernel clock: session lost: no window saw any GPU activity (CUPTI was finalized "
                               "before its first record)")
+
+
+def _marker(device: int) -> None:
+    """One small kernel on device, waited for. Every session ends with it as its last window: when another CUPTI
+    client finalizes CUPTI part-way through a session (Note [kineto's deferred teardown]), the records after that
+    point are gone while earlier windows keep theirs, so a window may read 1 kernel of 200 without any window being
+    empty. The marker's missing record says so, and the session is measured again (again_if_lost)."""
+    with torch.cuda.device(device):
+        torch.empty(1, device=device).fill_(1.0)
+    torch.cuda.synchronize(device)
 
 
 _held = [0]
