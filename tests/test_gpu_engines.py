@@ -188,7 +188,7 @@ def test_a_configuration_is_rebuilt_alone_by_its_name():
 
 @pytest.mark.parametrize("direction", cudnn_algos.DIRECTIONS)
 def test_plans_built_by_threads_are_the_same_rows_and_run_like_pytorch(direction):
-    """build_threads=8 (the sweep's): the plans finalized on eight threads, each with its own handle, are the same
+    """build_threads=8: the plans finalized on eight threads, each with its own handle, are the same
     rows in the same order as one thread builds (configuration, sources and ranks, status, workspace) — heuristic
     lists with runtime-compiled engines, and an exhaustive enumeration; every such plan runs on this thread's handle
     and matches PyTorch; the threads' handles go back to the pool (a second search makes none)."""

@@ -255,8 +255,8 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")
     w.add_argument("--exhaustive", type=int, default=0, metavar="N",
                    help="also every engine's knob choices, up to N configurations per problem-direction")
-    w.add_argument("--build-threads", type=int, default=8, metavar="N",
-                   help="threads that build each task's plans, before any is timed (default 8)")
+    w.add_argument("--build-threads", type=int, default=1, metavar="N",
+                   help="threads that build each task's plans, before any is timed (default 1; docs/sweep.md)")
     w.add_argument("--repeat-fraction", type=float, default=0.05, metavar="F",
                    help="the noise floor's sample: this share of what earlier sweeps stored is measured again "
                         "(default 0.05)")
