@@ -159,6 +159,43 @@ def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():
     assert min(v for m, v in p.regret.items() if m.startswith("selector") and v is not None) >= 0.5 - 1e-9
 
 
+def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
+    """Note [known configurations]: the training problems' fastest configurations per class ride in the model file
+    and are ranked beside the lists' candidates; a held-out problem whose fastest (eng5) no list names gets it from
+    them ("known", "offered_known"), where the lists alone cannot ("offered" is slower). Where the trees would pick
+    one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.regret import problem_regrets
+    from cudnn_algos.selector.train import KNOWN_UNTIMED, choose, train, with_selector
+
+    problems = [table_problem(i, "a") for i in range(6)]
+    for _, rows in problems:
+        for r in rows:
+            r["deterministic"] = r["engine_id"] != 5
+    sel = train(problems, params={"n_estimators": 20, "max_depth": 3})
+    cls = "forward float16 channels_last"
+    assert sel.known == {cls: (("eng5", False),)}
+    assert sel.known_for("forward", "float16", "channels_last") == ("eng5",)
+    assert sel.known_for("forward", "float16", "channels_last", deterministic=True) == ()
+    assert sel.known_for("backward_data", "float16", "channels_last") == ()
+    path = tmp_path / "m.npz"
+    sel.save(path)
+    assert Selector.load(path).known == sel.known
+
+    key, rows = table_problem(3, "b")
+    for r in rows:  # lists A and B name engines 1-4; eng5, the fastest, only the known configurations
+        r.update(rank_a=r["engine_id"] - 1 if r["engine_id"] <= 4 else None, rank_b=None)
+    c = choose(sel, rows)
+    assert c["offered"] != "eng5" and c["offered_known"] == "eng5" and c["known"] == "eng5"
+    assert not c["known_untimed"]
+    (p,) = with_selector(problem_regrets, sel, key, rows)
+    assert p.regret["known"] == pytest.approx(0.0) and p.regret["offered"] == pytest.approx(1.0)
+    assert p.regret[KNOWN_UNTIMED] == 0.0
+    untimed = [r for r in rows if r["engine_id"] != 5]  # eng5 never timed for this problem
+    c = choose(sel, untimed)
+    assert c["known_untimed"] and c["known"] != "eng5" and c["offered_known"] == c["offered"]
+
+
 def test_cli_selector(tmp_path):
     pytest.importorskip("sklearn")
     store = tmp_path / "s.sqlite"
@@ -178,6 +215,10 @@ def test_cli_selector(tmp_path):
     r = run_cli("selector", "eval", store)
     assert r.returncode == 0 and "selector" in r.stdout and "nearest" in r.stdout, r.stderr
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
+    assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
+    assert "known configurations: 1 in 1 problem class" in run_cli("selector", "show", model).stdout
+    r = run_cli("selector", "train", store, "--out", model, "--known", "0")
+    assert r.returncode == 0 and "known configurations: 0" in run_cli("selector", "show", model).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch")  # the held-out groups are the batch sizes
     groups = [ln.split()[0] for ln in r.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
     assert r.returncode == 0 and "held-out batch" in r.stdout and groups == ["8", "16", "all"], r.stdout + r.stderr

@@ -14,11 +14,13 @@ import torch
 
 import cudnn_algos
 from cudnn_algos import backend
+from cudnn_algos.engines import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
 from cudnn_algos.selector.model import REACH, heuristic_order
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
+from cudnn_algos.tuning.ranking import with_known
 from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
 
 FAMILY = "sm_90 cudnn 9.19"
@@ -149,9 +151,10 @@ class ListsHere:
     def set_selector(self, data):
         self.selector = Selector.from_bytes(data)
 
-    def rank(self, direction, problem, lists, device, features, dtype, det, tf32, k=0):
+    def rank(self, direction, problem, lists, device, features, dtype, det, tf32, k=0, memory_format=""):
         ListsHere.used.append("rank")
-        query = (0, "rank", direction, problem, tuple(lists), device, list(features), dtype, det, tf32, k)
+        query = (0, "rank", direction, problem, tuple(lists), device, list(features), dtype, det, tf32, k,
+                 memory_format)
         return lists_process.ranking_of(lists_process.answer(query, backend.engine_search, self.selector))
 
     def close(self):
@@ -184,12 +187,43 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     h = UnseenHandler("predict", sel)
     configs, origin, why = h(_query())
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried, nothing built
-    cands = candidates_of(plans, "float16", False, True)
+    cands = with_known(candidates_of(plans, "float16", False, True),
+                       sel.known_for("forward", "float16", "channels_last"))
     order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
     assert configs == [(cands[i].engine_id, [tuple(k) for k in cands[i].knobs]) for i in order]
     assert (origin, why) == ("predicted", "")
     d = h.decisions[0]
     assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
+
+
+@pytest.mark.parametrize("in_helper", [True, False])
+def test_known_configurations_are_ranked_beside_the_lists(fake_lists, in_helper):
+    """Note [known configurations]: the selector's known configurations of the problem's class (direction, dtype,
+    memory format) join the lists' candidates, once (one the lists name is not added again), in the helper or in
+    this process; under cudnn.deterministic only those that were deterministic; float32 with allow_tf32 off none."""
+    from dataclasses import replace
+
+    class Mine(Selector):
+        pass
+
+    plans, _ = fake_lists
+    sel = shipped()
+    listed = candidates_of(plans, "float16", False, True)[0].name
+    known = {"forward float16 channels_last": (("eng70{SPLIT_K_SLC=1}", False), (listed, True),
+                                               ("eng71{SPLIT_K_SLC=1}", True)),
+             "forward float32 contiguous": (("eng70{SPLIT_K_SLC=1}", True),)}
+    sel = replace(sel, known=known) if in_helper else Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family,
+                                                         sel.trained_on, sel.reach, known)
+    names = lambda configs: {config_name(e, k) for e, k in configs}  # noqa: E731
+    configs, _, _ = UnseenHandler("predict", sel)(_query())
+    assert len(configs) == len(plans) + 2 and {"eng70{SPLIT_K_SLC=1}", "eng71{SPLIT_K_SLC=1}"} <= names(configs)
+    configs, _, _ = UnseenHandler("predict", sel)(_query(det=True))
+    assert "eng71{SPLIT_K_SLC=1}" in names(configs) and "eng70{SPLIT_K_SLC=1}" not in names(configs)
+    q = _query(dtype="float32")
+    q.channels_last = False
+    assert "eng70{SPLIT_K_SLC=1}" in names(UnseenHandler("predict", sel)(q)[0])
+    q.allow_tf32 = False
+    assert "eng70{SPLIT_K_SLC=1}" not in names(UnseenHandler("predict", sel)(q)[0])
 
 
 def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_lists, monkeypatch):

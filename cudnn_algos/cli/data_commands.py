@@ -62,10 +62,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         raise FileError(f"{a.corpus}: {e}") from None
     from ..sweep import sweep
 
+    options = {"exhaustive": a.exhaustive, "build_threads": a.build_threads}
+    if a.known:
+        options["known"] = _known_of(a.known)
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
               allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
-              dry_run=a.dry_run, options={"exhaustive": a.exhaustive, "build_threads": a.build_threads},
-              repeat_fraction=a.repeat_fraction, limit=a.limit)
+              dry_run=a.dry_run, options=options, repeat_fraction=a.repeat_fraction, limit=a.limit)
     print(r)
     if r.stopped_by:
         return stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "
@@ -204,7 +206,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return _selector_show(a.file)
     from ..dataset import measured_problems
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector.train import MEASURE_K, leave_one_out, train
+    from ..selector.train import KNOWN_CAP, KNOWN_UNTIMED, MEASURE_K, leave_one_out, train
     from ..sweep import SweepStore
 
     try:
@@ -216,7 +218,10 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise FileError(f"{a.file}: no measured problem-direction to learn from")
     if a.action == "train":
         try:
-            sel = train(problems, family=a.family or _family_of(problems), objective=a.objective)
+            if a.known is not None and a.known < 0:
+                raise UsageError(f"--known {a.known} must be >= 0")
+            sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
+                        known_cap=KNOWN_CAP if a.known is None else a.known)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -226,16 +231,43 @@ def cmd_selector(a: argparse.Namespace) -> int:
     rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
-    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered") + METHODS)
+    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known",
+                           f"known_top{MEASURE_K}", "offered_known") + METHODS)
     print(f"leave one {a.by} out ({a.objective} trees): regret against the measured best (pick / best - 1, %) of "
           "the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
+    untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
-          f"selector is offered (a perfect ranker's pick: what its candidates allow)\n{TOP1_LEGEND}")
+          f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
+          f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
+          f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
+          f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
+          f"timed one below it\n{TOP1_LEGEND}")
     return EXIT_OK
+
+
+def _known_of(model: str) -> dict[str, list[str]]:
+    """`sweep --known MODEL`: the known configurations' names per problem class of the shipped selector of this
+    GPU ("shipped", which needs the GPU to name its family) or of a model file."""
+    from ..selector import Selector
+
+    try:
+        if model == "shipped":
+            import torch
+
+            from ..backend import environment
+
+            if not torch.cuda.is_available():
+                raise ValueError("--known shipped needs a GPU (the selector is this GPU's); pass a model file")
+            sel = Selector.shipped(environment(torch.cuda.current_device()).selector_family)
+        else:
+            sel = Selector.load(model)
+    except (OSError, KeyError, ValueError) as e:
+        raise UsageError(f"--known {model}: {str(e)[:300]}") from None
+    return {c: [n for n, _ in v] for c, v in sel.known.items()}
 
 
 def _family_of(problems) -> str:
@@ -261,4 +293,7 @@ def _selector_show(path: str) -> int:
           f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
           f"{os.path.getsize(path) / 1e6:.2f} MB")
+    n = sum(len(v) for v in sel.known.values())
+    print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
+          "(Note [known configurations])")
     return EXIT_OK

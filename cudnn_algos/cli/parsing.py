@@ -257,6 +257,9 @@ def _add_corpus_parser(sub) -> None:
                    help="also every engine's knob choices, up to N configurations per problem-direction")
     w.add_argument("--build-threads", type=int, default=1, metavar="N",
                    help="threads that build each task's plans, before any is timed (default 1; docs/sweep.md)")
+    w.add_argument("--known", default=None, metavar="MODEL",
+                   help="also time the known configurations of this selector ('shipped' or a .npz) for each "
+                        "problem's class, so `selector eval` can score them (Note [known configurations])")
     w.add_argument("--repeat-fraction", type=float, default=0.05, metavar="F",
                    help="the noise floor's sample: this share of what earlier sweeps stored is measured again "
                         "(default 0.05)")
@@ -296,6 +299,9 @@ def _add_corpus_parser(sub) -> None:
                     help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
                          "problem's fastest (regression, the shipped model's), or the order of each problem's "
                          "candidates (rank: LambdaMART)")
+    se.add_argument("--known", type=int, default=None, metavar="N",
+                    help="train: keep at most N known configurations per problem class, ranked beside the lists' "
+                         "by apply(unseen=...) (default 64; 0: none)")
 
 
 def _add_tuning_parsers(sub) -> None:

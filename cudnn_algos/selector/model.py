@@ -109,6 +109,11 @@ class Neighbours:
         return None
 
 
+def problem_class(direction: str, dtype: str, memory_format: str) -> str:
+    """The key of Selector.known: "forward float16 channels_last"."""
+    return f"{direction} {dtype} {memory_format}"
+
+
 def heuristic_order(candidates: Sequence[tuple]) -> list[int]:
     """Candidate indices in cuDNN's order: by position in heuristic B, then in A (features.RANKED_LISTS order
     reversed: B's answer is the better first pick in the dataset), unlisted ones last."""
@@ -134,6 +139,22 @@ class Selector:
     # from their data picked configurations many times slower than cuDNN's first with confidence (a depthwise 7x7
     # layer when no family trained on had one); docs/selector.md has the figures.
     reach: float = REACH
+    # Note [known configurations]: per problem class (problem_class: direction, dtype, memory format), the
+    # configurations that were the fastest of some training problem, the most often fastest first (train.KNOWN_CAP
+    # at most), each with whether it was deterministic there. They are ranked beside the lists' candidates: no list
+    # names some of the fastest configurations (RegNet's grouped 3x3 layers run up to 6x faster on engines 70/71/78
+    # with SPLIT_K_SLC=1), and the dataset knows them. One that cannot be built for a problem is passed over there.
+    known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
+
+    def known_for(self, direction: str, dtype: str, memory_format: str, deterministic: bool = False,
+                  allow_tf32: bool = True) -> tuple[str, ...]:
+        """The known configurations' names for this class, as torch set so would accept them: with
+        `deterministic`, only those that were deterministic; float32 with `allow_tf32` off, none (whether one uses
+        tensor cores is not kept)."""
+        if dtype == "float32" and not allow_tf32:
+            return ()
+        return tuple(n for n, det in self.known.get(problem_class(direction, dtype, memory_format), ())
+                     if det or not deterministic)
 
     def predict(self, problem: Sequence[float], candidates: Sequence[tuple]) -> np.ndarray:
         """Predicted log2(kernel time / the problem's fastest) of each candidate (of trees trained with the rank
@@ -207,7 +228,7 @@ class Selector:
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
-                  "reach": self.reach}
+                  "reach": self.reach, "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
         t, nb = self.trees, self.neighbours
         np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
                             feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
@@ -229,8 +250,9 @@ class Selector:
             trees = Trees(z["feature"], z["threshold"], z["left"], z["right"], z["value"], z["offset"],
                           float(h["base"]), float(h["rate"]))
             nb = Neighbours(z["nb_features"], tuple(h["best"]), z["nb_mean"], z["nb_scale"])
+        known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
-                   float(h.get("reach", REACH)))
+                   float(h.get("reach", REACH)), known)
 
 
-__all__ = ["FORMAT", "REACH", "Trees", "Neighbours", "Selector", "heuristic_order"]
+__all__ = ["FORMAT", "REACH", "Trees", "Neighbours", "Selector", "heuristic_order", "problem_class"]

@@ -6,6 +6,7 @@ Training needs scikit-learn (GradientBoostingRegressor); the trained model is ar
 needs numpy only."""
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import math
 from dataclasses import replace
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from .model import Neighbours, Selector, Trees
+from .model import Neighbours, Selector, Trees, problem_class
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 # the trees' target, log2(time / the problem's fastest), is capped here: how much slower than 2^0.5 = 1.41x the best a
@@ -65,6 +66,29 @@ def targets(ms: Sequence[float], cap: float = TARGET_CAP) -> list[float]:
     return [min(math.log2(t / best), cap) for t in ms]
 
 
+KNOWN_CAP = 64  # Selector.known: at most this many configurations per problem class (the most often fastest)
+
+
+def class_of(row: dict[str, Any]) -> str:
+    """A long-form row's problem class (model.problem_class)."""
+    return problem_class(str(row.get("direction")), str(row.get("dtype")), str(row.get("memory_format")))
+
+
+def known_configurations(ps: Iterable[tuple[str, Sequence[dict[str, Any]], Any, Sequence[Candidate]]],
+                         cap: int = KNOWN_CAP) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """Note [known configurations]: per problem class, the configurations that were the fastest of some problem
+    of `ps` ((key, rows, features, candidates), as _problems yields), the most often fastest first (ties: the
+    first seen), at most `cap`, each with whether its row said it was deterministic."""
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    det: dict[str, bool] = {}
+    for _, rows, _, cands in ps:
+        best = min(cands, key=lambda c: c.ms).name
+        counts[class_of(rows[0])][best] += 1
+        row = next((r for r in rows if r.get("candidate") == best and r.get("candidate_kind") == "engine"), {})
+        det[best] = det.get(best, True) and bool(row.get("deterministic"))
+    return {c: tuple((n, det[n]) for n, _ in cnt.most_common(cap)) for c, cnt in sorted(counts.items())}
+
+
 OBJECTIVES = ("regression", "rank")  # train()'s objective: the trees' capped log time (targets), or LambdaMART (rank)
 
 
@@ -74,11 +98,13 @@ def _check_objective(objective: str) -> None:
 
 
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
-          params: dict[str, Any] | None = None, objective: str = "regression") -> Selector:
+          params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP
+          ) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
-    LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS."""
+    LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS. `known_cap`: Selector.known's size per problem
+    class (known_configurations; 0: none)."""
     _check_objective(objective)
     try:
         from sklearn.ensemble import GradientBoostingRegressor
@@ -109,7 +135,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
             "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {})}
-    return Selector(vocab, trees, nb, family, info)
+    known = known_configurations(ps, known_cap) if known_cap > 0 else {}
+    return Selector(vocab, trees, nb, family, info, known=known)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -119,16 +146,43 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     """The selector's pick (unseen="predict"), what measure_top_k would time (its shortlist of k), the nearest
     neighbour's pick and the fastest it is offered ("offered": a perfect ranker's pick, the candidates' floor),
     among one problem's configurations that the heuristic lists it is given name (RANKED_LISTS: what apply()'s
-    unseen handler is offered), every timed one where none is."""
+    unseen handler is offered), every timed one where none is.
+
+    The same with the selector's known configurations of the problem's class added to the candidates (Note [known
+    configurations]): "known", its shortlist "known_shortlist", and "offered_known". Only the known configurations
+    this problem has a time for can be scored: the ranking is over those, and "known_untimed" says whether the
+    trees ranked one without a time first among all of them (what apply() would build; its time is unknown here)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {"selector": None, "nearest": None, "offered": None, "shortlist": []}
+        return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
+                "known_shortlist": [], "offered_known": None, "known_untimed": False}
     feats = row_features(rows[0])
     enc = [c.encoded for c in cands]
     order = selector.rank(feats, enc)
-    return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
-            "offered": min(cands, key=lambda c: c.ms).name,
-            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
+    out = {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
+           "offered": min(cands, key=lambda c: c.ms).name,
+           "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
+    r0 = rows[0]
+    have = {c.name for c in cands}
+    timed = {c.name: c for c in engine_candidates(rows)}
+    known = [n for n in selector.known_for(str(r0.get("direction")), str(r0.get("dtype")),
+                                           str(r0.get("memory_format"))) if n not in have]
+    more = cands + [timed[n] for n in known if n in timed]
+    enc_more = [c.encoded for c in more]
+    order_more = selector.rank(feats, enc_more)
+    untimed = [_encoded_by_name(n) for n in known if n not in timed]
+    first_all = selector.rank(feats, enc_more + untimed)[0] if untimed else 0
+    return {**out, "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
+            "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc_more, k, order_more)],
+            "known_untimed": first_all >= len(enc_more)}
+
+
+def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
+    """A configuration's name as Selector.rank's candidate (engine id, knobs by name, in no list)."""
+    from ..engines import named_knobs, parse_config
+
+    engine_id, knobs = parse_config(name)
+    return engine_id, dict(named_knobs(knobs)), {}
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -141,9 +195,16 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     times = {c.name: c.ms for c in engine_candidates(rows)}
     best = out[0].best_ms
     short = [times[c] for c in chosen.pop("shortlist") if c in times]
+    short_known = [times[c] for c in chosen.pop("known_shortlist") if c in times]
+    untimed = chosen.pop("known_untimed")
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
     extra[f"selector_top{MEASURE_K}"] = min(short) / best - 1 if short else None
+    extra[f"known_top{MEASURE_K}"] = min(short_known) / best - 1 if short_known else None
+    extra[KNOWN_UNTIMED] = float(untimed)  # not a regret: a flag selector eval counts
     return [replace(p, regret={**p.regret, **extra}) for p in out]
+
+
+KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
 
 
 def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
@@ -179,5 +240,6 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "targets", "Candidate", "engine_candidates",
-           "train", "choose", "with_selector", "group_of", "leave_one_out"]
+__all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "targets",
+           "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose", "with_selector",
+           "group_of", "leave_one_out"]

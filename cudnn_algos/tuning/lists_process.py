@@ -111,14 +111,16 @@ class ListsProcess:
                     pass  # the reader sees the helper gone; the next query says why
 
     def rank(self, direction: str, problem: Any, lists: Sequence[str], device: int, features: Sequence[float],
-             dtype: str, deterministic: bool, allow_tf32: bool, shortlist_k: int = 0
+             dtype: str, deterministic: bool, allow_tf32: bool, shortlist_k: int = 0, memory_format: str = ""
              ) -> tuple[list[Any], list[Any], float]:
-        """Note [ranking in the helper]: the lists' configurations torch would accept (ranking.candidates_of), in
-        the order of the selector set_selector() gave, the shortlist of shortlist_k (0: none), as ranking.Candidate,
-        and cuDNN's host ms for the lists (ListsProcessError where the helper cannot answer)."""
+        """Note [ranking in the helper]: the lists' configurations torch would accept (ranking.candidates_of) and
+        the selector's known configurations of the problem's class (Note [known configurations]; memory_format
+        names the class), in the order of the selector set_selector() gave, the shortlist of shortlist_k (0:
+        none), as ranking.Candidate, and cuDNN's host ms for the lists (ListsProcessError where the helper cannot
+        answer)."""
         reply = self._request(("rank", str(direction), problem, tuple(lists), int(device),
                                [float(f) for f in features], str(dtype), bool(deterministic), bool(allow_tf32),
-                               int(shortlist_k)))
+                               int(shortlist_k), str(memory_format)))
         return ranking_of(reply)
 
     def _request(self, query: tuple) -> tuple:
@@ -264,10 +266,12 @@ def answer(query: tuple, engine_search: Any, selector: Any = None) -> tuple:
         if kind == "rank":
             from .ranking import candidates_of, rank
 
-            features, dtype, deterministic, allow_tf32, k = query[6:]
+            features, dtype, deterministic, allow_tf32, k, fmt = query[6:]
             if selector is None or isinstance(selector, Exception):
                 raise selector or ValueError("the helper was given no selector to rank with")
-            ranked, short = rank(candidates_of(out.plans, dtype, deterministic, allow_tf32), selector, features, k)
+            known = selector.known_for(direction, dtype, fmt, deterministic, allow_tf32)
+            ranked, short = rank(candidates_of(out.plans, dtype, deterministic, allow_tf32), selector, features, k,
+                                 known)
             return "ok", [c.row() for c in ranked], [c.row() for c in short], out.search_ms
         rows = [(p.engine_id, [tuple(k) for k in p.knobs], list(p.numerical_notes), list(p.behavior_notes),
                  list(p.sources), [tuple(r) for r in p.heuristic_ranks], p.status, p.stage, p.workspace_bytes)

@@ -59,10 +59,27 @@ def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_t
     return out
 
 
-def rank(cands: list[Candidate], selector: Any, features: Sequence[float], shortlist_k: int = 0
-         ) -> tuple[list[Candidate], list[Candidate]]:
-    """`cands` in the selector's predicted order (fastest first), and with shortlist_k > 0 the shortlist
-    measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first)."""
+def with_known(cands: list[Candidate], known: Sequence[str]) -> list[Candidate]:
+    """`cands` and after them the configurations named in `known` (Selector.known_for: Note [known configurations])
+    that are not among them, in no list."""
+    from ..engines import parse_config
+
+    have = {c.name for c in cands}
+    out = list(cands)
+    for name in known:
+        if name not in have:
+            engine_id, knobs = parse_config(name)
+            out.append(Candidate(engine_id, tuple(knobs)))
+            have.add(name)
+    return out
+
+
+def rank(cands: list[Candidate], selector: Any, features: Sequence[float], shortlist_k: int = 0,
+         known: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
+    """`cands` and the `known` configurations not among them (with_known) in the selector's predicted order
+    (fastest first), and with shortlist_k > 0 the shortlist measure_top_k times (Selector.shortlist: its first k - 1
+    and cuDNN's first)."""
+    cands = with_known(cands, known)
     if len(cands) < 2:
         return cands, cands
     enc = [c.encoded for c in cands]
@@ -71,4 +88,4 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
     return [cands[i] for i in order], [cands[i] for i in short]
 
 
-__all__ = ["Candidate", "candidates_of", "rank", "RANKED_LISTS"]
+__all__ = ["Candidate", "candidates_of", "with_known", "rank", "RANKED_LISTS"]

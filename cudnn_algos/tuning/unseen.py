@@ -259,13 +259,17 @@ class UnseenHandler:
         from ..selector import problem_features
 
         helper = self._lists_process()
-        feats = problem_features(*query_problem(q))
+        problem = query_problem(q)
+        feats = problem_features(*problem)
         k = self.k if self.mode == "measure_top_k" else 0
-        dtype, det, tf32 = str(q.dtype), bool(q.deterministic), bool(q.allow_tf32)
+        dtype, det, tf32, fmt = str(q.dtype), bool(q.deterministic), bool(q.allow_tf32), problem[3]
         if self._ranks_in_helper:
-            return helper.rank(str(q.direction), q.problem, self.lists, int(q.device), feats, dtype, det, tf32, k)
+            return helper.rank(str(q.direction), q.problem, self.lists, int(q.device), feats, dtype, det, tf32, k,
+                               fmt)
         plans, search_ms = helper.ask(str(q.direction), q.problem, self.lists, int(q.device))
-        ranked, short = rank(candidates_of(plans, dtype, det, tf32), self.selector, feats, k)
+        known_for = getattr(self.selector, "known_for", None)  # a stand-in selector may have none
+        known = known_for(str(q.direction), dtype, fmt, det, tf32) if known_for else ()
+        ranked, short = rank(candidates_of(plans, dtype, det, tf32), self.selector, feats, k, known)
         return ranked, short, search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
