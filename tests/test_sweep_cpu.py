@@ -110,6 +110,8 @@ def test_cli_sweep(corpus, tmp_path):
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--workers", "0"), "--workers 0"),
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--build-threads", "0"),
                         "--build-threads 0 must be in [1, 64]"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--known", tmp_path / "c.json"),
+                        "--known " + str(tmp_path / "c.json")),
                        ((tmp_path / "c.json", "--store", tmp_path / "no" / "s.sqlite"), "does not exist")):
         r = run_cli("sweep", *args)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
@@ -140,6 +142,10 @@ def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypat
     monkeypatch.setattr(engines, "find_engines", lambda *a, **k: asked.update(k) or make.engine_result())
     measure_task(task, {"legacy": False, "build_threads": 8})  # the sweep's --build-threads reaches the search
     assert asked["build_threads"] == 8 and asked["measure"] is True
+    assert asked["configs"] == () and asked["heuristics"] == ("instant", "a", "b", "fallback")
+    cls = f"forward {task['dtype']} {task['memory_format']}"  # --known: the task's class's configurations built too
+    measure_task(task, {"legacy": False, "known": {cls: ["eng70{SPLIT_K_SLC=1}"], "backward_data x y": ["eng1"]}})
+    assert asked["configs"] == ("eng70{SPLIT_K_SLC=1}",) and asked["heuristics"] == ("instant", "a", "b", "fallback")
     out = measure_task(task)  # the legacy algorithms measured (find_ex) and the legacy heuristic's ranking
     legacy = [r for r in out["rows"] if r["candidate_kind"] == "legacy"]
     assert len(out["rows"]) == 5 + 2 * n_legacy and {r["stage"] for r in legacy} == {"find_ex", "heuristic"}

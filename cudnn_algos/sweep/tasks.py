@@ -74,7 +74,9 @@ def worker_name() -> str:
 def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
-    building the plans), screened, refined, confirmed beside torch's op (benchmark on); with options["legacy"]
+    building the plans; options["known"], {problem class: configuration names} (selector Note [known
+    configurations]): those of the task's class built and timed too, source "exact"), screened, refined, confirmed
+    beside torch's op (benchmark on); with options["legacy"]
     (default) also the legacy algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7,
     rows of candidate_kind "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails
     is a row saying so."""
@@ -93,11 +95,13 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     stages: dict[str, float] = {}  # host seconds per step of this task (the sweep prints their sums)
     try:
         spec = ConvSpec.from_dict(task["spec"])
+        known = (opts.get("known") or {}).get(f"{task['direction']} {task['dtype']} {task['memory_format']}", ())
         r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
                          memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
-                         build_threads=opts["build_threads"])
+                         build_threads=opts["build_threads"], configs=tuple(known),
+                         heuristics=("instant", "a", "b", "fallback"))
         stages.update(engine_build=r.search_ms / 1e3, engine_measure=r.measure_s or 0.0,
                       engine_search=time.perf_counter() - t0)
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
