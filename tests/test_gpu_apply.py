@@ -230,6 +230,40 @@ def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, b
     assert rel_err(out2, ref_out) < tol
 
 
+def test_a_known_configuration_no_list_names_is_built_and_matches_torch(tmp_path):
+    """Note [known configurations]: RegNet's grouped 3x3 layer (24 channels per group), fp16 channels_last, batch 1,
+    whose fastest configuration in the H200 dataset (eng71 with SPLIT_K_SLC=1, ~5x the best listed one) no
+    heuristic list names. A selector knowing it (and, before it, an engine that does not exist) ranks the known
+    configurations first here: the nonexistent one is passed over, the known one is built and runs, and the output
+    matches torch's."""
+    from cudnn_algos.selector import Selector
+
+    known_cfg = "eng71{SPLIT_K_SLC=1,KERNEL_CFG=12}"
+    shipped = Selector.shipped(cudnn_algos.backend.environment(0).selector_family)
+
+    class KnownFirst(Selector):  # a subclass ranks in this process (Note [ranking in the helper])
+        def rank(self, problem, candidates):
+            return sorted(range(len(candidates)), key=lambda i: (bool(candidates[i][2]), i))  # unlisted first
+
+    known = {"forward float16 channels_last": (("eng9999", True), (known_cfg, True))}
+    sel = KnownFirst(shipped.vocabulary, shipped.trees, shipped.neighbours, shipped.family, shipped.trained_on,
+                     shipped.reach, known)
+    conv = torch.nn.Conv2d(336, 336, 3, padding=1, groups=14, bias=False).cuda().half()
+    conv = conv.to(memory_format=torch.channels_last)
+    x = torch.randn(1, 336, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        ref = conv(x)
+        with cudnn_algos.apply(conv, tmp_path / "empty.sqlite", unseen="predict", selector=sel,
+                               background=False) as h:
+            h.reset_counts()
+            for _ in range(2):
+                out = conv(x)
+            c, d = h.counts(), h.decisions()
+    assert len(c) == 1 and c[0]["config"] == known_cfg and c[0]["fallback"] == 0, c
+    assert d[0].offered[:2] == ("eng9999", known_cfg), d[0].offered[:3]
+    assert rel_err(out, ref) < TOL[torch.float16]
+
+
 def test_an_unseen_problem_still_being_chosen_is_asked_once_until_its_answer_is_ready(tmp_path):
     """Note [asked again] (csrc/pinned/registry.cpp): a problem whose answer is pending runs torch's op at every
     call without asking the handler again, even while other problems' answers arrive as it is asked; once its own
