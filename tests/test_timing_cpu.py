@@ -118,30 +118,40 @@ def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
             pass
 
 
+class _ClockExt:
+    """A stand-in for the extension's kernel clock: kernel_clock_end answers end(windows)."""
+
+    def __init__(self, end):
+        self.end = end
+
+    def kernel_clock_begin(self, own_timestamps=True):
+        pass
+
+    def kernel_clock_now(self):
+        return 0
+
+    def kernel_clock_abort(self):
+        pass
+
+    def kernel_clock_end(self, device, windows):
+        return self.end(windows)
+
+
 def test_a_session_another_cupti_client_finalized_is_measured_again(monkeypatch):
     """The Python side of a lost session (Note [kineto's deferred teardown]), with a stand-in for the extension:
     kernel_clock_end saying "session lost", or windows that saw no activity at all, raise KernelClockLost;
     again_if_lost runs the session once more, and a second loss is raised."""
     ends = []
 
-    class Ext:
-        def kernel_clock_begin(self, own_timestamps=True):
-            pass
+    def end(windows):
+        ends.append(len(windows))
+        how = outcomes.pop(0)
+        if how == "lost":
+            raise RuntimeError("kernel clock: session lost: another CUPTI client finalized CUPTI during it")
+        return [(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
 
-        def kernel_clock_now(self):
-            return 0
-
-        def kernel_clock_abort(self):
-            pass
-
-        def kernel_clock_end(self, device, windows):
-            ends.append(len(windows))
-            how = outcomes.pop(0)
-            if how == "lost":
-                raise RuntimeError("kernel clock: session lost: another CUPTI client finalized CUPTI during it")
-            return [(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
-
-    monkeypatch.setattr(backend._ext, "load", lambda: Ext())
+    monkeypatch.setattr(backend._ext, "load", lambda: _ClockExt(end))
+    monkeypatch.setattr(measure.clocks.torch.cuda, "is_available", lambda: False)  # no marker window (below)
 
     def session():
         with measure.kernel_clock(0) as s:
@@ -165,22 +175,12 @@ def test_a_session_finalized_part_way_is_caught_by_its_closing_marker(monkeypatc
     again. The marker's window is not in the results. A stand-in for the extension and for the marker kernel."""
     marks, ends = [], []
 
-    class Ext:
-        def kernel_clock_begin(self, own_timestamps=True):
-            pass
+    def end(windows):
+        ends.append(len(windows))
+        cut = outcomes.pop(0)  # windows from this index on saw nothing
+        return [(2000, 200 if i < cut else 0, ["k"]) for i in range(len(windows))]
 
-        def kernel_clock_now(self):
-            return 0
-
-        def kernel_clock_abort(self):
-            pass
-
-        def kernel_clock_end(self, device, windows):
-            ends.append(len(windows))
-            cut = outcomes.pop(0)  # windows from this index on saw nothing
-            return [(2000, 200 if i < cut else 0, ["k"]) for i in range(len(windows))]
-
-    monkeypatch.setattr(backend._ext, "load", lambda: Ext())
+    monkeypatch.setattr(backend._ext, "load", lambda: _ClockExt(end))
     monkeypatch.setattr(measure.clocks.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(measure.clocks, "_marker", lambda device: marks.append(device))
 
