@@ -5,10 +5,11 @@ process (Note [ranking in the helper] in lists_process.py), or in the model's pr
 cannot rebuild from its file."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..engines import config_name, named_knobs, numerical_note_names, torch_filter
+from ..engines import config_name, named_knobs, numerical_note_names, parse_config, torch_filter
 from ..selector.features import RANKED_LISTS, positions
 
 Knobs = tuple[tuple[int, int], ...]
@@ -59,17 +60,21 @@ def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_t
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _known_candidate(name: str) -> Candidate:
+    """A known configuration's name as a Candidate in no list (parsed once per process)."""
+    engine_id, knobs = parse_config(name)
+    return Candidate(engine_id, tuple(knobs))
+
+
 def with_known(cands: list[Candidate], known: Sequence[str]) -> list[Candidate]:
     """`cands` and after them the configurations named in `known` (Selector.known_for: Note [known configurations])
     that are not among them, in no list."""
-    from ..engines import parse_config
-
     have = {c.name for c in cands}
     out = list(cands)
     for name in known:
         if name not in have:
-            engine_id, knobs = parse_config(name)
-            out.append(Candidate(engine_id, tuple(knobs)))
+            out.append(_known_candidate(name))
             have.add(name)
     return out
 
