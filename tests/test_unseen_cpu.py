@@ -264,7 +264,8 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
     assert h.wait(10) and asked == ["forward float16 x"] and timed_with == []  # ranked, nothing timed yet
     configs, origin, why = h(_query())
-    cands = candidates_of(plans, "float16", False, True)
+    cands = with_known(candidates_of(plans, "float16", False, True),
+                       sel.known_for("forward", "float16", "channels_last"))
     feats = problem_features(*query_problem(_query()))
     short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], 3)]
     assert timed_with == [[c.name for c in short]] and origin == "measured_top_k" and why == ""
@@ -609,5 +610,5 @@ def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     ListsHere.used = []
     a = UnseenHandler("predict", sel)(_query())
     assert ListsHere.used == ["rank"]
-    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on)
+    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known)
     assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]

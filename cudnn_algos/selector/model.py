@@ -142,8 +142,10 @@ class Selector:
     # Note [known configurations]: per problem class (problem_class: direction, dtype, memory format), the
     # configurations that were the fastest of some training problem, the most often fastest first (train.KNOWN_CAP
     # at most), each with whether it was deterministic there. They are ranked beside the lists' candidates: no list
-    # names some of the fastest configurations (RegNet's grouped 3x3 layers run up to 6x faster on engines 70/71/78
-    # with SPLIT_K_SLC=1), and the dataset knows them. One that cannot be built for a problem is passed over there.
+    # names some of the fastest configurations (for RegNet's grouped 3x3 layers, engines 70/71/78 with SPLIT_K_SLC=1:
+    # docs/selector.md), and the dataset knows them. One that cannot be built for a problem is passed over there.
+    # They join the lists' candidates and never replace them: where the lists offer nothing torch would accept,
+    # nothing is added (ranking.with_known).
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
 
     def known_for(self, direction: str, dtype: str, memory_format: str, deterministic: bool = False,

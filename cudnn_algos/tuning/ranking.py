@@ -69,7 +69,10 @@ def _known_candidate(name: str) -> Candidate:
 
 def with_known(cands: list[Candidate], known: Sequence[str]) -> list[Candidate]:
     """`cands` and after them the configurations named in `known` (Selector.known_for: Note [known configurations])
-    that are not among them, in no list."""
+    that are not among them, in no list. They join the lists' candidates, never replace them: where the lists offer
+    nothing torch would accept, nothing is added."""
+    if not cands:
+        return cands
     have = {c.name for c in cands}
     out = list(cands)
     for name in known:
