@@ -181,6 +181,9 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
     path = tmp_path / "m.npz"
     sel.save(path)
     assert Selector.load(path).known == sel.known
+    from cudnn_algos.selector.train import class_of  # a transposed layer's forward: cuDNN's backward data
+    row = {"direction": "forward", "cudnn_direction": "backward_data", "dtype": "float16", "memory_format": "contiguous"}
+    assert class_of(row) == "backward_data float16 contiguous"
 
     key, rows = table_problem(3, "b")
     for r in rows:  # lists A and B name engines 1-4; eng5, the fastest, only the known configurations

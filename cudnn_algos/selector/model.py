@@ -139,7 +139,7 @@ class Selector:
     # from their data picked configurations many times slower than cuDNN's first with confidence (a depthwise 7x7
     # layer when no family trained on had one); docs/selector.md has the figures.
     reach: float = REACH
-    # Note [known configurations]: per problem class (problem_class: direction, dtype, memory format), the
+    # Note [known configurations]: per problem class (problem_class: cuDNN's direction, dtype, memory format), the
     # configurations that were the fastest of some training problem, the most often fastest first (train.KNOWN_CAP
     # at most), each with whether it was deterministic there. They are ranked beside the lists' candidates: no list
     # names some of the fastest configurations (for RegNet's grouped 3x3 layers, engines 70/71/78 with SPLIT_K_SLC=1:

@@ -70,8 +70,10 @@ KNOWN_CAP = 64  # Selector.known: at most this many configurations per problem c
 
 
 def class_of(row: dict[str, Any]) -> str:
-    """A long-form row's problem class (model.problem_class)."""
-    return problem_class(str(row.get("direction")), str(row.get("dtype")), str(row.get("memory_format")))
+    """A long-form row's problem class (model.problem_class), by the direction cuDNN runs (a transposed layer's
+    forward is cuDNN's backward data: its configurations are backward-data engines, as apply()'s queries name it)."""
+    direction = row.get("cudnn_direction") or row.get("direction")
+    return problem_class(str(direction), str(row.get("dtype")), str(row.get("memory_format")))
 
 
 def known_configurations(ps: Iterable[tuple[str, Sequence[dict[str, Any]], Any, Sequence[Candidate]]],
@@ -162,11 +164,10 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     out = {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
            "offered": min(cands, key=lambda c: c.ms).name,
            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
-    r0 = rows[0]
     have = {c.name for c in cands}
     timed = {c.name: c for c in engine_candidates(rows)}
-    known = [n for n in selector.known_for(str(r0.get("direction")), str(r0.get("dtype")),
-                                           str(r0.get("memory_format"))) if n not in have]
+    known = [n for n in selector.known.get(class_of(rows[0]), ()) if n[0] not in have]
+    known = [n for n, _ in known]
     more = cands + [timed[n] for n in known if n in timed]
     enc_more = [c.encoded for c in more]
     order_more = selector.rank(feats, enc_more)
@@ -183,6 +184,9 @@ def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | No
 
     engine_id, knobs = parse_config(name)
     return engine_id, dict(named_knobs(knobs)), {}
+
+
+KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -202,9 +206,6 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     extra[f"known_top{MEASURE_K}"] = min(short_known) / best - 1 if short_known else None
     extra[KNOWN_UNTIMED] = float(untimed)  # not a regret: a flag selector eval counts
     return [replace(p, regret={**p.regret, **extra}) for p in out]
-
-
-KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
 
 
 def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:

@@ -86,6 +86,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..backend import environment
     from ..engines import find_engines
     from ..errors import CudaError, CudnnError
+    from ..problem import CUDNN_DIRECTION
+    from ..selector.model import problem_class
     from ..spec import ConvSpec
 
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,
@@ -95,7 +97,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     stages: dict[str, float] = {}  # host seconds per step of this task (the sweep prints their sums)
     try:
         spec = ConvSpec.from_dict(task["spec"])
-        known = (opts.get("known") or {}).get(f"{task['direction']} {task['dtype']} {task['memory_format']}", ())
+        cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
+        known = (opts.get("known") or {}).get(problem_class(cdir, task["dtype"], task["memory_format"]), ())
         r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
                          memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
