@@ -159,23 +159,22 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
         return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
                 "known_shortlist": [], "offered_known": None, "known_untimed": False}
     feats = row_features(rows[0])
-    enc = [c.encoded for c in cands]
-    order = selector.rank(feats, enc)
-    out = {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
-           "offered": min(cands, key=lambda c: c.ms).name,
-           "shortlist": [cands[i].name for i in selector.shortlist(feats, enc, k, order)]}
     have = {c.name for c in cands}
     timed = {c.name: c for c in engine_candidates(rows)}
-    known = [n for n in selector.known.get(class_of(rows[0]), ()) if n[0] not in have]
-    known = [n for n, _ in known]
+    known = [n for n, _ in selector.known.get(class_of(rows[0]), ()) if n not in have]
     more = cands + [timed[n] for n in known if n in timed]
-    enc_more = [c.encoded for c in more]
-    order_more = selector.rank(feats, enc_more)
-    untimed = [_encoded_by_name(n) for n in known if n not in timed]
-    first_all = selector.rank(feats, enc_more + untimed)[0] if untimed else 0
-    return {**out, "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
-            "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc_more, k, order_more)],
-            "known_untimed": first_all >= len(enc_more)}
+    enc = [c.encoded for c in more]
+    # one ranking of every candidate: each candidate's place depends on it alone, so the lists' candidates and the
+    # timed ones keep their relative order within it
+    ranked = selector.rank(feats, enc + [_encoded_by_name(n) for n in known if n not in timed])
+    order = [i for i in ranked if i < len(cands)]
+    order_more = [i for i in ranked if i < len(more)]
+    return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
+            "offered": min(cands, key=lambda c: c.ms).name,
+            "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
+            "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
+            "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
+            "known_untimed": ranked[0] >= len(more)}
 
 
 def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
