@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .choices import Direction, MathType, Mode
+from .choices import SEARCH_LISTS, Direction, MathType, Mode
 from .environment import Environment, driver_release, git_commit, loaded_cudnn_library, package_version
 from .problem import Problem
 
@@ -165,7 +165,7 @@ class EngineSearchOut:
     heuristic_query_ms: tuple[tuple[str, float], ...] = ()  # per list asked for: host ms of its query
 
 
-def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = ("instant", "a", "b", "fallback"),
+def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SEARCH_LISTS,
                   exhaustive: bool = False, max_configs: int = 64, runtime_compiled: bool = True, device: int = 0,
                   seeds: Sequence[tuple[int, KnobList]] = (), exact: Sequence[tuple[int, KnobList]] = (),
                   build: bool = True, build_threads: int = 1) -> EngineSearchOut:

@@ -16,7 +16,7 @@ from typing import Sequence
 import torch
 
 from . import backend
-from .choices import HEURISTICS, MAX_BUILD_THREADS
+from .choices import HEURISTICS, MAX_BUILD_THREADS, SEARCH_LISTS
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
@@ -200,7 +200,7 @@ def validate_engines(
         configs = (configs,)
     exact = [parse_config(c) for c in configs]
     if heuristics is None:
-        heuristics = () if exact else ("instant", "a", "b", "fallback")
+        heuristics = () if exact else SEARCH_LISTS
     if not heuristics and not exact and not exhaustive:
         raise ValueError("nothing to search: heuristics is empty, configs is empty and exhaustive is off")
     _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,

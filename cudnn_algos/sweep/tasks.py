@@ -12,7 +12,7 @@ import signal
 import time
 from typing import Any, Iterable
 
-from ..choices import DIRECTIONS
+from ..choices import DIRECTIONS, SEARCH_LISTS
 
 DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker
 
@@ -104,7 +104,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
                          build_threads=opts["build_threads"], configs=tuple(known),
-                         heuristics=("instant", "a", "b", "fallback"))
+                         heuristics=SEARCH_LISTS)
         stages.update(engine_build=r.search_ms / 1e3, engine_measure=r.measure_s or 0.0,
                       engine_search=time.perf_counter() - t0)
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
