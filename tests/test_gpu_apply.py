@@ -239,7 +239,7 @@ def test_a_known_configuration_no_list_names_is_built_and_matches_torch(tmp_path
     from cudnn_algos.selector import Selector
 
     known_cfg = "eng71{SPLIT_K_SLC=1,KERNEL_CFG=12}"
-    shipped = Selector.shipped(cudnn_algos.backend.environment(0).selector_family)
+    shipped = Selector.shipped(cudnn_algos.backend.environment(0).selector_family())
 
     class KnownFirst(Selector):  # a subclass ranks in this process (Note [ranking in the helper])
         def rank(self, problem, candidates):

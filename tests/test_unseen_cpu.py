@@ -35,6 +35,10 @@ def test_the_package_ships_the_h200_selector_and_names_what_it_has_otherwise():
     assert sel.family == FAMILY and sel.trained_on["problems"] > 100
     with pytest.raises(ValueError, match=r"no selector ships for sm_75 cudnn 9.1 \(shipped: sm_90 cudnn 9.19\)"):
         Selector.shipped("sm_75 cudnn 9.1")
+    from conftest import ENV
+
+    with pytest.raises(TypeError, match=r"family=<bound method .*selector_family"):  # the method, not its answer
+        Selector.shipped(ENV.selector_family)
 
 
 def test_environment_family():

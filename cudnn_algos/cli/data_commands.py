@@ -80,12 +80,14 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     from ..regret import GROUPS
     from ..sweep import SweepStore
 
-    if a.action in ("write", "keys") and not a.out:
+    if a.action in ("write", "keys", "pack") and not a.out:
         raise UsageError(f"dataset {a.action} needs --out {'DIR' if a.action == 'write' else 'PATH'}")
     if a.action == "merge":
         return _dataset_merge(a.store, a.sources)
     if a.action == "keys":
         return _dataset_keys(a.store, a.out)
+    if a.action == "pack":
+        return _dataset_pack(a.store, a.out, a.sources, a.about)
     if a.action == "write":
         needs("dataset write", "pyarrow")
     by = tuple(x for x in a.by.split(",") if x)
@@ -132,7 +134,32 @@ def _dataset_keys(store: str, out: str) -> int:
     return EXIT_OK
 
 
+def _dataset_pack(store: str, out: str, sources: list[str], about: str) -> int:
+    """`dataset pack`: the store's whole problem-directions (of --from STORE's keys) as a new shard."""
+    from .. import shards
+    from ..sweep import SweepStore
+
+    needs("dataset pack", "pyarrow")
+    check_outputs({"STORE": store, **{f"--from {p}": p for p in sources}}, {"--out": out})
+    for p in [store, *sources]:
+        if not os.path.isfile(p):
+            raise FileError(f"{p}: no such file")
+    if os.path.exists(out):
+        raise UsageError(f"--out {out} exists: a shard is written once (pack into a new file)")
+    try:
+        keys = None
+        for p in sources:
+            with SweepStore(p) as s:
+                keys = (keys or set()) | s.keys()
+        with SweepStore(store) as s:
+            print(shards.pack(s, out, keys, about=about))
+    except ValueError as e:
+        raise FileError(str(e)) from None
+    return EXIT_OK
+
+
 def _dataset_merge(store: str, sources: list[str]) -> int:
+    from .. import shards
     from ..sweep import SweepStore
 
     if not sources:
@@ -141,11 +168,16 @@ def _dataset_merge(store: str, sources: list[str]) -> int:
     for p in sources:
         if not os.path.isfile(p):
             raise FileError(f"--from {p}: no such file")
+    if any(p.endswith(".parquet") for p in sources):
+        needs("dataset merge --from SHARD", "pyarrow")
     try:
         with SweepStore(store) as into:
             for p in sources:
-                with SweepStore(p) as other:
-                    copied, already = into.merge(other)
+                if p.endswith(".parquet"):  # a dataset shard (cudnn_algos.shards)
+                    copied, already = shards.unpack([p], into)
+                else:
+                    with SweepStore(p) as other:
+                        copied, already = into.merge(other)
                 print(f"{p}: {copied} problem-directions copied, {already} already in {store} (kept as they were)")
             print(f"{store}: {into.counts()}")
     except ValueError as e:
@@ -262,7 +294,7 @@ def _known_of(model: str) -> dict[str, list[str]]:
 
             if not torch.cuda.is_available():
                 raise ValueError("--known shipped needs a GPU (the selector is this GPU's); pass a model file")
-            sel = Selector.shipped(environment(torch.cuda.current_device()).selector_family)
+            sel = Selector.shipped(environment(torch.cuda.current_device()).selector_family())
         else:
             sel = Selector.load(model)
     except (OSError, KeyError, ValueError) as e:

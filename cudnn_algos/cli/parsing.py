@@ -265,20 +265,30 @@ def _add_corpus_parser(sub) -> None:
                         "(default 0.05)")
     w.add_argument("--dry-run", action="store_true", help="rows made from the tasks alone, no GPU: checks the wiring")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_data_parsers(sub)
+
+
+def _add_data_parsers(sub) -> None:
     ds = sub.add_parser("dataset", help="validate, merge, report a sweep store; write its rows as Parquet",
                         description="validate: which problem-directions of a sweep store are whole (a status on "
                                     "every row, finite non-negative times, a best) and why the others are not, and "
                                     "the noise floor (the sample measured twice); write: the whole ones as Parquet "
                                     "partitioned by environment; report: the regret of cuDNN's heuristics, the legacy "
                                     "searches and torch's benchmark mode against the measured best; merge: the "
-                                    "problem-directions of other stores (--from) that this one lacks copied in; keys: "
-                                    "a new store (--out) of the problem-directions alone, no rows, for a sweep "
-                                    "elsewhere to skip them.")
-    ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys"])
+                                    "problem-directions of other stores or dataset shards (--from) that this one "
+                                    "lacks copied in; keys: a new store (--out) of the problem-directions alone, no "
+                                    "rows, for a sweep elsewhere to skip them; pack: the whole ones (and the failed "
+                                    "ones) as a new compact shard (--out FILE.parquet: the core columns, the form "
+                                    "the repository keeps under data/), only those of --from STORE's keys when "
+                                    "given.")
+    ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys", "pack"])
     ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
-    ds.add_argument("--out", metavar="PATH", help="write: the Parquet directory; keys: the new store")
+    ds.add_argument("--out", metavar="PATH",
+                    help="write: the Parquet directory; keys: the new store; pack: the new shard (.parquet)")
     ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
-                    help="merge: a store to copy from (repeatable)")
+                    help="merge: a store or a shard (.parquet) to copy from (repeatable); pack: only the keys of "
+                         "this store")
+    ds.add_argument("--about", default="", help="pack: a line saying what the shard holds (kept in its metadata)")
     ds.add_argument("--by", default="family,dtype,direction",
                     help="report: comma-separated groups among family, dtype, direction, batch ('' for one "
                          "overall group)")

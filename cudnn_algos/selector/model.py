@@ -191,6 +191,8 @@ class Selector:
     def shipped(cls, family: str) -> "Selector":
         """The selector the package ships for environment family `family` ("sm_90 cudnn 9.19",
         Environment.selector_family); ValueError naming the families it has when it has none for this one."""
+        if not isinstance(family, str):
+            raise TypeError(f"family={family!r} is not text: give the family's name (Environment.selector_family())")
         path = SHIPPED / f"{family.replace(' ', '-')}.npz"
         if not path.is_file():
             have = sorted(p.stem.replace("-", " ") for p in SHIPPED.glob("*.npz"))

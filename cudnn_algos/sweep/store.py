@@ -107,19 +107,34 @@ class SweepStore:
                              f"store's?), e.g. {short[0]}; nothing copied")
         copied, already = 0, len(asked) - len(todo)
         for t in todo:
-            text = [r for (r,) in other.con.execute("SELECT row FROM rows WHERE key = ? ORDER BY i", (t.key,))]
-            self.con.execute("BEGIN IMMEDIATE")
-            try:
-                self.con.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
-                                 (t.key, t.status, t.reason, t.attempts, t.worker, t.seconds, t.env, len(text),
-                                  t.finished_at))
-                self.con.executemany("INSERT INTO rows VALUES (?,?,?)", [(t.key, i, r) for i, r in enumerate(text)])
-                self.con.execute("COMMIT")
-            except BaseException:
-                self.con.execute("ROLLBACK")
-                raise
+            self._insert(t, [r for (r,) in other.con.execute("SELECT row FROM rows WHERE key = ? ORDER BY i",
+                                                              (t.key,))])
             copied += 1
         return copied, already
+
+    def restore(self, task: StoredTask, rows: Sequence[dict[str, Any]]) -> bool:
+        """Puts back one problem-direction kept elsewhere (a dataset shard, cudnn_algos.shards) with where, when
+        and how it ran, in one transaction. Returns False, nothing written, when its key is already stored."""
+        if task.status not in STATUSES:
+            raise ValueError(f"status={task.status!r} is not one of {', '.join(STATUSES)}")
+        text = [json.dumps(r, allow_nan=False, default=_plain) for r in rows]
+        return self._insert(task, text)
+
+    def _insert(self, t: StoredTask, text: list[str]) -> bool:
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            if self.con.execute("SELECT 1 FROM tasks WHERE key = ?", (t.key,)).fetchone():
+                self.con.execute("ROLLBACK")
+                return False
+            self.con.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                             (t.key, t.status, t.reason, t.attempts, t.worker, t.seconds, t.env, len(text),
+                              t.finished_at))
+            self.con.executemany("INSERT INTO rows VALUES (?,?,?)", [(t.key, i, r) for i, r in enumerate(text)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return True
 
     def keys_only(self, path: str | os.PathLike) -> int:
         """Writes a new store at `path` (which must not exist) holding every task of this one and none of their rows:

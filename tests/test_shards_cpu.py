@@ -1,0 +1,138 @@
+"""CPU tests of cudnn_algos.shards (the dataset the repository keeps: compact Parquet shards of a sweep store): the
+round trip on real rows, validation before writing, refusals, the CLI, and the committed shards against their data
+card. No GPU involved."""
+import gzip
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyarrow", reason="the dataset's shards are Parquet (pip install pyarrow)")
+
+from conftest import run_cli  # noqa: E402
+
+from cudnn_algos import shards  # noqa: E402
+from cudnn_algos.sweep import SweepStore  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+REAL = Path(__file__).parent / "fixtures" / "sweep_decoders_h200_sample.jsonl.gz"
+DATA = ROOT / "data"
+
+
+def real_problems():
+    lines = [json.loads(x) for x in gzip.open(REAL, "rt")]
+    return [(o["key"], o["env"], o["rows"]) for o in lines[1:]]
+
+
+def a_store(path):
+    """The real sample's 17 problem-directions, one more the sweep failed, and one whose rows fail validation."""
+    s = SweepStore(path)
+    problems = real_problems()
+    for key, env, rows in problems:
+        s.put(key, "done", rows, worker="gpu0", seconds=1.5, env=env)
+    s.put("failed one", "failed", reason="CudnnError CUDNN_STATUS_NOT_SUPPORTED", attempts=3, worker="gpu1")
+    bad = [dict(r, kernel_median_ms=-1.0) for r in problems[0][2]]
+    s.put("bad one", "done", bad, worker="gpu0", env=problems[0][1])
+    return s, problems
+
+
+def test_a_store_round_trips_through_a_shard_on_the_core_columns(tmp_path):
+    s, problems = a_store(tmp_path / "s.sqlite")
+    packed = shards.pack(s, tmp_path / "a.parquet", about="the decoders sample")
+    assert (packed.done, packed.failed) == (17, 1)
+    assert list(packed.left_out) == ["bad one"] and "kernel_median_ms=-1.0" in packed.left_out["bad one"]
+    assert packed.rows == sum(len(r) for _, _, r in problems)
+
+    back = SweepStore(tmp_path / "back.sqlite")
+    assert shards.unpack([tmp_path / "a.parquet"], back) == (18, 0)
+    assert shards.unpack([tmp_path / "a.parquet"], back) == (0, 18)  # a second time: nothing twice
+    assert back.keys() == s.keys() - {"bad one"}  # left out: the next sweep measures it again
+    tasks = {t.key: t for t in back.tasks()}
+    assert tasks["failed one"].status == "failed" and tasks["failed one"].attempts == 3
+    assert tasks["failed one"].reason.endswith("NOT_SUPPORTED") and back.rows("failed one") == []
+    original = {t.key: t for t in s.tasks()}
+    for key, env, rows in problems:
+        t = tasks[key]
+        assert (t.status, t.worker, t.seconds, t.env, t.finished_at) == \
+            ("done", "gpu0", 1.5, env, original[key].finished_at)
+        got = back.rows(key)
+        assert len(got) == len(rows)
+        for a, b in zip(rows, got):
+            for c in shards.CORE_COLUMNS:
+                va, vb = a.get(c), b[c]
+                if isinstance(va, float):
+                    assert vb == pytest.approx(va, rel=1e-6)  # float32
+                elif isinstance(va, tuple):
+                    assert vb == list(va)
+                else:
+                    assert vb == va, (c, va, vb)
+    # what is left out of a row is what CORE_COLUMNS does not name
+    assert "repro" not in got[0] and "kernel_samples_ms" not in got[0]
+
+
+def test_pack_only_the_keys_asked_for_and_never_over_a_file(tmp_path):
+    s, problems = a_store(tmp_path / "s.sqlite")
+    keys = {problems[0][0], problems[1][0]}
+    assert shards.pack(s, tmp_path / "a.parquet", keys).done == 2
+    with pytest.raises(ValueError, match="exists: a shard is written once"):
+        shards.pack(s, tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match="nothing to pack"):
+        shards.pack(s, tmp_path / "b.parquet", {"bad one"})
+
+
+def test_a_parquet_file_that_is_not_a_shard_is_refused_by_name(tmp_path):
+    pd = pytest.importorskip("pandas")
+    p = tmp_path / "other.parquet"
+    pd.DataFrame({"x": [1, 2]}).to_parquet(p)
+    with pytest.raises(ValueError, match=r"other\.parquet is not a cudnn_algos dataset shard"):
+        shards.read(p)
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"junk\.parquet: not readable as Parquet"):
+        shards.read(tmp_path / "junk.parquet")
+
+
+def test_cli_pack_and_merge_from_a_shard(tmp_path):
+    s, _ = a_store(tmp_path / "s.sqlite")
+    s.close()
+    out = tmp_path / "a.parquet"
+    r = run_cli("dataset", "pack", tmp_path / "s.sqlite", "--out", out, "--about", "sample")
+    assert r.returncode == 0, r.stderr
+    assert "17 problem-directions measured (0 of them repeats), 1 failed" in r.stdout
+    assert "left out (a sweep measures it again): bad one" in r.stdout
+    r = run_cli("dataset", "pack", tmp_path / "s.sqlite", "--out", out)
+    assert r.returncode == 2 and "exists: a shard is written once" in r.stderr
+    r = run_cli("dataset", "merge", tmp_path / "m.sqlite", "--from", out)
+    assert r.returncode == 0 and "18 problem-directions copied, 0 already" in r.stdout, r.stderr
+    r = run_cli("dataset", "validate", tmp_path / "m.sqlite")
+    assert r.returncode == 0 and "17 problem-directions kept" in r.stdout, r.stderr
+
+
+def committed():
+    return sorted(DATA.glob("*/*.parquet"))
+
+
+def test_the_committed_shards_validate_and_their_data_card_counts_them():
+    """Every shard under data/ reads back, holds no problem-direction another shard holds, every measured one has a
+    best and finite times, and docs/dataset.md lists each shard with its counts."""
+    from cudnn_algos.dataset import problem_errors
+
+    paths = committed()
+    assert paths, "no shard under data/"
+    card = (ROOT / "docs" / "dataset.md").read_text()
+    total = shards.summary(paths)
+    assert total["in_two_shards"] == []
+    for p in paths:
+        one = shards.summary([p])
+        rel = p.relative_to(ROOT).as_posix()
+        line = next((x for x in card.splitlines() if f"`{rel}`" in x), None)
+        assert line is not None, f"docs/dataset.md does not list {rel}"
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert [int(c.replace(",", "")) for c in cells[1:4]] == [one["measured"], one["repeats"], one["rows"]], line
+        for t, rows in shards.read(p):
+            if t.status == "done":
+                assert problem_errors(rows) == [], t.key
+                assert all(math.isfinite(r["kernel_median_ms"]) for r in rows if r["kernel_median_ms"] is not None)
+    m = re.search(r"in all: ([\d,]+) problem-directions measured", card)
+    assert m and int(m.group(1).replace(",", "")) == total["measured"]
