@@ -276,3 +276,29 @@ def test_lambdamart_learns_which_engine_is_fastest_where():
     pred = trees.predict(xt).reshape(100, 4)  # lower is better
     hits = np.mean([np.argmin(p) == np.argmin(m) for p, m in zip(pred, mt)])
     assert hits > 0.8  # chance: 0.25
+
+
+def test_neighbour_distances_and_repeated_candidates_give_the_direct_answers():
+    """The nearest-neighbour distances (one product, not a table-sized difference) equal the direct sum of squares,
+    with the same order; a candidate encoded once and remembered predicts what a fresh encoding predicts."""
+    from cudnn_algos.selector.model import Neighbours
+
+    rng = np.random.default_rng(3)
+    f = rng.normal(size=(200, len(PROBLEM_FEATURES))) * 3
+    nb = Neighbours(f, tuple(f"eng{i}" for i in range(200)), rng.normal(size=f.shape[1]),
+                    rng.uniform(0.5, 2, size=f.shape[1]))
+    for p in [rng.normal(size=f.shape[1]) for _ in range(5)] + [f[7] * nb.scale + nb.mean]:
+        z = (p - nb.mean) / nb.scale
+        direct = ((f - z) ** 2).sum(axis=1)
+        assert nb._squared(p) == pytest.approx(direct, abs=1e-9)
+        assert list(nb.order(p)[:5]) == list(np.argsort(direct, kind="stable")[:5])
+    assert nb.distance(f[7] * nb.scale + nb.mean) == pytest.approx(0, abs=1e-6)
+
+    sel = Selector.shipped("sm_90 cudnn 9.19")
+    prob = problem_features(ConvSpec.parse("Conv2d(64, 64, kernel_size=3, padding=1)"), (8, 64, 56, 56), "float16",
+                            "channels_last", "forward")
+    cands = [(e, {}, {"b": i + 1}) for i, e in enumerate(sel.vocabulary.engines[:6])]
+    first = sel.predict(prob, cands)
+    sel._memo.clear()
+    fresh = sel.predict(prob, cands[::-1])[::-1]
+    assert first == pytest.approx(fresh, abs=1e-12) and sel.predict(prob, cands) == pytest.approx(first, abs=1e-12)

@@ -37,20 +37,23 @@ class Trees:
     rate: float
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predictions for the rows of `x` (2-d): every row down every tree at once, one level per pass."""
-        x = np.asarray(x, dtype=np.float64)
+        """Predictions for the rows of `x` (2-d): every row down every tree at once, one level per pass (flat
+        indices and take(): a pass is a few gathers over rows x trees)."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
         if not len(x):
             return np.zeros(0)
-        left, right, depth = self._walk
-        rows = np.arange(len(x))[:, None]
-        node = np.broadcast_to(self.offset, (len(x), len(self.offset)))
+        child, feature, depth = self._walk
+        flat = x.ravel()
+        base = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]
+        node = np.repeat(self.offset.astype(np.intp)[None, :], len(x), axis=0)
         for _ in range(depth):  # a leaf's children are itself: it stays put
-            node = np.where(x[rows, self.feature[node]] <= self.threshold[node], left[node], right[node])
-        return self.base + self.rate * self.value[node].sum(axis=1)
+            node = child.take(2 * node + (flat.take(base + feature.take(node)) > self.threshold.take(node)))
+        return self.base + self.rate * self.value.take(node).sum(axis=1)
 
     @functools.cached_property
     def _walk(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Children as absolute node indices, a leaf's both itself; and the deepest tree's depth."""
+        """Children as absolute node indices, interleaved (node n's left at 2n, right at 2n + 1; a leaf's both
+        itself); features as indices; and the deepest tree's depth."""
         tree = np.repeat(np.arange(len(self.offset)), np.diff(np.append(self.offset, len(self.left))))
         idx = np.arange(len(self.left))
         leaf = self.left < 0
@@ -59,7 +62,8 @@ class Trees:
         depth = np.zeros(len(idx), dtype=np.int64)  # children come after their parent in sklearn's node order
         for i in idx[~leaf]:
             depth[left[i]] = depth[right[i]] = depth[i] + 1
-        return left, right, int(depth.max(initial=0))
+        child = np.stack([left, right], axis=1).ravel().astype(np.intp)
+        return child, self.feature.astype(np.intp), int(depth.max(initial=0))
 
     @classmethod
     def from_sklearn(cls, gbr: Any) -> "Trees":
@@ -98,8 +102,14 @@ class Neighbours:
         return float(np.sqrt(d.min())) if len(d) else float("inf")
 
     def _squared(self, problem: Sequence[float]) -> np.ndarray:
+        """Squared distances to every training problem: |f|^2 - 2 f.z + |z|^2 (one product, no table-sized
+        temporary; clipped at 0 against rounding)."""
         z = (np.asarray(problem, dtype=np.float64) - self.mean) / self.scale
-        return ((self.features - z) ** 2).sum(axis=1)
+        return np.maximum(self._norms - 2.0 * (self.features @ z) + z @ z, 0.0)
+
+    @functools.cached_property
+    def _norms(self) -> np.ndarray:
+        return np.einsum("ij,ij->i", self.features, self.features)
 
     def pick(self, problem: Sequence[float], candidates: Sequence[str]) -> str | None:
         have = set(candidates)
@@ -162,8 +172,28 @@ class Selector:
         """Predicted log2(kernel time / the problem's fastest) of each candidate (of trees trained with the rank
         objective: a score, lower better): (engine id, knobs by name) or (engine id, knobs, {heuristic list:
         position}) (features.RANKED_LISTS; absent: not in that list)."""
-        x = np.array([list(problem) + self.vocabulary.encode(*c) for c in candidates], dtype=np.float64)
-        return self.trees.predict(x) if len(x) else np.zeros(0)
+        if not len(candidates):
+            return np.zeros(0)
+        x = np.empty((len(candidates), len(problem) + len(self.vocabulary.names)))
+        x[:, :len(problem)] = problem
+        x[:, len(problem):] = [self._encoded(c) for c in candidates]
+        return self.trees.predict(x)
+
+    def _encoded(self, c: tuple) -> list[float]:
+        """vocabulary.encode of candidate `c`, remembered (the same configurations come back problem after
+        problem: the known ones every time)."""
+        key = (c[0], tuple(c[1].items()), tuple(c[2].items()) if len(c) > 2 and c[2] else ())
+        memo = self._memo
+        got = memo.get(key)
+        if got is None:
+            if len(memo) >= 1 << 16:
+                memo.clear()
+            got = memo[key] = self.vocabulary.encode(*c)
+        return got
+
+    @functools.cached_property
+    def _memo(self) -> dict[tuple, list[float]]:
+        return {}
 
     def rank(self, problem: Sequence[float], candidates: Sequence[tuple]) -> list[int]:
         """Candidate indices, predicted fastest first; outside the selector's reach (Note [the selector's reach]),

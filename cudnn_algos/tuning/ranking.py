@@ -21,15 +21,15 @@ class Candidate:
     knobs: Knobs  # cuDNN's (knob type, value)
     ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
-        return config_name(self.engine_id, self.knobs)
+        return _name(self.engine_id, self.knobs)
 
     @property
     def named(self) -> dict[str, int]:
-        return dict(named_knobs(self.knobs))
+        return dict(_named(self.knobs))
 
-    @property
+    @functools.cached_property
     def encoded(self) -> tuple[int, dict[str, int], dict[str, int]]:
         """What Selector.rank takes: engine id, knobs by name, positions by list."""
         return self.engine_id, self.named, dict(self.ranks)
@@ -42,6 +42,17 @@ class Candidate:
     def from_row(cls, row: Sequence[Any]) -> "Candidate":
         e, knobs, ranks = row
         return cls(int(e), tuple((int(t), int(v)) for t, v in knobs), tuple((str(n), int(r)) for n, r in ranks))
+
+
+# a problem's candidates are new objects, their configurations mostly not: names made once per process
+@functools.lru_cache(maxsize=1 << 14)
+def _name(engine_id: int, knobs: Knobs) -> str:
+    return config_name(engine_id, knobs)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _named(knobs: Knobs) -> tuple[tuple[str, int], ...]:
+    return tuple(named_knobs(knobs))
 
 
 def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_tf32: bool) -> list[Candidate]:
