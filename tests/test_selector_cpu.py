@@ -228,6 +228,19 @@ def test_cli_selector(tmp_path):
     assert max(map(len, r.stdout.splitlines())) <= 120
     r = run_cli("selector", "show", store)
     assert r.returncode == 2 and "not a cudnn_algos selector" in r.stderr and "Traceback" not in r.stderr
+    # a trained model scored on a store without training: what it was trained on apart from the rest
+    part = tmp_path / "part.sqlite"
+    with SweepStore(part) as s:
+        for i in range(3):  # family b's problems are the same layers as a's: i 3 and 4 of both are held out
+            key, rows = table_problem(i, "a", batch=16 if i % 2 else 8)
+            s.put(key, "done", rows, env="H200")
+    run_cli("selector", "train", part, "--out", model)
+    r = run_cli("selector", "eval", store, "--model", model)
+    assert r.returncode == 0, r.stderr
+    assert "not trained on (held out): 4 rows" in r.stdout and "trained on (the same problem measured again): 6 rows" \
+        in r.stdout, r.stdout
+    r = run_cli("selector", "eval", store, "--model", tmp_path / "nothing.npz")
+    assert r.returncode != 0 and "--model" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_channel_alignment_features():

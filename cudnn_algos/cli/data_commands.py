@@ -260,6 +260,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
         print(f"trained on {sel.trained_on['problems']} problem-directions ({sel.trained_on['candidates']} timed "
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
+    if a.model:
+        return _selector_score(a.model, problems, a.by)
     rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
@@ -278,6 +280,31 @@ def cmd_selector(a: argparse.Namespace) -> int:
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
+    return EXIT_OK
+
+
+def _selector_score(model: str, problems, by: str) -> int:
+    """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
+    trained on apart from those it was not."""
+    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector import Selector
+    from ..selector.train import MEASURE_K, score
+
+    try:
+        sel = Selector.shipped(_family_of(problems)) if model == "shipped" else Selector.load(model)
+    except (OSError, KeyError, ValueError) as e:
+        raise FileError(f"--model {model}: {str(e)[:300]}") from None
+    seen, new = score(sel, problems)
+    methods = present(seen + new, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known",
+                                   f"known_top{MEASURE_K}", "offered_known") + METHODS)
+    print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
+          f"on {len(problems)} problem-directions: regret against the measured best (pick / best - 1, %)")
+    for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
+        print(f"\n{what}: {len(rs)} rows")
+        if rs:
+            print(table(summarize(rs, (by,), methods), (by,)))
+            print(table(summarize(rs, (), methods), ()))
+    print(f"\n{TOP1_LEGEND}")
     return EXIT_OK
 
 

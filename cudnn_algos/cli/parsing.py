@@ -305,6 +305,9 @@ def _add_data_parsers(sub) -> None:
     se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
     se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
     se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
+    se.add_argument("--model", metavar="FILE",
+                    help="eval: score this trained model (.npz, or 'shipped': the package's for the rows' GPU and "
+                         "cuDNN) on the store instead of leaving groups out; problems it was trained on apart")
     se.add_argument("--objective", default="regression", choices=["regression", "rank"],
                     help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
                          "problem's fastest (regression, the shipped model's), or the order of each problem's "

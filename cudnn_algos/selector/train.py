@@ -207,6 +207,20 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     return [replace(p, regret={**p.regret, **extra}) for p in out]
 
 
+def score(selector: Selector, problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], regrets_of: Callable | None = None
+          ) -> tuple[list[ProblemRegret], list[ProblemRegret]]:
+    """A trained selector's regrets on `problems` without training anything (with_selector): those it was trained
+    on (a training problem at distance 0: the same features) and those it was not. Only the second are held out."""
+    from ..regret import problem_regrets
+
+    regrets_of = regrets_of or problem_regrets
+    seen, new = [], []
+    for k, rows in problems:
+        rs = with_selector(regrets_of, selector, k, rows)
+        (seen if selector.neighbours.distance(row_features(rows[0])) < 1e-6 else new).extend(rs)
+    return seen, new
+
+
 def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
     """The groups a problem is in: its families (by="family") or its batch size (by="batch")."""
     if by == "family":
@@ -242,4 +256,4 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 __all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "targets",
            "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose", "with_selector",
-           "group_of", "leave_one_out"]
+           "score", "group_of", "leave_one_out"]
