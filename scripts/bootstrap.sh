@@ -29,11 +29,13 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
 fi
 # Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
 # (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
-# installed where a registry answers
+# installed where a registry answers; where none does (the GPU machine), pip gives up at once instead of retrying
+# (a warm device call spent 34 s in setup with nothing to build; the times below say how much of it this was)
 for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow" "sklearn:scikit-learn" "xdist:pytest-xdist"; do
-  "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q "${pkg#*:}" 2>/dev/null \
-    | grep -v "Running pip as the 'root' user" || true; }
+  "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q --retries 1 --timeout 10 "${pkg#*:}" \
+    2>/dev/null | grep -v "Running pip as the 'root' user" || true; }
 done
+echo "bootstrap: optional packages checked after ${SECONDS}s" >&2
 # (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
 # hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)
 sources_hash=$(find csrc cudnn_algos/_build.py setup.py -type f -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum)
@@ -48,4 +50,5 @@ if [ -z "$so" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash $so" ] \
   so=$(ls cudnn_algos/_C*.so | head -n1)
   mkdir -p build && echo "$sources_hash $so" > "$stamp"
 fi
+echo "bootstrap: ready after ${SECONDS}s" >&2
 export PY
