@@ -10,6 +10,9 @@ floor's repeats from the 1-worker run, and the kill test's problem-directions) f
     python benchmarks/sweep_scaling.py corpus.json.gz --store sweep.sqlite --n 100 --workers 1,2 --kill-n 40 \\
         --keep grown.sqlite --json scaling.json
     python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 40 --dry-run --task-s 0.2   # no GPU
+    python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 100 --workers 1,2 --per-gpu 2 --kill-n 0
+        # two workers taking turns on one GPU against one alone: the rate, and their timings against each other
+        # (the noise floor between the two runs: it should read like the sweep's own)
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ def warm_worker(dry_run: bool) -> int:
     return os.getpid()
 
 
-def cluster(n_workers: int, dry_run: bool):
+def cluster(n_workers: int, dry_run: bool, per_gpu: int = 1):
     """A local cluster (cudnn_algos.sweep.local_cluster) that lets a task's worker die twice, its client, and the
     workers warmed."""
     import dask
@@ -51,21 +54,22 @@ def cluster(n_workers: int, dry_run: bool):
     from cudnn_algos.sweep import local_cluster
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 2}):
-        c = local_cluster(n_workers, gpus=not dry_run)
+        c = local_cluster(n_workers, gpus=not dry_run, per_gpu=per_gpu)
     client = Client(c)
     client.wait_for_workers(n_workers)
     client.run(warm_worker, dry_run)
     return c, client
 
 
-def timed_sweep(problems, store: str, n: int, workers: int, options: dict, dry_run: bool) -> dict:
-    """n problem-directions the store lacks, swept by `workers` warmed workers: the rate."""
+def timed_sweep(problems, store: str, n: int, workers: int, options: dict, dry_run: bool, per_gpu: int = 1) -> dict:
+    """n problem-directions the store lacks, swept by `workers` warmed workers (per_gpu to a GPU): the rate."""
     from cudnn_algos.sweep import sweep
 
-    c, client = cluster(workers, dry_run)
+    per_gpu = min(per_gpu, workers)
+    c, client = cluster(workers, dry_run, per_gpu)
     try:
         r = sweep(problems, store, scheduler=c.scheduler_address, limit=n, repeat_fraction=0, progress=False,
-                  dry_run=dry_run, options=options)
+                  dry_run=dry_run, options=options, workers_per_gpu=per_gpu)
     finally:
         client.close()
         c.close()
@@ -154,12 +158,31 @@ def add_repeats(into: str, other: str, keys: set[str]) -> int:
     return n
 
 
+def agreement(top: str, other: str, keys: set[str]) -> str:
+    """The noise floor between two runs of the same problem-directions `keys` (dataset.noise_floor on a store of
+    the top run's rows with the other run's as repeats): with --per-gpu, whether workers sharing a GPU time what a
+    worker alone times."""
+    from cudnn_algos.dataset import noise_floor
+    from cudnn_algos.sweep import SweepStore
+
+    path = str(Path(top).with_suffix(".pairs.sqlite"))
+    with SweepStore(top) as src, SweepStore(path) as dst:
+        for t in src.tasks():
+            if t.key in keys:
+                dst.put(t.key, t.status, src.rows(t.key), env=t.env)
+    add_repeats(path, other, keys)
+    with SweepStore(path) as s:
+        return str(noise_floor(s))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus")
     ap.add_argument("--store", required=True, help="the store the runs start from (copied; not changed)")
     ap.add_argument("--n", type=int, default=100, help="problem-directions per timed sweep")
     ap.add_argument("--workers", default="1,2", help="worker counts to time, comma-separated")
+    ap.add_argument("--per-gpu", type=int, default=1,
+                    help="workers sharing a GPU in the runs of more than one worker (taking turns on it)")
     ap.add_argument("--kill-n", type=int, default=40, help="problem-directions of the kill test (0: none)")
     ap.add_argument("--kill-after", type=float, default=10.0, help="seconds into the kill test's sweep")
     ap.add_argument("--keep", default=None, help="write the largest worker count's store, grown, here")
@@ -180,8 +203,10 @@ def main() -> int:
         stores[w] = str(tmp / f"w{w}.sqlite")
         if os.path.exists(a.store):
             shutil.copyfile(a.store, stores[w])
-        out["runs"].append(timed_sweep(problems, stores[w], a.n, w, options, a.dry_run))
+        out["runs"].append(timed_sweep(problems, stores[w], a.n, w, options, a.dry_run, a.per_gpu))
     top = max(counts)
+    if len(counts) > 1:  # the same list measured by the fewest workers and by the most
+        out["agreement"] = agreement(stores[top], stores[min(counts)], new_keys(stores[min(counts)], a.store))
     if a.kill_n:
         out["kill"] = kill_test(problems, stores[top], a.kill_n, top, a.kill_after, options, a.dry_run)
     if len(counts) > 1:  # what the fewest workers measured is a second measurement of the top run's list
@@ -192,6 +217,9 @@ def main() -> int:
     lines = [f"{w} worker(s): {rate[w]:.3f} problem-directions/s" + (
         f" ({rate[w] / rate[min(counts)]:.2f}x {min(counts)} worker)" if w != min(counts) and rate[min(counts)] else "")
         for w in counts]
+    if "agreement" in out:
+        lines.append(f"{max(counts)} workers ({min(a.per_gpu, max(counts))} per GPU) against {min(counts)}, the same "
+                     f"problem-directions, {out['agreement']}")
     if "kill" in out:
         k = out["kill"]
         lines.append(f"kill test: SIGKILLed {k['killed'].get('worker')} at {k['killed'].get('at_s')} s while it ran "

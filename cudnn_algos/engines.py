@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Sequence
 
@@ -215,7 +216,7 @@ def find_engines(
     runtime_compiled: bool = True, measure: bool = False, repeats: int = 10, warmup: int = 3, l2: str = "warm",
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
     screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
-    device=None, build_threads: int = 1,
+    device=None, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
@@ -242,6 +243,8 @@ def find_engines(
     check_clock: also time every measured row with the independent clock (torch.profiler).
     build_threads: threads that finalize the plans (each with its own cuDNN handle; at most 64): the same rows,
         less host time where there are many (a sweep); every plan is built before any is timed.
+    gpu_turn: a context manager held for everything that runs on the GPU once the plans are built (sweep workers
+        sharing a GPU: sweep.turns, Note [sharing a GPU]); building happens outside it.
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``).
     """
@@ -267,7 +270,7 @@ def find_engines(
     if not (measure or compare_torch):
         return result
     bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
-    with torch.cuda.device(dev):
+    with gpu_turn or nullcontext(), torch.cuda.device(dev):
         if not measure:
             return _identify(result, problem, bench, dev)
         cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)

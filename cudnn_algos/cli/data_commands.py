@@ -44,6 +44,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             check_choice("--directions", d, DIRECTIONS)
         if a.workers is not None and a.workers < 1:
             raise ValueError(f"--workers {a.workers} must be >= 1")
+        if a.workers_per_gpu < 1:
+            raise ValueError(f"--workers-per-gpu {a.workers_per_gpu} must be >= 1")
         if a.allowed_failures < 0 or a.exhaustive < 0 or (a.limit is not None and a.limit < 0):
             raise ValueError("--allowed-failures, --exhaustive and --limit must be >= 0")
         if not 1 <= a.build_threads <= MAX_BUILD_THREADS:
@@ -67,7 +69,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         options["known"] = _known_of(a.known)
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
               allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
-              dry_run=a.dry_run, options=options, repeat_fraction=a.repeat_fraction, limit=a.limit)
+              dry_run=a.dry_run, options=options, repeat_fraction=a.repeat_fraction, limit=a.limit,
+              workers_per_gpu=a.workers_per_gpu)
     print(r)
     if r.stopped_by:
         return stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "

@@ -247,7 +247,11 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("corpus", help="a corpus file (cudnn-algos corpus --json PATH)")
     w.add_argument("--store", required=True, metavar="PATH", help="the sweep's SQLite store (created if missing)")
     w.add_argument("--scheduler", default=None, help="an existing Dask scheduler, e.g. tcp://host:8786")
-    w.add_argument("--workers", type=int, default=None, help="local workers (default: one per visible GPU)")
+    w.add_argument("--workers", type=int, default=None,
+                   help="local workers (default: one per visible GPU, times --workers-per-gpu)")
+    w.add_argument("--workers-per-gpu", type=int, default=1, metavar="N",
+                   help="workers sharing each GPU: one builds its plans while another times (they take turns on "
+                        "the GPU for all else; docs/sweep.md); default 1")
     w.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated directions")
     w.add_argument("--budget-s", type=float, default=None, help="submit nothing new after this many seconds")
     w.add_argument("--limit", type=int, default=None, metavar="N",

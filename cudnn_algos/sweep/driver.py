@@ -52,15 +52,26 @@ class SweepResult:
                 + (f"; per worker: {per}" if per else "") + steps + stop)
 
 
-def local_cluster(n_workers: int, gpus: bool = True):
-    """A Dask cluster on this machine: worker i a process with CUDA_VISIBLE_DEVICES=i (when `gpus`) and one thread
-    (a worker measures one problem at a time), named by its GPU."""
+def worker_names(n_workers: int, gpus: bool = True, per_gpu: int = 1) -> list[tuple[str, int | None]]:
+    """(name, GPU) of each local worker: worker i on GPU i // per_gpu (when `gpus`), named gpuG, or gpuG.J where
+    several share GPU G (Note [sharing a GPU]); without GPUs wI."""
+    if per_gpu < 1:
+        raise ValueError(f"per_gpu={per_gpu!r} must be >= 1")
+    if not gpus:
+        return [(f"w{i}", None) for i in range(n_workers)]
+    return [(f"gpu{i // per_gpu}" + (f".{i % per_gpu}" if per_gpu > 1 else ""), i // per_gpu)
+            for i in range(n_workers)]
+
+
+def local_cluster(n_workers: int, gpus: bool = True, per_gpu: int = 1):
+    """A Dask cluster on this machine: worker i a process with CUDA_VISIBLE_DEVICES=i // per_gpu (when `gpus`) and
+    one thread (a worker measures one problem at a time), named by its GPU (worker_names)."""
     from distributed import Nanny, Scheduler, SpecCluster
 
-    workers = {f"gpu{i}" if gpus else f"w{i}": {"cls": Nanny, "options": {
-        "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)} if gpus else {}, "name": f"gpu{i}" if gpus else f"w{i}",
+    workers = {name: {"cls": Nanny, "options": {
+        "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else {}, "name": name,
         "silence_logs": 40}}
-        for i in range(n_workers)}
+        for name, gpu in worker_names(n_workers, gpus, per_gpu)}
     return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
                        silence_logs=40)
 
@@ -69,7 +80,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
           measure: Callable[..., dict[str, Any]] | None = None, options: dict[str, Any] | None = None,
           scheduler: str | None = None, n_workers: int | None = None, allowed_failures: int = 2,
           budget_s: float | None = None, progress: bool = True, dry_run: bool = False,
-          repeat_fraction: float = 0.05, limit: int | None = None) -> SweepResult:
+          repeat_fraction: float = 0.05, limit: int | None = None, workers_per_gpu: int = 1) -> SweepResult:
     """Measures every problem-direction of `problems` (CorpusProblems) that `store` lacks. Long because: it is
     the driver's one loop (submit, collect, store, stop) with its three engines side by side.
 
@@ -78,11 +89,18 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it.
     repeat_fraction: the noise floor's sample (tasks.chosen_for_repeat): each of its problem-directions that an
     earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor).
-    limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left."""
+    limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left.
+    workers_per_gpu: local workers per GPU (n_workers by default: the visible GPUs times it); above 1 the workers
+    of a GPU take turns on it for everything but building plans (options["share_gpu"], Note [sharing a GPU]); with
+    `scheduler`, says that the cluster's workers share their GPUs so."""
     from ..choices import DIRECTIONS
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit={limit!r} must be a whole number >= 0")
+    if isinstance(workers_per_gpu, bool) or not isinstance(workers_per_gpu, int) or workers_per_gpu < 1:
+        raise ValueError(f"workers_per_gpu={workers_per_gpu!r} must be a whole number >= 1")
+    if workers_per_gpu > 1:
+        options = {**(options or {}), "share_gpu": True}
     own = not isinstance(store, SweepStore)
     db = SweepStore(store) if own else store
     fn = measure or (dry_run_measure if dry_run else measure_task)
@@ -107,7 +125,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
 
     try:
-        engine, stopped = _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run)
+        engine, stopped = _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run,
+                               workers_per_gpu)
     finally:
         bar.close()
         if own:
@@ -130,7 +149,8 @@ def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str]
     return all_tasks, repeats, repeats + [t for t in all_tasks if t["key"] not in stored]
 
 
-def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run) -> tuple[str, str]:
+def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run,
+         per_gpu=1) -> tuple[str, str]:
     """Runs the tasks on Dask (or in this process without it); returns (engine, what stopped it early or "")."""
     try:
         import dask
@@ -148,9 +168,10 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
         if scheduler:
             client, cluster, engine = Client(scheduler), None, f"dask at {scheduler}"
         else:
-            n = n_workers or _visible_gpus() or 1
-            cluster = local_cluster(n, gpus=not dry_run)
-            client, engine = Client(cluster), f"dask, {n} local worker(s)"
+            n = n_workers or (_visible_gpus() or 1) * per_gpu
+            cluster = local_cluster(n, gpus=not dry_run, per_gpu=per_gpu)
+            client, engine = Client(cluster), f"dask, {n} local worker(s)" + (
+                f", {per_gpu} per GPU taking turns" if per_gpu > 1 else "")
         try:
             return engine, _collect(client, todo, fn, options, record, deadline)
         finally:

@@ -10,9 +10,11 @@ import json
 import os
 import signal
 import time
+from contextlib import nullcontext
 from typing import Any, Iterable
 
 from ..choices import DIRECTIONS, SEARCH_LISTS
+from .turns import GpuTurn
 
 DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker
 
@@ -75,7 +77,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
-    configurations]): those of the task's class built and timed too, source "exact"), screened, refined, confirmed
+    configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
+    workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py), screened,
+    refined, confirmed
     beside torch's op (benchmark on); with options["legacy"]
     (default) also the legacy algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7,
     rows of candidate_kind "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails
@@ -91,10 +95,12 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..spec import ConvSpec
 
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,
-            **(options or {})}
+            "share_gpu": False, **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
     stages: dict[str, float] = {}  # host seconds per step of this task (the sweep prints their sums)
+    # workers sharing a GPU take turns on it for everything but building plans (turns.py, Note [sharing a GPU])
+    turn = GpuTurn(directory=opts.get("turn_dir")) if opts["share_gpu"] else None
     try:
         spec = ConvSpec.from_dict(task["spec"])
         cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
@@ -104,7 +110,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
                          build_threads=opts["build_threads"], configs=tuple(known),
-                         heuristics=SEARCH_LISTS)
+                         heuristics=SEARCH_LISTS, gpu_turn=turn)
         stages.update(engine_build=r.search_ms / 1e3, engine_measure=r.measure_s or 0.0,
                       engine_search=time.perf_counter() - t0)
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
@@ -114,14 +120,18 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
             for mode, measure in (("find_ex", True), ("heuristic", False)):
                 t1 = time.perf_counter()
                 try:
-                    rows += find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
-                                 repeats=opts["repeats"], **args).to_records(**context, stage=mode)
+                    with turn or nullcontext():
+                        r_legacy = find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
+                                        repeats=opts["repeats"], **args)
+                    rows += r_legacy.to_records(**context, stage=mode)
                 except (CudnnError, CudaError, torch.OutOfMemoryError) as e:
                     status = getattr(e, "status", "")
                     rows.append({"candidate_kind": "legacy", "candidate": f"legacy {mode}", "status": "FAILED",
                                  "stage": mode, "note": f"{type(e).__name__}{' ' + status if status else ''}: "
                                                         f"{str(e)[:300]}"})
                 stages[f"legacy_{mode}"] = time.perf_counter() - t1
+        if turn is not None:
+            stages["gpu_wait"] = turn.waited
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
                 "seconds": time.perf_counter() - t0, "stages": stages}
     except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
@@ -140,10 +150,15 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
             pass
         else:
             os.kill(os.getpid(), signal.SIGKILL)
-    delay = float((options or {}).get("seconds", 0.0))
-    if delay:
-        time.sleep(delay)
+    opts = options or {}
+    delay = float(opts.get("seconds", 0.0))
+    turn = GpuTurn(directory=opts.get("turn_dir")) if opts.get("share_gpu") else None
+    with turn or nullcontext():  # with share_gpu, the sleep stands for a task's GPU work: its turn's times say when
+        t_on = time.time()
+        if delay:
+            time.sleep(delay)
+        t_off = time.time()
     n = 1 + sum(task["input_shape"]) % 3
     rows = [{"key": task["key"], "candidate_kind": "engine", "candidate": f"eng{i}", "status": "SUCCESS",
-             "kernel_median_ms": 0.01 * (i + 1)} for i in range(n)]
+             "kernel_median_ms": 0.01 * (i + 1), "note": f"on the GPU {t_on:.6f}-{t_off:.6f}"} for i in range(n)]
     return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay}

@@ -1,0 +1,102 @@
+"""CPU: workers sharing a GPU take turns on it (cudnn_algos.sweep.turns, Note [sharing a GPU]): the turn is exclusive
+across processes, released when its holder is killed, and a dry-run sweep of two workers per GPU never has two
+tasks' GPU parts at once while their other parts overlap. What it does to real timings is the device's to show
+(benchmarks/sweep_scaling.py --per-gpu)."""
+import multiprocessing as mp
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from cudnn_algos.sweep import GpuTurn, worker_names
+
+
+def _hold(directory, n, hold_s, out):
+    turn = GpuTurn("0", directory)
+    for _ in range(n):
+        with turn:
+            t0 = time.time()
+            time.sleep(hold_s)
+            out.put((os.getpid(), t0, time.time()))
+
+
+def intervals_overlap(spans):
+    spans = sorted(spans)
+    return any(b0 < a1 - 1e-4 for (_, a1), (b0, _) in zip(spans, spans[1:]))
+
+
+def test_a_turn_is_held_by_one_process_at_a_time(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_hold, args=(str(tmp_path), 5, 0.03, q)) for _ in range(3)]
+    for p in ps:
+        p.start()
+    got = [q.get(timeout=60) for _ in range(15)]
+    for p in ps:
+        p.join(timeout=30)
+    assert len({pid for pid, _, _ in got}) == 3
+    assert not intervals_overlap([(a, b) for _, a, b in got])
+    # the same timeline without a turn does overlap: the check above can fail
+    assert intervals_overlap([(0.0, 1.0), (0.5, 1.5)])
+
+
+def _hold_forever(directory, ready):
+    with GpuTurn("0", directory):
+        ready.set()
+        time.sleep(600)
+
+
+def test_a_killed_holder_leaves_its_gpu_free_and_other_gpus_never_wait(tmp_path):
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold_forever, args=(str(tmp_path), ready))
+    p.start()
+    assert ready.wait(60)
+    with GpuTurn("1", str(tmp_path)) as other:  # another GPU's turn: free while GPU 0's is held
+        pass
+    assert other.waited < 1
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(timeout=30)
+    turn = GpuTurn("0", str(tmp_path))
+    with turn:
+        pass
+    assert turn.waited < 5 and turn.held >= 0
+    with pytest.raises(RuntimeError, match="already held"):
+        with turn:
+            with turn:
+                pass
+
+
+def test_worker_names_place_workers_on_gpus():
+    assert worker_names(2) == [("gpu0", 0), ("gpu1", 1)]
+    assert worker_names(4, per_gpu=2) == [("gpu0.0", 0), ("gpu0.1", 0), ("gpu1.0", 1), ("gpu1.1", 1)]
+    assert worker_names(2, gpus=False) == [("w0", None), ("w1", None)]
+    with pytest.raises(ValueError, match="per_gpu=0"):
+        worker_names(2, per_gpu=0)
+
+
+def test_two_workers_per_gpu_overlap_everything_but_their_turns(tmp_path):
+    """A dry-run sweep with two workers sharing the (one, unpinned) GPU: tasks whose dry run holds the turn for its
+    `seconds` never hold it at once, yet both workers ran tasks."""
+    pytest.importorskip("distributed")
+    from cudnn_algos.corpus import build_corpus
+    from cudnn_algos.sweep import SweepStore, sweep
+
+    corpus = build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False)
+
+    def spans_of(per_gpu):
+        db = tmp_path / f"s{per_gpu}.sqlite"
+        r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, workers_per_gpu=per_gpu, progress=False,
+                  limit=16, options={"seconds": 0.05, "turn_dir": str(tmp_path)})
+        assert (r.done, r.failed) == (16, 0) and len(r.per_worker) == 2, r
+        with SweepStore(db) as s:
+            notes = [s.rows(t.key)[0]["note"] for t in s.tasks()]
+        return [tuple(map(float, re.fullmatch(r"on the GPU ([\d.]+)-([\d.]+)", n).groups())) for n in notes]
+
+    assert not intervals_overlap(spans_of(2))
+    assert intervals_overlap(spans_of(1))  # two workers of their own GPUs: their "GPU parts" do overlap
+    db = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match="workers_per_gpu=0"):
+        sweep(corpus.problems, str(db), dry_run=True, workers_per_gpu=0, progress=False)
