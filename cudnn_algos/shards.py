@@ -229,6 +229,33 @@ def unpack(paths: Sequence[str | os.PathLike], store: SweepStore) -> tuple[int, 
     return put, already
 
 
+def shard_paths(path: str | os.PathLike) -> list[str] | None:
+    """The shards `path` names: itself (a .parquet file), or every .parquet file under it (a directory, such as
+    data/sm_90-cudnn-9.19), sorted; None when it names a sweep store instead."""
+    path = str(path)
+    if os.path.isdir(path):
+        return sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
+    return [path] if path.endswith(".parquet") else None
+
+
+def open_store(path: str | os.PathLike) -> SweepStore:
+    """A sweep store to read: the one at `path`, or the shards `path` names put into a store in memory (what
+    `dataset report`, `selector train` and the like read, without a merge first). ValueError naming the path when
+    a directory holds no shard."""
+    paths = shard_paths(path)
+    if paths is None:
+        return SweepStore(path)
+    if not paths:
+        raise ValueError(f"{path}: no dataset shard (.parquet) in it")
+    store = SweepStore(":memory:")
+    try:
+        unpack(paths, store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 def summary(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
     """Counts over shards: problem-directions measured (first measurements), repeats, failed, rows, bytes, and
     any key stored in more than one shard (none, when they were packed from one store's new keys each)."""
@@ -252,5 +279,5 @@ def summary(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             "bytes": sum(os.path.getsize(p) for p in paths), "in_two_shards": twice}
 
 
-__all__ = ["CORE_COLUMNS", "FORMAT", "Packed", "TASK_COLUMNS", "VERSION", "pack", "read", "schema", "summary",
-           "unpack"]
+__all__ = ["CORE_COLUMNS", "FORMAT", "Packed", "TASK_COLUMNS", "VERSION", "open_store", "pack", "read", "schema",
+           "shard_paths", "summary", "unpack"]

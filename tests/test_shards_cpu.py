@@ -136,3 +136,26 @@ def test_the_committed_shards_validate_and_their_data_card_counts_them():
                 assert all(math.isfinite(r["kernel_median_ms"]) for r in rows if r["kernel_median_ms"] is not None)
     m = re.search(r"in all: ([\d,]+) problem-directions measured", card)
     assert m and int(m.group(1).replace(",", "")) == total["measured"]
+
+
+def test_report_validate_and_selector_read_shards_directly(tmp_path):
+    """dataset validate/report and selector eval take shards (a file or a directory of them) where they take a
+    store: the same answers as on the store the shards came from."""
+    s, _ = a_store(tmp_path / "s.sqlite")
+    d = tmp_path / "shards"
+    d.mkdir()
+    shards.pack(s, d / "a.parquet", [k for k in s.keys()][:10])
+    shards.pack(s, d / "b.parquet", [k for k in s.keys()][10:])
+    s.close()
+    # the store less its left-out problem-direction: what the shards hold
+    ref = tmp_path / "ref.sqlite"
+    assert run_cli("dataset", "merge", ref, "--from", d / "a.parquet", "--from", d / "b.parquet").returncode == 0
+    for args in (("dataset", "validate"), ("dataset", "report", "--by", "")):
+        a, b = run_cli(*args, d), run_cli(*args, ref)
+        assert a.returncode == 0 and a.stdout == b.stdout and "17 problem-directions" in a.stdout, a.stderr
+    one = run_cli("dataset", "validate", d / "a.parquet")
+    assert one.returncode == 0 and "problem-directions kept" in one.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_cli("dataset", "report", empty)
+    assert r.returncode != 0 and "no dataset shard" in r.stderr and "Traceback" not in r.stderr

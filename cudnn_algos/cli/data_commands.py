@@ -81,7 +81,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 def cmd_dataset(a: argparse.Namespace) -> int:
     from ..dataset import noise_floor, validate, write_parquet
     from ..regret import GROUPS
-    from ..sweep import SweepStore
 
     if a.action in ("write", "keys", "pack") and not a.out:
         raise UsageError(f"dataset {a.action} needs --out {'DIR' if a.action == 'write' else 'PATH'}")
@@ -101,10 +100,8 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     for flag in figures:
         needs(f"dataset report {flag}", "matplotlib")
     check_outputs({"STORE": a.store}, figures, {"--out": a.out} if a.out else None)
-    if not os.path.isfile(a.store):
-        raise FileError(f"{a.store}: no such file")
     try:
-        with SweepStore(a.store) as s:
+        with _open(a.store, f"dataset {a.action}") as s:
             if a.action == "report":
                 return _dataset_report(s, by, a.plot, a.map)
             v = validate(s)
@@ -118,6 +115,23 @@ def cmd_dataset(a: argparse.Namespace) -> int:
     print(v)
     print(f"wrote {a.out}")
     return EXIT_OK
+
+
+def _open(path: str, command: str):
+    """The sweep store at `path`, or the dataset shards it names (a .parquet file or a directory of them, put into a
+    store in memory: cudnn_algos.shards.open_store)."""
+    from .. import shards
+
+    if not os.path.exists(path):
+        raise FileError(f"{path}: no such file")
+    if shards.shard_paths(path) is not None:
+        needs(f"{command} on dataset shards", "pyarrow")
+    elif os.path.isdir(path):
+        raise FileError(f"{path} is a directory: give a sweep store or a directory of dataset shards (.parquet)")
+    try:
+        return shards.open_store(path)
+    except ValueError as e:
+        raise FileError(str(e)) from None
 
 
 def _dataset_keys(store: str, out: str) -> int:
@@ -235,17 +249,16 @@ def cmd_selector(a: argparse.Namespace) -> int:
     if a.action == "train" and not a.out:
         raise UsageError("selector train needs --out PATH (the model file, .npz)")
     check_outputs({"FILE": a.file}, {"--out": a.out} if a.out else {})
-    if not os.path.isfile(a.file):
-        raise FileError(f"{a.file}: no such file")
     if a.action == "show":
+        if not os.path.isfile(a.file):
+            raise FileError(f"{a.file}: no such file")
         return _selector_show(a.file)
     from ..dataset import measured_problems
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector.train import KNOWN_CAP, KNOWN_UNTIMED, MEASURE_K, leave_one_out, train
-    from ..sweep import SweepStore
 
     try:
-        with SweepStore(a.file) as s:
+        with _open(a.file, f"selector {a.action}") as s:
             problems = list(measured_problems(s))
     except ValueError as e:
         raise FileError(f"{a.file}: {e}") from None

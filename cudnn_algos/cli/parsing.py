@@ -286,7 +286,8 @@ def _add_data_parsers(sub) -> None:
                                     "the repository keeps under data/), only those of --from STORE's keys when "
                                     "given.")
     ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys", "pack"])
-    ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store)")
+    ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store); validate, write, report: also dataset "
+                                  "shards (a .parquet file or a directory of them, e.g. data/sm_90-cudnn-9.19)")
     ds.add_argument("--out", metavar="PATH",
                     help="write: the Parquet directory; keys: the new store; pack: the new shard (.parquet)")
     ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
@@ -305,7 +306,8 @@ def _add_data_parsers(sub) -> None:
                                     "out, train on the rest, regret of the held-out problems beside cuDNN's "
                                     "heuristics and torch's benchmark mode; show: what a model file holds.")
     se.add_argument("action", choices=["train", "eval", "show"])
-    se.add_argument("file", help="train/eval: a sweep store; show: a model file")
+    se.add_argument("file", help="train/eval: a sweep store or dataset shards (.parquet, or a directory of them); "
+                                 "show: a model file")
     se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
     se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
     se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
