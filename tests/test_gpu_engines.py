@@ -211,3 +211,29 @@ def test_plans_built_by_threads_are_the_same_rows_and_run_like_pytorch(direction
     made = backend.cudnn_handles().created
     cudnn_algos.find_engines(spec, shape, direction=direction, dtype=dtype, memory_format=fmt, build_threads=8)
     assert backend.cudnn_handles().created == made, "a second search reuses the pooled handles"
+
+
+def test_a_sweep_task_sharing_its_gpu_measures_inside_its_turn(tmp_path):
+    """sweep Note [sharing a GPU]: find_engines enters its gpu_turn once, after the plans are built, and measures
+    inside it; a sweep task with share_gpu measures as usual and says how long it waited for its turn."""
+    from cudnn_algos.sweep import GpuTurn, measure_task
+
+    entered = []
+
+    class Spy(GpuTurn):
+        def __enter__(self):
+            entered.append(True)
+            return super().__enter__()
+
+    spy = Spy("test", str(tmp_path))
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    res = cudnn_algos.find_engines(module, shape, dtype=dtype, memory_format=fmt, measure=True, screen=2, repeats=3,
+                                   gpu_turn=spy)
+    assert len(entered) == 1 and spy.held > 0 and spy.waited < 5
+    assert res.best is not None and res.best.kernel_ms is not None and res.best.kernel_ms > 0
+    task = {"key": "turn test", "spec": ConvSpec(32, 32, (3, 3), padding=1).to_dict(), "input_shape": [2, 32, 12, 12],
+            "dtype": "float16", "memory_format": "channels_last", "direction": "forward"}
+    out = measure_task(task, {"share_gpu": True, "turn_dir": str(tmp_path)})
+    assert out["status"] == "done", out.get("reason")
+    assert out["stages"]["gpu_wait"] >= 0
+    assert any(r["candidate_kind"] == "engine" and (r.get("kernel_median_ms") or 0) > 0 for r in out["rows"])
