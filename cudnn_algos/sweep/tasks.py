@@ -79,11 +79,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
     configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
     workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py), screened,
-    refined, confirmed
-    beside torch's op (benchmark on); with options["legacy"]
-    (default) also the legacy algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7,
-    rows of candidate_kind "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails
-    is a row saying so."""
+    refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
+    algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
+    "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
     import torch
 
     from ..api import find
