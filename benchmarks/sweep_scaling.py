@@ -5,7 +5,8 @@ worker count and the speed-up; for the kill test, the task the dead worker held,
 again elsewhere, and the store's counts (stored, failed, duplicates, lost).
 
 The stores start as copies of --store; --keep writes the N-worker store (the list measured once more, as the noise
-floor's repeats from the 1-worker run, and the kill test's problem-directions) for the next sweep to continue.
+floor's repeats from the 1-worker run, and the kill test's problem-directions) for the next sweep to continue; with
+--per-gpu above 1, the 1-worker store instead (workers sharing a GPU are measured here, not yet trusted).
 
     python benchmarks/sweep_scaling.py corpus.json.gz --store sweep.sqlite --n 100 --workers 1,2 --kill-n 40 \\
         --keep grown.sqlite --json scaling.json
@@ -209,10 +210,15 @@ def main() -> int:
         out["agreement"] = agreement(stores[top], stores[min(counts)], new_keys(stores[min(counts)], a.store))
     if a.kill_n:
         out["kill"] = kill_test(problems, stores[top], a.kill_n, top, a.kill_after, options, a.dry_run)
-    if len(counts) > 1:  # what the fewest workers measured is a second measurement of the top run's list
-        out["repeats_added"] = add_repeats(stores[top], stores[min(counts)], new_keys(stores[min(counts)], a.store))
+    if a.per_gpu > 1:  # until the agreement says otherwise, only a GPU's lone worker's rows are kept
+        keep_from = stores[min(counts)]
+    else:
+        keep_from = stores[top]
+        if len(counts) > 1:  # what the fewest workers measured is a second measurement of the top run's list
+            out["repeats_added"] = add_repeats(stores[top], stores[min(counts)],
+                                               new_keys(stores[min(counts)], a.store))
     if a.keep:
-        shutil.copyfile(stores[top], a.keep)
+        shutil.copyfile(keep_from, a.keep)
     rate = {r["workers"]: r["rate"] for r in out["runs"]}
     lines = [f"{w} worker(s): {rate[w]:.3f} problem-directions/s" + (
         f" ({rate[w] / rate[min(counts)]:.2f}x {min(counts)} worker)" if w != min(counts) and rate[min(counts)] else "")

@@ -186,7 +186,7 @@ def test_store_write_stores_what_it_times(tmp_path):
 
 def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
     """benchmarks/sweep_scaling.py over a real Dask cluster of processes with dry-run tasks: the same list swept by
-    1 and 2 workers (taking turns on one GPU), then a worker SIGKILLed while it holds a task: that task stored after running again, nothing
+    1 and 2 workers, then a worker SIGKILLed while it holds a task: that task stored after running again, nothing
     lost or stored twice, and the 1-worker run kept as the noise floor's repeats (no rate asserted)."""
     pytest.importorskip("distributed")
     import subprocess
@@ -200,7 +200,7 @@ def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_scaling.py"), str(corpus), "--store",
                         str(tmp_path / "none.sqlite"), "--n", "16", "--workers", "1,2", "--kill-n", "24",
                         "--kill-after", "0.5", "--dry-run", "--task-s", "0.15", "--keep", str(keep), "--json",
-                        str(out), "--per-gpu", "2"], capture_output=True, text=True, timeout=240)
+                        str(out)], capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     r = json.loads(out.read_text())
     assert [(x["workers"], x["done"]) for x in r["runs"]] == [(1, 16), (2, 16)]
@@ -211,12 +211,24 @@ def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
     # the two runs' rows against each other (the dry run's are the same every time: no change)
     assert r["agreement"].startswith("noise floor: 16 problem-directions measured twice") and "median 0.0%" in \
         r["agreement"], r["agreement"]
-    assert "2 workers (2 per GPU) against 1" in p.stdout
     from cudnn_algos.sweep import SweepStore
 
     with SweepStore(keep) as s:
         assert s.counts()["done"] == 16 + 24 + 16
     assert "kill test: SIGKILLed" in p.stdout
+    # two workers taking turns on one GPU: their run compared with the lone worker's, and only the lone worker's rows
+    # kept for the dataset
+    keep2 = tmp_path / "kept2.sqlite"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_scaling.py"), str(corpus), "--store",
+                        str(tmp_path / "none.sqlite"), "--n", "12", "--workers", "1,2", "--per-gpu", "2", "--kill-n",
+                        "0", "--dry-run", "--task-s", "0.05", "--keep", str(keep2), "--json", str(out)],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["agreement"].startswith("noise floor: 12 problem-directions measured twice") and "kill" not in r
+    assert "2 workers (2 per GPU) against 1" in p.stdout and "repeats_added" not in r
+    with SweepStore(keep2) as s:
+        assert s.counts()["done"] == 12 and {t.worker for t in s.tasks()} == {"w0"}
 
 
 def test_a_failed_worker_reports_the_error_line_and_its_stderr(tmp_path):
