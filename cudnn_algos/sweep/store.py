@@ -77,20 +77,8 @@ class SweepStore:
     def put(self, key: str, status: str, rows: Sequence[dict[str, Any]] = (), *, reason: str | None = None,
             attempts: int = 1, worker: str | None = None, seconds: float | None = None, env: str | None = None) -> None:
         """One problem-direction and its rows, in one transaction; ValueError when `key` is already stored."""
-        if status not in STATUSES:
-            raise ValueError(f"status={status!r} is not one of {', '.join(STATUSES)}")
-        text = [json.dumps(r, allow_nan=False, default=_plain) for r in rows]  # checked before anything is written
-        self.con.execute("BEGIN IMMEDIATE")
-        try:
-            if self.con.execute("SELECT 1 FROM tasks WHERE key = ?", (key,)).fetchone():
-                raise ValueError(f"{key} is already stored: a problem-direction is stored once")
-            self.con.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
-                             (key, status, reason, attempts, worker, seconds, env, len(text), now()))
-            self.con.executemany("INSERT INTO rows VALUES (?,?,?)", [(key, i, t) for i, t in enumerate(text)])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
+        if not self.restore(StoredTask(key, status, reason, attempts, worker, seconds, env, len(rows), now()), rows):
+            raise ValueError(f"{key} is already stored: a problem-direction is stored once")
 
     def merge(self, other: "SweepStore", keys: set[str] | None = None) -> tuple[int, int]:
         """Copies from `other` each problem-direction (of `keys`, when given) this store lacks, with its rows and
@@ -113,11 +101,12 @@ class SweepStore:
         return copied, already
 
     def restore(self, task: StoredTask, rows: Sequence[dict[str, Any]]) -> bool:
-        """Puts back one problem-direction kept elsewhere (a dataset shard, cudnn_algos.shards) with where, when
-        and how it ran, in one transaction. Returns False, nothing written, when its key is already stored."""
+        """One problem-direction with where, when and how it ran as `task` says (put's, or one kept elsewhere: a
+        dataset shard, cudnn_algos.shards), in one transaction. Returns False, nothing written, when its key is
+        already stored."""
         if task.status not in STATUSES:
             raise ValueError(f"status={task.status!r} is not one of {', '.join(STATUSES)}")
-        text = [json.dumps(r, allow_nan=False, default=_plain) for r in rows]
+        text = [json.dumps(r, allow_nan=False, default=_plain) for r in rows]  # checked before anything is written
         return self._insert(task, text)
 
     def _insert(self, t: StoredTask, text: list[str]) -> bool:

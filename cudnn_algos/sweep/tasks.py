@@ -118,7 +118,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
             for mode, measure in (("find_ex", True), ("heuristic", False)):
                 t1 = time.perf_counter()
                 try:
-                    with turn or nullcontext():
+                    with turn if turn is not None and measure else nullcontext():  # the heuristic: host only
                         r_legacy = find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
                                         repeats=opts["repeats"], **args)
                     rows += r_legacy.to_records(**context, stage=mode)
