@@ -207,8 +207,8 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     return [replace(p, regret={**p.regret, **extra}) for p in out]
 
 
-def score(selector: Selector, problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], regrets_of: Callable | None = None
-          ) -> tuple[list[ProblemRegret], list[ProblemRegret]]:
+def score(selector: Selector, problems: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+          regrets_of: Callable | None = None) -> tuple[list[ProblemRegret], list[ProblemRegret]]:
     """A trained selector's regrets on `problems` without training anything (with_selector): those it was trained
     on (a training problem at distance 0: the same features) and those it was not. Only the second are held out."""
     from ..regret import problem_regrets
