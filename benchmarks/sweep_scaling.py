@@ -14,6 +14,9 @@ floor's repeats from the 1-worker run, and the kill test's problem-directions) f
     python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 100 --workers 1,2 --per-gpu 2 --kill-n 0
         # two workers taking turns on one GPU against one alone: the rate, and their timings against each other
         # (the noise floor between the two runs: it should read like the sweep's own)
+    python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 50 --workers 1,2 --both-orders --kill-n 0
+        # the pair twice: the counts in order on N problem-directions, then in reverse on the next N, so that
+        # neither count always runs second (a second run of the same problems builds its plans faster)
 """
 from __future__ import annotations
 
@@ -184,6 +187,9 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2", help="worker counts to time, comma-separated")
     ap.add_argument("--per-gpu", type=int, default=1,
                     help="workers sharing a GPU in the runs of more than one worker (taking turns on it)")
+    ap.add_argument("--both-orders", action="store_true",
+                    help="then the counts again in reverse order on the next --n problem-directions; the rate of each "
+                         "count over both lists")
     ap.add_argument("--kill-n", type=int, default=40, help="problem-directions of the kill test (0: none)")
     ap.add_argument("--kill-after", type=float, default=10.0, help="seconds into the kill test's sweep")
     ap.add_argument("--keep", default=None, help="write the largest worker count's store, grown, here")
@@ -198,34 +204,43 @@ def main() -> int:
     options = {"seconds": a.task_s} if a.dry_run else {}
     tmp = Path(tempfile.mkdtemp(prefix="sweep_scaling_"))
     out: dict = {"n": a.n, "runs": [], "dry_run": a.dry_run}
-    stores = {}
-    print(f"sweep scaling: {a.n} problem-directions the store lacks, swept by {counts} warmed worker(s)")
-    for w in counts:
-        stores[w] = str(tmp / f"w{w}.sqlite")
-        if os.path.exists(a.store):
-            shutil.copyfile(a.store, stores[w])
-        out["runs"].append(timed_sweep(problems, stores[w], a.n, w, options, a.dry_run, a.per_gpu))
-    top = max(counts)
-    if len(counts) > 1:  # the same list measured by the fewest workers and by the most
-        out["agreement"] = agreement(stores[top], stores[min(counts)], new_keys(stores[min(counts)], a.store))
+    print(f"sweep scaling: {a.n} problem-directions the store lacks, swept by {counts} warmed worker(s)"
+          + (f", then the next {a.n} in reverse order" if a.both_orders else ""))
+    top, low = max(counts), min(counts)
+    base = last_top = a.store
+    for pass_, order in enumerate([counts, counts[::-1]][:2 if a.both_orders else 1], start=1):
+        stores = {}
+        for w in order:
+            stores[w] = str(tmp / f"p{pass_}w{w}.sqlite")
+            if os.path.exists(base):
+                shutil.copyfile(base, stores[w])
+            out["runs"].append({**timed_sweep(problems, stores[w], a.n, w, options, a.dry_run, a.per_gpu),
+                                "pass": pass_})
+        keys = new_keys(stores[low], base)
+        if len(counts) > 1:  # the same list measured by the fewest workers and by the most
+            out.setdefault("agreements", []).append(agreement(stores[top], stores[low], keys))
+            if a.per_gpu == 1:  # what the fewest workers measured is a second measurement of the top run's list
+                out["repeats_added"] = out.get("repeats_added", 0) + add_repeats(stores[top], stores[low], keys)
+        # until the agreement says otherwise, only a GPU's lone worker's rows are kept (and continued)
+        base, last_top = (stores[low] if a.per_gpu > 1 else stores[top]), stores[top]
+    if "agreements" in out:
+        out["agreement"] = out["agreements"][0]
     if a.kill_n:
-        out["kill"] = kill_test(problems, stores[top], a.kill_n, top, a.kill_after, options, a.dry_run)
-    if a.per_gpu > 1:  # until the agreement says otherwise, only a GPU's lone worker's rows are kept
-        keep_from = stores[min(counts)]
-    else:
-        keep_from = stores[top]
-        if len(counts) > 1:  # what the fewest workers measured is a second measurement of the top run's list
-            out["repeats_added"] = add_repeats(stores[top], stores[min(counts)],
-                                               new_keys(stores[min(counts)], a.store))
+        out["kill"] = kill_test(problems, last_top, a.kill_n, top, a.kill_after, options, a.dry_run)
     if a.keep:
-        shutil.copyfile(keep_from, a.keep)
-    rate = {r["workers"]: r["rate"] for r in out["runs"]}
-    lines = [f"{w} worker(s): {rate[w]:.3f} problem-directions/s" + (
-        f" ({rate[w] / rate[min(counts)]:.2f}x {min(counts)} worker)" if w != min(counts) and rate[min(counts)] else "")
-        for w in counts]
-    if "agreement" in out:
-        lines.append(f"{max(counts)} workers ({min(a.per_gpu, max(counts))} per GPU) against {min(counts)}, the same "
-                     f"problem-directions, {out['agreement']}")
+        shutil.copyfile(base, a.keep)
+    rate = {}  # each count's problem-directions per second over every list it swept
+    for w in counts:
+        done = sum(r["done"] for r in out["runs"] if r["workers"] == w)
+        secs = sum(r["seconds"] for r in out["runs"] if r["workers"] == w)
+        rate[w] = done / secs if secs else 0.0
+    out["rate"] = rate
+    both = " over both lists" if a.both_orders else ""
+    lines = [f"{w} worker(s): {rate[w]:.3f} problem-directions/s{both}" + (
+        f" ({rate[w] / rate[low]:.2f}x {low} worker)" if w != low and rate[low] else "") for w in counts]
+    for i, agreed in enumerate(out.get("agreements", []), start=1):
+        lines.append(f"{top} workers ({min(a.per_gpu, top)} per GPU) against {low}, the same problem-directions"
+                     + (f" (list {i})" if a.both_orders else "") + f", {agreed}")
     if "kill" in out:
         k = out["kill"]
         lines.append(f"kill test: SIGKILLed {k['killed'].get('worker')} at {k['killed'].get('at_s')} s while it ran "
@@ -233,7 +248,7 @@ def main() -> int:
                      f"{k['stored']} stored ({k['done']} done, {k['failed']} failed), {k['duplicates']} duplicates, "
                      f"{k['lost']} lost, rows whole: {k['rows_match']}")
     if "repeats_added" in out:
-        lines.append(f"{out['repeats_added']} of the {min(counts)}-worker run's problem-directions kept as repeats")
+        lines.append(f"{out['repeats_added']} of the {low}-worker runs' problem-directions kept as repeats")
     print("\n".join(lines))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))

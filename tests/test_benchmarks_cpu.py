@@ -229,6 +229,22 @@ def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
     assert "2 workers (2 per GPU) against 1" in p.stdout and "repeats_added" not in r
     with SweepStore(keep2) as s:
         assert s.counts()["done"] == 12 and {t.worker for t in s.tasks()} == {"w0"}
+    # both orders: 1 then 2 workers on a list, 2 then 1 on the next; each count's rate over both lists; the lone
+    # worker's rows of both lists kept, no list measured twice by the same count
+    keep3 = tmp_path / "kept3.sqlite"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sweep_scaling.py"), str(corpus), "--store",
+                        str(tmp_path / "none.sqlite"), "--n", "8", "--workers", "1,2", "--per-gpu", "2",
+                        "--both-orders", "--kill-n", "0", "--dry-run", "--task-s", "0.05", "--keep", str(keep3),
+                        "--json", str(out)], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert [(x["pass"], x["workers"], x["done"]) for x in r["runs"]] == [(1, 1, 8), (1, 2, 8), (2, 2, 8), (2, 1, 8)]
+    secs = {w: sum(x["seconds"] for x in r["runs"] if x["workers"] == w) for w in (1, 2)}
+    assert r["rate"] == {"1": pytest.approx(16 / secs[1]), "2": pytest.approx(16 / secs[2])}
+    assert len(r["agreements"]) == 2 and all(x.startswith("noise floor: 8 problem-directions") for x in r["agreements"])
+    assert "over both lists" in p.stdout and "(list 2)" in p.stdout
+    with SweepStore(keep3) as s:
+        assert s.counts()["done"] == 16 and {t.worker for t in s.tasks()} == {"w0"}
 
 
 def test_a_failed_worker_reports_the_error_line_and_its_stderr(tmp_path):
