@@ -13,10 +13,12 @@ if ! "$PY" -c "import importlib.util as u, setuptools, sys; v = tuple(int(p) for
   echo "bootstrap: installing setuptools>=70.1 (the editable build uses this environment's)" >&2
   "$PY" -m pip install -q "setuptools>=70.1"
 fi
-missing=""
-for mod in ninja pytest hypothesis numpy pandas matplotlib; do
-  "$PY" -c "import $mod" 2>/dev/null || missing="$missing $mod"
-done
+# absent(NAME:PKG ...): the PKGs whose module NAME is not installed (one interpreter, nothing imported)
+absent() {
+  "$PY" -c 'import importlib.util as u, sys
+print(" ".join(a.split(":", 1)[-1] for a in sys.argv[1:] if u.find_spec(a.split(":", 1)[0]) is None))' "$@"
+}
+missing=$(absent ninja pytest hypothesis numpy pandas matplotlib)
 if [ -n "$missing" ]; then
   echo "bootstrap: installing$missing" >&2
   "$PY" -m pip install -q $missing
@@ -29,12 +31,16 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
 fi
 # Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
 # (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
-# installed where a registry answers; where none does (the GPU machine), pip gives up at once instead of retrying
-# (a warm device call spent 34 s in setup with nothing to build; the times below say how much of it this was)
-for pkg in "distributed:dask[distributed]" "pyarrow:pyarrow" "sklearn:scikit-learn" "xdist:pytest-xdist"; do
-  "$PY" -c "import ${pkg%%:*}" 2>/dev/null || { "$PY" -m pip install -q --retries 1 --timeout 10 "${pkg#*:}" \
-    2>/dev/null | grep -v "Running pip as the 'root' user" || true; }
-done
+# installed where a registry answers, in one pip call; where none does (the GPU machine), pip gives up once, at
+# once, instead of retrying for each package (warm device calls spent 17-25 s here with nothing to build)
+wanted=("distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" "xdist:pytest-xdist")
+optional=$(absent "${wanted[@]}")
+if [ -n "$optional" ]; then
+  "$PY" -m pip install -q --retries 0 --timeout 5 $optional 2>/dev/null | grep -v "Running pip as the 'root' user" \
+    || true
+  optional=$(absent "${wanted[@]}")
+  [ -z "$optional" ] || echo "bootstrap: not installed (no package registry?): $optional; what needs them skips" >&2
+fi
 echo "bootstrap: optional packages checked after ${SECONDS}s" >&2
 # (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
 # hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)
