@@ -64,8 +64,11 @@ def test_resnet18_all_directions_with_torch_off_and_end_to_end():
 
 
 def test_mobilenet_v3_small_fp16_channels_last_with_legacy_columns():
+    """Its first five blocks (16 of the model's 41 problems: the stem, 1x1 with and without bias, 3x3 and 5x5
+    depthwise, squeeze-excitation): every kind of layer the model has, in fewer problems to search."""
     tv = pytest.importorskip("torchvision")
-    model, x = tv.models.mobilenet_v3_small(), torch.randn(4, 3, 96, 96)
+    model = torch.nn.Sequential(*tv.models.mobilenet_v3_small().features[:5])
+    x = torch.randn(4, 3, 96, 96)
     r = cudnn_algos.profile(model, x, dtype=torch.float16, memory_format=torch.channels_last, legacy=True,
                             torch_off=False, end_to_end_check=False, **FAST)
     _check(r, model, x, cudnn_algos.DIRECTIONS)
