@@ -215,8 +215,10 @@ def worst(regrets: Sequence[ProblemRegret], method: str, n: int = 5) -> list[Pro
     return sorted(have.values(), key=lambda p: -p.regret[method])[:n]
 
 
-def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str] = METHODS) -> None:
-    """The regret CDF per method (x: regret, log-scaled above 0.1%; y: share of problem-directions)."""
+def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str] = METHODS, title: str = "",
+             labels: dict[str, str] | None = None) -> None:
+    """The regret CDF per method (x: regret, log-scaled above 0.1%; y: share of problem-directions); `labels`:
+    a method's name in the legend, where not its own."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -224,12 +226,15 @@ def plot_cdf(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for m in methods:
-        v = sorted(max(p.regret[m], 1e-4) for p in regrets if p.regret[m] is not None)
+        v = sorted(max(p.regret[m], 1e-4) for p in regrets if p.regret.get(m) is not None)
         if v:
-            ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post", label=f"{m} (n={len(v)})")
+            ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
+                    label=f"{(labels or {}).get(m, m)} (n={len(v)})")
     ax.set_xscale("log")
     ax.set_xlabel("regret against the measured best (pick / best - 1; below 0.01% drawn at 0.01%)")
     ax.set_ylabel("share of problem-directions")
+    if title:
+        ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

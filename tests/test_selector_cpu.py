@@ -215,10 +215,16 @@ def test_cli_selector(tmp_path):
     assert "regression trees" in r.stdout
     r = run_cli("selector", "train", store, "--out", model, "--objective", "rank")
     assert r.returncode == 0 and "rank trees" in run_cli("selector", "show", model).stdout, r.stderr
-    r = run_cli("selector", "eval", store)
+    fig = tmp_path / "cdf.png"
+    r = run_cli("selector", "eval", store, "--plot", fig)
     assert r.returncode == 0 and "selector" in r.stdout and "nearest" in r.stdout, r.stderr
+    assert f"wrote {fig}" in r.stdout and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
+    r = run_cli("selector", "train", store, "--out", model, "--plot", fig)
+    assert r.returncode == 2 and "--plot" in r.stderr and "only selector eval" in r.stderr, r.stderr
+    r = run_cli("selector", "eval", store, "--plot", store)  # the figure over its own input: refused before work
+    assert r.returncode == 2 and "--plot" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "known configurations: 1 in 1 problem class" in run_cli("selector", "show", model).stdout
     r = run_cli("selector", "train", store, "--out", model, "--known", "0")
     assert r.returncode == 0 and "known configurations: 0" in run_cli("selector", "show", model).stdout, r.stderr
@@ -239,6 +245,9 @@ def test_cli_selector(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "not trained on (held out): 4 rows" in r.stdout and "trained on (the same problem measured again): 6 rows" \
         in r.stdout, r.stdout
+    fig.unlink()
+    r = run_cli("selector", "eval", store, "--model", model, "--plot", fig)
+    assert r.returncode == 0 and fig.stat().st_size > 0 and f"wrote {fig}" in r.stdout, r.stderr
     r = run_cli("selector", "eval", store, "--model", tmp_path / "nothing.npz")
     assert r.returncode != 0 and "--model" in r.stderr and "Traceback" not in r.stderr
 

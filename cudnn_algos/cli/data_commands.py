@@ -248,7 +248,9 @@ def cmd_selector(a: argparse.Namespace) -> int:
         needs(f"selector {a.action}", "sklearn")
     if a.action == "train" and not a.out:
         raise UsageError("selector train needs --out PATH (the model file, .npz)")
-    check_outputs({"FILE": a.file}, {"--out": a.out} if a.out else {})
+    if a.plot and a.action != "eval":
+        raise UsageError(f"--plot {a.plot}: only selector eval draws (the held-out regret CDF)")
+    check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
     if a.action == "show":
         if not os.path.isfile(a.file):
             raise FileError(f"{a.file}: no such file")
@@ -277,7 +279,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
     if a.model:
-        return _selector_score(a.model, problems, a.by)
+        return _selector_score(a.model, problems, a.by, a.plot)
     rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
@@ -296,10 +298,26 @@ def cmd_selector(a: argparse.Namespace) -> int:
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
+    if a.plot:
+        _plot_selector(rs, a.plot, f"held out by {a.by} ({a.objective} trees): {len(rs)} {a.by} rows")
     return EXIT_OK
 
 
-def _selector_score(model: str, problems, by: str) -> int:
+def _plot_selector(rs, path: str, title: str) -> None:
+    """The regret CDF of `rs` (selector rows: with_selector's) per method a user chooses between (no search, a
+    short one, cuDNN's heuristics, torch's benchmark mode) and the candidates' floor, written to `path`."""
+    from ..regret import plot_cdf, present
+    from ..selector.train import MEASURE_K
+
+    labels = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+              "nearest": "nearest neighbour", "offered_known": "floor: the fastest offered",
+              "instant": "INSTANT (torch, benchmark off)", "b": "heuristic B", "legacy_heuristic": "legacy heuristic",
+              "torch_on": "torch, benchmark on"}
+    plot_cdf(rs, path, present(rs, tuple(labels)), title=title, labels=labels)
+    print(f"wrote {path}")
+
+
+def _selector_score(model: str, problems, by: str, plot: str | None = None) -> int:
     """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
     trained on apart from those it was not."""
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
@@ -321,6 +339,10 @@ def _selector_score(model: str, problems, by: str) -> int:
             print(table(summarize(rs, (by,), methods), (by,)))
             print(table(summarize(rs, (), methods), ()))
     print(f"\n{TOP1_LEGEND}")
+    if plot:  # what it was not trained on, where there is any: the figure a reader takes for held out
+        rs, what = (new, "not trained on (held out)") if new else (seen, "trained on (none held out)")
+        _plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "
+                                 f"{by} rows")
     return EXIT_OK
 
 

@@ -318,6 +318,9 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
                          "problem's fastest (regression, the shipped model's), or the order of each problem's "
                          "candidates (rank: LambdaMART)")
+    se.add_argument("--plot", metavar="PATH",
+                    help="eval: the held-out problems' regret CDF per method (the selector's picks beside cuDNN's "
+                         "heuristics and torch's benchmark mode) as an image")
     se.add_argument("--known", type=int, default=None, metavar="N",
                     help="train: keep at most N known configurations per problem class, ranked beside the lists' "
                          "by apply(unseen=...) (default 64; 0: none)")
