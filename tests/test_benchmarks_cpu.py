@@ -247,6 +247,30 @@ def test_sweep_scaling_times_each_worker_count_and_kills_a_worker(tmp_path):
         assert s.counts()["done"] == 16 and {t.worker for t in s.tasks()} == {"w0"}
 
 
+def test_sweep_profile_lists_where_a_tasks_time_goes(tmp_path):
+    """benchmarks/sweep_profile.py with dry-run tasks (no GPU: the plumbing): N tasks after a warm-up, each
+    ordering's top functions with their seconds and calls a task, the JSON beside; bad counts are refused."""
+    import subprocess
+    import sys
+
+    from cudnn_algos.corpus import build_corpus
+
+    corpus = tmp_path / "c.json.gz"
+    build_corpus(["decoders"], batches=(1,), configs=("fp32",), progress=False).to_json(str(corpus))
+    script, out = str(ROOT / "benchmarks" / "sweep_profile.py"), tmp_path / "p.json"
+    p = subprocess.run([sys.executable, script, str(corpus), "--n", "4", "--top", "3", "--dry-run", "--json",
+                        str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert (r["tasks"], r["failed"]) == (4, 0) and len(r["by_own_time"]) == 3 == len(r["by_time_with_callees"])
+    assert any("dry_run_measure" in f["function"] for f in r["by_time_with_callees"]), r["by_time_with_callees"]
+    assert r["by_own_time"][0]["own_s"] >= r["by_own_time"][-1]["own_s"]
+    assert "sweep profile: 4 tasks (0 failed)" in p.stdout and "top 3 by own time" in p.stdout
+    p = subprocess.run([sys.executable, script, str(corpus), "--n", "0", "--dry-run"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "--n 0" in p.stderr
+
+
 def test_a_failed_worker_reports_the_error_line_and_its_stderr(tmp_path):
     """benchmarks/fresh.run_worker: a worker that dies names the error (not torch's closing advice) and keeps the
     end of its stderr."""
