@@ -36,8 +36,9 @@ fi
 wanted=("distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" "xdist:pytest-xdist")
 optional=$(absent "${wanted[@]}")
 if [ -n "$optional" ]; then
-  "$PY" -m pip install -q --retries 0 --timeout 5 $optional 2>/dev/null | grep -v "Running pip as the 'root' user" \
-    || true
+  read -ra names <<< "$optional"  # an array: "dask[distributed]" is never taken for a file pattern
+  "$PY" -m pip install -q --retries 0 --timeout 5 "${names[@]}" 2>/dev/null \
+    | grep -v "Running pip as the 'root' user" || true
   optional=$(absent "${wanted[@]}")
   [ -z "$optional" ] || echo "bootstrap: not installed (no package registry?): $optional; what needs them skips" >&2
 fi
