@@ -257,7 +257,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return _selector_show(a.file)
     from ..dataset import measured_problems
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector.train import KNOWN_CAP, KNOWN_UNTIMED, MEASURE_K, leave_one_out, train
+    from ..selector.train import KNOWN_CAP, KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out, train
 
     try:
         with _open(a.file, f"selector {a.action}") as s:
@@ -283,8 +283,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
     rs = leave_one_out(problems, by=a.by, objective=a.objective)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
-    methods = present(rs, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known",
-                           f"known_top{MEASURE_K}", "offered_known") + METHODS)
+    methods = present(rs, SELECTOR_METHODS + METHODS)
     print(f"leave one {a.by} out ({a.objective} trees): regret against the measured best (pick / best - 1, %) of "
           "the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
@@ -322,15 +321,14 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None) -> i
     trained on apart from those it was not."""
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector import Selector
-    from ..selector.train import MEASURE_K, score
+    from ..selector.train import SELECTOR_METHODS, score
 
     try:
         sel = Selector.shipped(_family_of(problems)) if model == "shipped" else Selector.load(model)
     except (OSError, KeyError, ValueError) as e:
         raise FileError(f"--model {model}: {str(e)[:300]}") from None
     seen, new = score(sel, problems)
-    methods = present(seen + new, ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known",
-                                   f"known_top{MEASURE_K}", "offered_known") + METHODS)
+    methods = present(seen + new, SELECTOR_METHODS + METHODS)
     print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
           f"on {len(problems)} problem-directions: regret against the measured best (pick / best - 1, %)")
     for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):

@@ -186,6 +186,9 @@ def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | No
 
 
 KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
+# the regret methods with_selector adds beside regret.METHODS, in the order tables show them
+SELECTOR_METHODS = ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}",
+                    "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -254,6 +257,6 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "targets",
-           "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose", "with_selector",
+__all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "SELECTOR_METHODS",
+           "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose", "with_selector",
            "score", "group_of", "leave_one_out"]
