@@ -258,5 +258,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 
 __all__ = ["TREE_PARAMS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "SELECTOR_METHODS",
-           "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose", "with_selector",
-           "score", "group_of", "leave_one_out"]
+           "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose",
+           "with_selector", "score", "group_of", "leave_one_out"]
