@@ -5,6 +5,8 @@ budget, the in-process fallback without Dask, the store refusing duplicates and 
 What a GPU measures is the device's to show (scripts/gpu-check)."""
 import json
 import sys
+import time
+from dataclasses import replace
 
 import pytest
 from conftest import run_cli
@@ -149,6 +151,17 @@ def test_measure_task_returns_storable_rows_and_failures_as_data(make, monkeypat
     out = measure_task(task)  # the legacy algorithms measured (find_ex) and the legacy heuristic's ranking
     legacy = [r for r in out["rows"] if r["candidate_kind"] == "legacy"]
     assert len(out["rows"]) == 5 + 2 * n_legacy and {r["stage"] for r in legacy} == {"find_ex", "heuristic"}
+
+    def slow_search(*a, **k):  # 50 ms in all, of which cuDNN's building (search_ms) 20 ms
+        time.sleep(0.05)
+        return replace(make.engine_result(), search_ms=20.0)
+
+    monkeypatch.setattr(engines, "find_engines", slow_search)
+    out = measure_task(task)
+    st = out["stages"]  # the steps are disjoint: building is not counted again in the timing
+    assert set(st) == {"engine_build", "engine_timing", "legacy_find_ex", "legacy_heuristic"}, st
+    assert st["engine_build"] == 0.02 and 0.03 <= st["engine_timing"] < 0.2, st
+    assert sum(st.values()) <= out["seconds"], (st, out["seconds"])
 
     def legacy_fails(*a, mode, **k):
         raise CudnnError("cudnnFindConvolutionForwardAlgorithmEx failed", "CUDNN_STATUS_BAD_PARAM", 2000)
