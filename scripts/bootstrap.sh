@@ -13,11 +13,7 @@ if ! "$PY" -c "import importlib.util as u, setuptools, sys; v = tuple(int(p) for
   echo "bootstrap: installing setuptools>=70.1 (the editable build uses this environment's)" >&2
   "$PY" -m pip install -q "setuptools>=70.1"
 fi
-# absent(NAME:PKG ...): the PKGs whose module NAME is not installed (one interpreter, nothing imported)
-absent() {
-  "$PY" -c 'import importlib.util as u, sys
-print(" ".join(a.split(":", 1)[-1] for a in sys.argv[1:] if u.find_spec(a.split(":", 1)[0]) is None))' "$@"
-}
+source scripts/optional.sh  # absent, install_optional
 missing=$(absent ninja pytest hypothesis numpy pandas matplotlib)
 if [ -n "$missing" ]; then
   echo "bootstrap: installing$missing" >&2
@@ -31,17 +27,9 @@ if ! "$PY" -c "import torchvision" 2>/dev/null; then
 fi
 # Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
 # (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
-# installed where a registry answers, in one pip call; where none does (the GPU machine), pip gives up once, at
-# once, instead of retrying for each package (warm device calls spent 17-25 s here with nothing to build)
-wanted=("distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" "xdist:pytest-xdist")
-optional=$(absent "${wanted[@]}")
-if [ -n "$optional" ]; then
-  read -ra names <<< "$optional"  # an array: "dask[distributed]" is never taken for a file pattern
-  "$PY" -m pip install -q --retries 0 --timeout 5 "${names[@]}" 2>/dev/null \
-    | grep -v "Running pip as the 'root' user" || true
-  optional=$(absent "${wanted[@]}")
-  [ -z "$optional" ] || echo "bootstrap: not installed (no package registry?): $optional; what needs them skips" >&2
-fi
+# installed where a registry answers, in one pip call; where none does (the GPU machine), pip gives up at once, and a
+# later run on the same machine does not ask again (scripts/optional.sh)
+install_optional "distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" "xdist:pytest-xdist"
 echo "bootstrap: optional packages checked after ${SECONDS}s" >&2
 # (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
 # hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)

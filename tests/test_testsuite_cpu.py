@@ -59,3 +59,36 @@ def test_gpu_alone_tests_overlap_no_other_gpu_test_under_workers(tmp_path):
     shared = [s for s in spans if s[0].startswith("shared")]
     assert not [(a[0], o[0]) for a in alone for o in spans if o is not a and overlap(a, o)]
     assert any(overlap(x, y) for i, x in enumerate(shared) for y in shared[i + 1:]), "the shared ones ran one by one"
+
+
+def test_optional_packages_no_registry_answered_are_not_asked_for_again_on_that_machine(tmp_path):
+    """scripts/optional.sh with a stand-in python whose pip always fails (no registry): the first run asks pip once
+    and marks the machine; the next run with the same packages missing skips pip and says why; another missing list,
+    or the mark removed, asks again; nothing missing clears the mark."""
+    root = os.path.dirname(HERE)
+    calls = tmp_path / "pip_calls.txt"
+    fake = tmp_path / "python"  # the real interpreter, except that `-m pip` logs its arguments and fails
+    fake.write_text(f'#!/usr/bin/env bash\nif [ "$1 $2" = "-m pip" ]; then echo "$*" >> {calls}; exit 1; fi\n'
+                    f'exec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    mark = tmp_path / "mark"
+
+    def run(*wanted):
+        script = f'set -euo pipefail; PY={fake}; source scripts/optional.sh; install_optional "$@"'
+        r = subprocess.run(["bash", "-c", script, "bash", *wanted], cwd=root, capture_output=True, text=True,
+                           env={**os.environ, "OPTIONAL_MARK": str(mark)}, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stderr, (calls.read_text().splitlines() if calls.exists() else [])
+
+    err, pip = run("no_such_module_a:pkg-a[x]", "json")  # json is there: only pkg-a is asked for
+    assert len(pip) == 1 and "pkg-a[x]" in pip[0] and "json" not in pip[0] and "--retries 0" in pip[0], pip
+    assert "no package registry?" in err and mark.read_text().split() == ["pkg-a[x]"]
+    err, pip = run("no_such_module_a:pkg-a[x]", "json")
+    assert len(pip) == 1 and "no registry answered before on this machine" in err, err
+    err, pip = run("no_such_module_a:pkg-a[x]", "no_such_module_b:pkg-b")  # another list: asked again
+    assert len(pip) == 2 and "pkg-a[x] pkg-b" in pip[1]
+    mark.unlink()
+    err, pip = run("no_such_module_a:pkg-a[x]", "no_such_module_b:pkg-b")
+    assert len(pip) == 3
+    err, pip = run("json")  # nothing missing: no pip, and the mark is cleared
+    assert len(pip) == 3 and not mark.exists() and err == ""
