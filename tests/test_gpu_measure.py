@@ -151,7 +151,7 @@ def test_a_row_reads_the_same_right_after_a_torch_profiler_session(monkeypatch, 
     """torch.profiler (kineto) leaves its CUPTI timestamp source registered after its session unless TEARDOWN_CUPTI=1,
     and that source counts TSC ticks, not nanoseconds; the kernel clock registers its own at each session (Note
     [whose timestamps] in csrc/clock/kernel_clock.cpp). The layer and row of the report: the first search right after a
-    profiler session agrees with the ones before within 5%."""
+    profiler session agrees with the ones before within 10%."""
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
@@ -175,7 +175,9 @@ def test_a_row_reads_the_same_right_after_a_torch_profiler_session(monkeypatch, 
     record_property("before_ms", " ".join(f"{b:.5f}" for b in before))
     record_property("after_ms", f"{after:.5f}")
     record_property("after_over_before", f"{after / ref:.3f}")
-    assert abs(after / ref - 1) < 0.05, (before, after)
+    # a wrong timestamp source reads TSC ticks as nanoseconds: off by the TSC's rate (2-3.5x); one ~5.5 us kernel's
+    # reading moves by a few percent between searches (1.008 and 1.048 on the H200 in two sessions)
+    assert abs(after / ref - 1) < 0.10, (before, after)
 
 
 @pytest.mark.parametrize("teardown", ["0", "1"])
