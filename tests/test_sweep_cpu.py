@@ -3,6 +3,7 @@ from the task, no GPU): every problem-direction stored once by the driver, a re-
 worker SIGKILLed mid-sweep costing only its task (run again elsewhere: nothing lost, nothing stored twice), the time
 budget, the in-process fallback without Dask, the store refusing duplicates and non-finite numbers, and the CLI.
 What a GPU measures is the device's to show (scripts/gpu-check)."""
+import hashlib
 import json
 import sys
 import time
@@ -77,6 +78,20 @@ def test_the_budget_stops_submitting_and_a_rerun_continues(corpus, tmp_path):
     assert r.stopped_by == "budget" and r.left > 0 and r.done + r.left == 48
     rest = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False, repeat_fraction=0)
     assert rest.skipped == r.done and rest.done == 48 - r.done and not rest.stopped_by
+
+
+def test_the_tasks_running_when_the_budget_ends_finish_and_are_stored(corpus, tmp_path):
+    # Note [the budget's end]: cancelling a running task threw its measurement away (the worker ran on)
+    started = tmp_path / "started"
+    started.mkdir()
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False, budget_s=0.5,
+              options={"seconds": 0.4, "started_dir": str(started)})
+    ran = {p.name for p in started.iterdir()}
+    with SweepStore(db) as s:
+        stored = {hashlib.sha1(k.encode()).hexdigest() for k in s.keys()}
+    assert r.stopped_by == "budget" and 0 < r.done < 48 and r.done + r.left == 48
+    assert ran == stored and len(stored) == r.done  # every task that started is kept, none cut off
 
 
 def test_without_dask_it_runs_in_process_and_says_how_to_get_more(corpus, tmp_path, monkeypatch):

@@ -253,7 +253,8 @@ def _add_corpus_parser(sub) -> None:
                    help="workers sharing each GPU: one builds its plans while another times (they take turns on "
                         "the GPU for all else; docs/sweep.md); default 1")
     w.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated directions")
-    w.add_argument("--budget-s", type=float, default=None, help="submit nothing new after this many seconds")
+    w.add_argument("--budget-s", type=float, default=None,
+                   help="after this many seconds start nothing new (the running tasks finish and are kept)")
     w.add_argument("--limit", type=int, default=None, metavar="N",
                    help="measure at most N problem-directions this run (the most used first)")
     w.add_argument("--allowed-failures", type=int, default=2, help="worker deaths one task may cause (default 2)")

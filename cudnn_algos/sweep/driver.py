@@ -15,6 +15,7 @@ from ..progress import Progress
 from .store import SweepStore
 from .tasks import dry_run_measure, measure_task, repeats_of, tasks_of
 
+DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks running then (Note [the budget's end])
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
            "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
 
@@ -86,7 +87,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
 
     measure: the task function (default measure_task; dry_run=True: dry_run_measure, no GPU). n_workers: local
     workers (default: the visible GPUs). scheduler: an existing Dask cluster's address instead. allowed_failures:
-    worker deaths one task may cause before it is stored as failed. budget_s: submit nothing new after it.
+    worker deaths one task may cause before it is stored as failed. budget_s: after it, what has not started is
+    cancelled and the tasks running then finish and are stored (Note [the budget's end]).
     repeat_fraction: the noise floor's sample (tasks.chosen_for_repeat): each of its problem-directions that an
     earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor).
     limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left.
@@ -186,7 +188,7 @@ def dask_key(i: int) -> str:
 
 
 def _collect(client, todo, fn, options, record, deadline) -> str:
-    from distributed import KilledWorker, as_completed
+    from distributed import as_completed
 
     by_key = {t["key"]: t for t in todo}
     futures = {client.submit(fn, t, options, key=dask_key(i), pure=False): t["key"]
@@ -194,20 +196,54 @@ def _collect(client, todo, fn, options, record, deadline) -> str:
     try:
         for fut in as_completed(list(futures)):
             task = by_key[futures[fut]]
-            try:
-                out = fut.result()
-            except KilledWorker as e:  # its worker died allowed-failures + 1 times
-                out = {"status": "failed", "reason": f"its worker died each time it ran it ({e})"}
-            except Exception as e:  # noqa: BLE001 (an exception the task function raised: stored with it)
-                out = {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
-            record(task, out)
+            record(task, _outcome(fut))
             if deadline is not None and time.perf_counter() > deadline:
-                client.cancel([f for f in futures if not f.done()])
+                _drain(client, futures, by_key, record)
                 return "budget"
     except KeyboardInterrupt:
         client.cancel(list(futures))
         return "ctrl-c"
     return ""
+
+
+def _outcome(fut) -> dict[str, Any]:
+    """A finished future's result as the store keeps it: a task that raised, or whose workers all died, is failed
+    with the reason."""
+    from distributed import KilledWorker
+
+    try:
+        return fut.result()
+    except KilledWorker as e:  # its worker died allowed-failures + 1 times
+        return {"status": "failed", "reason": f"its worker died each time it ran it ({e})"}
+    except Exception as e:  # noqa: BLE001 (an exception the task function raised: stored with it)
+        return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _drain(client, futures, by_key, record, grace_s: float = DRAIN_S) -> None:
+    """Note [the budget's end]: when the budget is spent, the tasks not started are cancelled and the ones running
+    on a worker (at most one per worker) finish and are stored, waiting up to `grace_s` for them. Cancelling a
+    running task does not stop it: its measurement was thrown away, and closing the cluster under a busy worker
+    left its heartbeat failing against the closed scheduler (an ERROR with a traceback at the end of a sweep that
+    stopped as planned)."""
+    from distributed import as_completed
+
+    try:
+        running = {k for keys in client.run(_executing, wait=True).values() for k in keys}
+    except Exception:  # noqa: BLE001 (a worker that cannot say: cancel everything, as before)
+        running = set()
+    pending = [f for f in futures if not f.done()]
+    keep = [f for f in pending if f.key in running]
+    client.cancel([f for f in pending if f.key not in running])
+    try:
+        for fut in as_completed(keep, timeout=grace_s):
+            record(by_key[futures[fut]], _outcome(fut))
+    except TimeoutError:
+        client.cancel([f for f in keep if not f.done()])
+
+
+def _executing(dask_worker) -> list[str]:
+    """On a worker (client.run): the keys of the tasks it is running now."""
+    return [ts.key for ts in dask_worker.state.executing]
 
 
 def _in_process(todo, fn, options, record, deadline) -> str:

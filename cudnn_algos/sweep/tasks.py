@@ -143,7 +143,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
 
 def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rows made from the task alone (no GPU, no torch): a cluster check. With $CUDNN_ALGOS_SWEEP_DIE_ONCE naming a
-    file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would."""
+    file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would.
+    options["seconds"]: how long it takes; options["started_dir"]: a folder where each task, as it starts, leaves
+    a file named by its key's SHA-1 (which tasks ran, stored or not)."""
     die = os.environ.get(DIE_ONCE_ENV)
     if die:
         try:
@@ -153,6 +155,8 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
         else:
             os.kill(os.getpid(), signal.SIGKILL)
     opts = options or {}
+    if opts.get("started_dir"):
+        open(os.path.join(opts["started_dir"], hashlib.sha1(task["key"].encode()).hexdigest()), "w").close()
     delay = float(opts.get("seconds", 0.0))
     turn = GpuTurn(directory=opts.get("turn_dir")) if opts.get("share_gpu") else None
     with turn or nullcontext():  # with share_gpu, the sleep stands for a task's GPU work: its turn's times say when
