@@ -5,7 +5,23 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
 
-if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+# one interpreter asks what is there (each import costs seconds on a fresh machine): "torch" a CUDA build of torch,
+# "ext" cudnn_algos._C imports beside it, "torchvision" it imports; each word printed as soon as it is known, so a
+# crash on a later import keeps the earlier answers
+have=" $("$PY" -c 'import sys
+def say(w): print(w, end=" ", flush=True)
+try:
+    import torch
+    if torch.version.cuda: say("torch")
+    import cudnn_algos._C  # noqa: F401
+    say("ext")
+except Exception: pass
+try:
+    import torchvision  # noqa: F401
+    say("torchvision")
+except Exception: pass' 2>/dev/null || true) "
+if [[ "$have" != *" torch "* ]]; then
+  have=" "  # what else it said was said beside another torch
   echo "bootstrap: installing torch==2.14.1 (a CUDA 13 build)" >&2
   "$PY" -m pip install -q torch==2.14.1
 fi
@@ -21,7 +37,7 @@ if [ -n "$missing" ]; then
 fi
 # torchvision for the corpus's families (the CPU tests of cudnn_algos.corpus): the build matching this torch, or none
 # (those tests then skip, saying so) — a torchvision built for another torch is removed again, never kept
-if ! "$PY" -c "import torchvision" 2>/dev/null; then
+if [[ "$have" != *" torchvision "* ]]; then
   "$PY" -m pip install -q --no-deps torchvision 2>/dev/null | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
 fi
@@ -37,7 +53,7 @@ sources_hash=$(find csrc cudnn_algos/_build.py setup.py -type f -print0 | LC_ALL
 stamp=build/bootstrap-sources.sha1
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash $so" ] \
-   || ! "$PY" -c "import torch, cudnn_algos._C" 2>/dev/null; then  # (the extension needs torch's libraries loaded)
+   || [[ "$have" != *" ext "* ]]; then
   echo "bootstrap: building cudnn_algos._C" >&2
   rm -f cudnn_algos/_C*.so "$stamp"  # a failed build must not leave the previous one to be imported as if it were new
   "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "Running pip as the 'root' user" || true
