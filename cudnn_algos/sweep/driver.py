@@ -228,8 +228,8 @@ def _drain(client, futures, by_key, record, grace_s: float = DRAIN_S) -> None:
     from distributed import as_completed
 
     try:
-        running = {k for keys in client.run(_executing, wait=True).values() for k in keys}
-    except Exception:  # noqa: BLE001 (a worker that cannot say: cancel everything, as before)
+        running = {k for keys in client.run(_executing, on_error="ignore").values() for k in keys}
+    except Exception:  # noqa: BLE001 (when the workers cannot be asked, everything is cancelled, as before)
         running = set()
     pending = [f for f in futures if not f.done()]
     keep = [f for f in pending if f.key in running]
