@@ -8,8 +8,7 @@ PY=${PYTHON:-python3}
 # one interpreter asks what is there (each import costs seconds on a fresh machine): "torch" a CUDA build of torch,
 # "ext" cudnn_algos._C imports beside it, "torchvision" it imports; each word printed as soon as it is known, so a
 # crash on a later import keeps the earlier answers
-have=" $("$PY" -c 'import sys
-def say(w): print(w, end=" ", flush=True)
+have=" $("$PY" -c 'def say(w): print(w, end=" ", flush=True)
 try:
     import torch
     if torch.version.cuda: say("torch")
