@@ -283,7 +283,12 @@ def _sub(args: list[str], timeout: float) -> dict:
     return run_worker(__file__, args, timeout)
 
 
-def plot(results: dict, path: str) -> None:
+def plot(results: dict, path: str) -> bool:
+    """The modes' cumulative step times, written to `path`; False (nothing written) when no mode has steps (a
+    run of the paired measurement alone)."""
+    drawn = [m for m in MODES + UNSEEN_MODES + (KEPT,) if "step_s" in results.get(m, {})]
+    if not drawn:
+        return False
     import matplotlib
 
     matplotlib.use("Agg")
@@ -294,16 +299,15 @@ def plot(results: dict, path: str) -> None:
               "predict": "apply(unseen='predict'), no tuning",
               "measure_top_k": "apply(unseen='measure_top_k'), no tuning",
               KEPT: "apply() of what measure_top_k kept, next process"}
-    for mode in MODES + UNSEEN_MODES + (KEPT,):
-        r = results.get(mode, {})
-        if "step_s" in r:
-            ax.plot(list(itertools.accumulate(r["step_s"])), label=labels[mode])
+    for mode in drawn:
+        ax.plot(list(itertools.accumulate(results[mode]["step_s"])), label=labels[mode])
     ax.set_xlabel("training step (shapes cycled)")
     ax.set_ylabel("cumulative time (s)")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    return True
 
 
 def main(argv=None) -> int:
@@ -364,8 +368,8 @@ def main(argv=None) -> int:
             results.setdefault(flag, []).append(_sub(["--worker", flag, *common, *sel, *paired_args], 900))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
-    if a.plot:
-        plot(results, a.plot)
+    if a.plot and not plot(results, a.plot):
+        print(f"--plot {a.plot}: no mode ran training steps (only the paired measurement); nothing drawn")
     n = len(shapes(a.batches, a.sizes))
     print(f"varying shapes: {MODELS[a.model]} {a.config}, {n} shapes (batch {a.batches} x size {a.sizes}), "
           f"{a.cycles} cycles, fresh "

@@ -22,8 +22,11 @@ def test_varying_shapes_cycle_and_figure(tmp_path):
     assert vs.shapes("16,32,48,64", "192,224") == [(16, 192), (16, 224), (32, 192), (32, 224), (48, 192),
                                                    (48, 224), (64, 192), (64, 224)]
     fake = {"off": {"step_s": [0.1] * 16}, "on": {"step_s": [3.0] + [0.2] * 15}, "apply": {"error": "x"}}
-    vs.plot(fake, str(tmp_path / "v.png"))
+    assert vs.plot(fake, str(tmp_path / "v.png"))
     assert (tmp_path / "v.png").stat().st_size > 1000
+    # the paired measurement alone (--modes=): no steps to draw, no empty figure
+    assert not vs.plot({"paired_off": [{"ratio": 1.0}], "apply": {"error": "x"}}, str(tmp_path / "w.png"))
+    assert not (tmp_path / "w.png").exists()
 
 
 def test_profiles_job_parsing():
