@@ -100,6 +100,26 @@ class Corpus(Saved):
     def __str__(self) -> str:
         return "\n".join(self.summary_lines())
 
+    def at_batches(self, batches: Sequence[int]) -> "Corpus":
+        """The same layers at other batch sizes, no discovery: a convolution's input shape changes only in N, so
+        each distinct (layer, input shape less N, dtype, layout) of this corpus becomes one problem per batch size,
+        in this corpus's order (first seen), with its sources (merged where the corpus had it at several batch
+        sizes). A sweep of the result runs the same task list in the same order wherever it is made."""
+        from .problem import check_int
+
+        if not batches:
+            raise ValueError("batches=() must name at least one batch size")
+        for b in batches:
+            check_int("batches", b, 1)
+        base: dict[tuple, list[Source]] = {}
+        for p in self.problems:
+            src = base.setdefault((p.spec, p.input_shape[1:], p.dtype, p.memory_format), [])
+            src += [s for s in p.sources if s not in src]
+        problems = tuple(CorpusProblem(spec, (b, *rest), dtype, fmt, tuple(src))
+                         for b in dict.fromkeys(batches) for (spec, rest, dtype, fmt), src in base.items())
+        return Corpus(problems=problems, models=dict(self.models), missing=dict(self.missing),
+                      batches=tuple(dict.fromkeys(batches)), configs=self.configs, seconds=0.0)
+
 
 # ================================================================================================ the families
 def _tv(name: str, **kw) -> Callable[[], Any]:

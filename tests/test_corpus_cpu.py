@@ -76,6 +76,36 @@ def test_cli_corpus(tmp_path):
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
 
 
+def test_a_corpus_at_other_batch_sizes_is_the_discovered_one_without_discovery(tmp_path):
+    """Corpus.at_batches: the same layers at other batch sizes are what discovery at those sizes finds (the
+    same problems, sources and uses), in the corpus's order; the CLI's --from does it from a file."""
+    one = build_corpus(["decoders"], batches=(1,), configs=("fp16-nhwc", "fp32"), progress=False)
+    found = build_corpus(["decoders"], batches=(8, 32), configs=("fp16-nhwc", "fp32"), progress=False)
+    made = one.at_batches((8, 32))
+    assert {p.key: p.sources for p in made.problems} == {p.key: p.sources for p in found.problems}
+    assert made.batches == (8, 32) and made.models == one.models and made.configs == one.configs
+    assert [p.key for p in made.problems if p.input_shape[0] == 8] == [
+        (p.spec, (8, *p.input_shape[1:]), p.dtype, p.memory_format) for p in one.problems]  # in its order
+    # a corpus at several sizes gives each layer once per size asked, its sources once
+    again = found.at_batches((128,))
+    assert len(again.problems) == len(one.problems) and {p.input_shape[0] for p in again.problems} == {128}
+    assert [p.sources for p in again.problems] == [p.sources for p in one.problems]
+    with pytest.raises(ValueError, match="batches=0 must be >= 1"):
+        one.at_batches((0,))
+    with pytest.raises(ValueError, match="at least one batch size"):
+        one.at_batches(())
+    one.to_json(str(tmp_path / "one.json"))
+    r = run_cli("corpus", "--from", tmp_path / "one.json", "--batches", "8,32", "--json", tmp_path / "b.json")
+    assert r.returncode == 0 and "batches 8,32" in r.stdout, r.stdout + r.stderr
+    assert Corpus.load(str(tmp_path / "b.json")) == made
+    for args, says in ((("--configs", "fp32"), "--configs with --from"),
+                       (("--batches", "0"), "--batches=0 must be >= 1")):
+        r = run_cli("corpus", "--from", tmp_path / "one.json", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    r = run_cli("corpus", "--from", tmp_path / "nothing.json")
+    assert r.returncode == 2 and "nothing.json" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_torchaudio_family_reaches_the_conformers_depthwise_convolutions():
     """torchaudio (where installed; the GPU machine has it): wav2vec2's feature extractor and the Conformer both
     discovered on the meta device — the Conformer's depthwise 1-d convolution (kernel 31, one group per channel) is

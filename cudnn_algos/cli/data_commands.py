@@ -12,19 +12,34 @@ _CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "-
 
 
 def cmd_corpus(a: argparse.Namespace) -> int:
-    from ..corpus import build_corpus
+    from ..corpus import BATCHES, CONFIGS, Corpus, build_corpus
 
-    check_outputs({}, {"--json": a.json})
+    check_outputs({"--from": a.source} if a.source else {}, {"--json": a.json})
     split = (lambda v: None if v is None else [x for x in v.split(",") if x])  # noqa: E731
     try:
-        batches = [int(b) for b in split(a.batches)]
+        batches = list(BATCHES) if a.batches is None else [int(b) for b in split(a.batches)]
     except ValueError:
         raise UsageError(f"--batches {a.batches!r} must be comma-separated ints, e.g. 1,8,32,128") from None
-    try:
-        corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs), models=split(a.models),
-                              progress=not a.no_progress)
-    except (ValueError, TypeError) as e:
-        raise UsageError(as_flags(str(e), _CORPUS_FLAGS)) from None
+    if a.source:
+        given = [f for f, v in (("--families", a.families), ("--models", a.models), ("--configs", a.configs)) if v]
+        if given:
+            raise UsageError(f"{', '.join(given)} with --from {a.source}: the corpus file's are used")
+        try:
+            source = Corpus.load(a.source)
+        except FileNotFoundError:
+            raise FileError(f"{a.source}: no such file") from None
+        except ValueError as e:
+            raise FileError(f"{a.source}: {e}") from None
+        try:
+            corpus = source.at_batches(batches)
+        except (ValueError, TypeError) as e:
+            raise UsageError(as_flags(str(e), _CORPUS_FLAGS)) from None
+    else:
+        try:
+            corpus = build_corpus(split(a.families), batches=batches, configs=split(a.configs or ','.join(CONFIGS)),
+                                  models=split(a.models), progress=not a.no_progress)
+        except (ValueError, TypeError) as e:
+            raise UsageError(as_flags(str(e), _CORPUS_FLAGS)) from None
     print(corpus)
     if a.json:
         corpus.to_json(a.json)

@@ -235,9 +235,12 @@ def _add_corpus_parser(sub) -> None:
                                    "distinct problems per family and how families share them.")
     c.add_argument("--families", default=None, help=f"comma-separated (default: all): {', '.join(FAMILIES)}")
     c.add_argument("--models", default=None, help="comma-separated model names: only these (e.g. resnet50,unet)")
-    c.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes")
-    c.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated: {', '.join(CONFIGS)}")
+    c.add_argument("--batches", default=None, help=f"comma-separated batch sizes (default: {','.join(map(str, BATCHES))})")
+    c.add_argument("--configs", default=None, help=f"comma-separated (default: all): {', '.join(CONFIGS)}")
     c.add_argument("--json", metavar="PATH", help="write the corpus (gzip for .gz) for a sweep")
+    c.add_argument("--from", dest="source", metavar="CORPUS",
+                   help="no discovery: the layers of a corpus file at --batches (e.g. data/corpora/...batch1... at "
+                        "32); --families, --models and --configs are the file's")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     w = sub.add_parser("sweep", help="measure a corpus's problem-directions across GPUs (Dask) into a store",
                        description="Measures every problem-direction of a corpus (cudnn-algos corpus --json) that the "
