@@ -212,7 +212,9 @@ def test_cli_selector(tmp_path):
     assert r.returncode == 0 and model.stat().st_size > 0, r.stderr
     r = run_cli("selector", "show", model)
     assert r.returncode == 0 and "10 problem-directions" in r.stdout and "a, b" in r.stdout, r.stderr
-    assert "regression trees" in r.stdout
+    assert "regression trees" in r.stdout and "neighbour evidence: " in r.stdout and "the 5 nearest" in r.stdout
+    r = run_cli("selector", "eval", store, "--evidence", "-1")
+    assert r.returncode == 2 and "--evidence -1 must be >= 0" in r.stderr, r.stderr
     r = run_cli("selector", "train", store, "--out", model, "--objective", "rank")
     assert r.returncode == 0 and "rank trees" in run_cli("selector", "show", model).stdout, r.stderr
     fig = tmp_path / "cdf.png"
@@ -228,6 +230,8 @@ def test_cli_selector(tmp_path):
     assert "known configurations: 1 in 1 problem class" in run_cli("selector", "show", model).stdout
     r = run_cli("selector", "train", store, "--out", model, "--known", "0")
     assert r.returncode == 0 and "known configurations: 0" in run_cli("selector", "show", model).stdout, r.stderr
+    r = run_cli("selector", "train", store, "--out", model, "--evidence", "0")
+    assert r.returncode == 0 and "neighbour evidence: none" in run_cli("selector", "show", model).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch")  # the held-out groups are the batch sizes
     groups = [ln.split()[0] for ln in r.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
     assert r.returncode == 0 and "held-out batch" in r.stdout and groups == ["8", "16", "all"], r.stdout + r.stderr
@@ -324,3 +328,49 @@ def test_neighbour_distances_and_repeated_candidates_give_the_direct_answers():
     sel._memo.clear()
     fresh = sel.predict(prob, cands[::-1])[::-1]
     assert first == pytest.approx(fresh, abs=1e-12) and sel.predict(prob, cands) == pytest.approx(first, abs=1e-12)
+
+
+def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_measured():
+    """Note [neighbour evidence] on a hand-made set: a configuration's evidence is the mean over the K nearest
+    training problems of the same class that timed it, the nearest one's value and distance; absent where none of
+    the class timed it; a problem's own entry left out when asked (training rows)."""
+    from cudnn_algos.selector.model import EVIDENCE_ABSENT, Evidence
+
+    points = np.array([[0.0], [1.0], [2.0], [3.0], [10.0]])
+    entries = [[("1", 0.0), ("2", 0.5)], [("1", 0.2)], [("1", 0.4), ("2", 0.0)], [("1", 0.3)], [("3", 0.1)]]
+    ev = Evidence.of(entries, klass=[0, 0, 0, 0, 1], k=2)
+    got = ev.features(np.array([0.9]), 0, ["1", "2", "3", "9"], points)
+    assert got[0] == pytest.approx([(0.2 + 0.0) / 2, 0.2, 0.1])  # problems 1 (0.1 away) and 0 (0.9 away)
+    assert got[1] == pytest.approx([(0.5 + 0.0) / 2, 0.5, 0.9])  # problems 0 and 2 timed it
+    assert list(got[2]) == list(EVIDENCE_ABSENT) and list(got[3]) == list(EVIDENCE_ABSENT)  # "3": another class
+    mine = ev.features(np.array([1.0]), 0, ["1"], points, exclude=1)
+    assert mine[0] == pytest.approx([(0.0 + 0.4) / 2, 0.0, 1.0])  # itself left out: problems 0 and 2
+    assert ev.features(np.array([10.0]), 1, ["3"], points)[0] == pytest.approx([0.1, 0.1, 0.0])
+
+
+def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tmp_path):
+    """Trained with evidence, the file (format 3) holds it as plain arrays and predicts the same after loading;
+    evidence_k=0 trains without it; the shipped file (format 2, no evidence) loads and predicts."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.selector.model import EVIDENCE_FEATURES, FORMAT
+    from cudnn_algos.selector.train import engine_candidates, train
+
+    problems = real_sample()
+    sel = train(problems, family="sm_90 cudnn 9.19", params={"n_estimators": 40, "max_depth": 4})
+    assert FORMAT == 3 and sel.evidence is not None and len(sel.evidence.klass) == 17
+    sel.save(tmp_path / "s.npz")
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
+        assert all(z[k].dtype != object for k in z.files) and "ev_value" in z.files
+    back = Selector.load(tmp_path / "s.npz")
+    _, rows = problems[3]
+    feats, cands = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+    np.testing.assert_allclose(back.predict(feats, cands), sel.predict(feats, cands))
+    x = sel.rows(feats, cands)
+    assert x.shape[1] == len(feats) + len(sel.vocabulary.names) + len(EVIDENCE_FEATURES)
+    assert (x[:, -1] == 0).any()  # a training problem's own evidence is at distance 0 unless it is left out
+    assert not (sel.rows(feats, cands, exclude=3)[:, -1] == 0).all()
+    plain = train(problems, params={"n_estimators": 10, "max_depth": 3}, evidence_k=0)
+    assert plain.evidence is None and plain.rows(feats, cands).shape[1] == len(feats) + len(plain.vocabulary.names)
+    shipped = Selector.shipped("sm_90 cudnn 9.19")
+    assert shipped.evidence is None and len(shipped.predict(feats, cands)) == len(cands)

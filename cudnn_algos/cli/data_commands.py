@@ -265,6 +265,11 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise UsageError("selector train needs --out PATH (the model file, .npz)")
     if a.plot and a.action != "eval":
         raise UsageError(f"--plot {a.plot}: only selector eval draws (the held-out regret CDF)")
+    if a.evidence is not None and a.evidence < 0:
+        raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
+    from ..selector.model import EVIDENCE_K
+
+    evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
     check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
     if a.action == "show":
         if not os.path.isfile(a.file):
@@ -286,7 +291,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
             if a.known is not None and a.known < 0:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
-                        known_cap=KNOWN_CAP if a.known is None else a.known)
+                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -295,12 +300,13 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.model:
         return _selector_score(a.model, problems, a.by, a.plot)
-    rs = leave_one_out(problems, by=a.by, objective=a.objective)
+    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
-    print(f"leave one {a.by} out ({a.objective} trees): regret against the measured best (pick / best - 1, %) of "
-          "the held-out problems")
+    seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
+    print(f"leave one {a.by} out ({a.objective} trees, {seen}): regret against the measured best\n"
+          "(pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
@@ -406,4 +412,8 @@ def _selector_show(path: str) -> int:
     n = sum(len(v) for v in sel.known.values())
     print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
           "(Note [known configurations])")
+    ev = sel.evidence
+    print("neighbour evidence: none (trained without it)" if ev is None else
+          f"neighbour evidence: {len(ev.value)} timed configurations of {len(ev.configs)} kinds, the {ev.k} nearest "
+          "(Note [neighbour evidence])")
     return EXIT_OK

@@ -235,7 +235,8 @@ def _add_corpus_parser(sub) -> None:
                                    "distinct problems per family and how families share them.")
     c.add_argument("--families", default=None, help=f"comma-separated (default: all): {', '.join(FAMILIES)}")
     c.add_argument("--models", default=None, help="comma-separated model names: only these (e.g. resnet50,unet)")
-    c.add_argument("--batches", default=None, help=f"comma-separated batch sizes (default: {','.join(map(str, BATCHES))})")
+    c.add_argument("--batches", default=None,
+                   help=f"comma-separated batch sizes (default: {','.join(map(str, BATCHES))})")
     c.add_argument("--configs", default=None, help=f"comma-separated (default: all): {', '.join(CONFIGS)}")
     c.add_argument("--json", metavar="PATH", help="write the corpus (gzip for .gz) for a sweep")
     c.add_argument("--from", dest="source", metavar="CORPUS",
@@ -328,6 +329,9 @@ def _add_data_parsers(sub) -> None:
     se.add_argument("--known", type=int, default=None, metavar="N",
                     help="train: keep at most N known configurations per problem class, ranked beside the lists' "
                          "by apply(unseen=...) (default 64; 0: none)")
+    se.add_argument("--evidence", type=int, default=None, metavar="K",
+                    help="train/eval: the trees also see what each candidate measured on the K nearest training "
+                         "problems of its class (default 5; 0: not; Note [neighbour evidence])")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -17,8 +17,17 @@ import numpy as np
 
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 
-FORMAT = 2  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features
+FORMAT = 3  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence
+READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
+EVIDENCE_K = 5  # Note [neighbour evidence]: how many of the nearest training problems that timed a configuration
+EVIDENCE_FEATURES = ("evidence_mean", "evidence_first", "evidence_distance")
+EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the class timed (above the targets' cap)
+# the problem features that make its evidence class: only training problems of the same direction, transposition,
+# dtype and layout are a configuration's evidence (an engine's time means nothing across them)
+EVIDENCE_CLASS = ("transposed", "float16", "bfloat16", "float32", "channels_last", "forward", "backward_data",
+                  "backward_filter")
+_CLASS_AT = [PROBLEM_FEATURES.index(n) for n in EVIDENCE_CLASS]
 SHIPPED = Path(__file__).parent / "models"  # the trained selectors the package ships, one file per family
 
 
@@ -119,6 +128,100 @@ class Neighbours:
         return None
 
 
+def config_key(engine_id: int, knobs: dict[str, int]) -> str:
+    """A configuration as Evidence keys it: "67" or "67,SPLIT_K_SLC=1,TILE=3" (knobs by name, sorted)."""
+    return ",".join([str(int(engine_id))] + [f"{k}={int(v)}" for k, v in sorted(knobs.items())])
+
+
+def evidence_class(problem: Sequence[float]) -> int:
+    """A problem's evidence class (EVIDENCE_CLASS's flags of its features, as bits)."""
+    return sum(1 << i for i, at in enumerate(_CLASS_AT) if problem[at] > 0.5)
+
+
+@dataclass(frozen=True, eq=False)
+class Evidence:
+    """Note [neighbour evidence]: what each configuration achieved on the training problems — log2(its time / that
+    problem's fastest), capped as the trees' targets are — as sparse entries (training problem = Neighbours' row,
+    configuration, value). For a problem and a candidate, three features: the mean over the EVIDENCE_K nearest
+    training problems of its evidence class that timed the candidate, the nearest one's value, and that one's
+    distance (the Neighbours' metric); EVIDENCE_ABSENT where none did. The trees learn how far such evidence
+    carries, which their own splits on problem features could not say for a layer unlike any they were trained
+    on: held out by family, RegNet's grouped layers were ranked by cuDNN's order until the trees saw what the same
+    configurations did on the nearest grouped layers of other families (docs/selector.md)."""
+
+    configs: tuple[str, ...]  # config_key per configuration index
+    problem: np.ndarray  # int32 per entry: the training problem (a row of Neighbours.features)
+    config: np.ndarray  # int32 per entry: index into configs
+    value: np.ndarray  # float32 per entry
+    klass: np.ndarray  # int32 per training problem: its evidence_class
+    k: int = EVIDENCE_K
+
+    def features(self, z: np.ndarray, cls: int, keys: Sequence[str], points: np.ndarray,
+                 exclude: int | None = None) -> np.ndarray:
+        """EVIDENCE_FEATURES of each configuration of `keys` (config_key) for the problem at standardized features
+        `z` of evidence class `cls`; `points`: the training problems' standardized features; `exclude`: a training
+        problem not to count (the problem itself, when the training rows are made)."""
+        out = np.tile(np.array(EVIDENCE_ABSENT, dtype=np.float64), (len(keys), 1))
+        members, local, table = self._class(cls)
+        if not len(members) or not len(keys):
+            return out
+        d = np.sqrt(np.maximum(((points[members] - z) ** 2).sum(axis=1), 0.0))
+        order = np.argsort(d, kind="stable")
+        if exclude is not None:
+            order = order[members[order] != exclude]
+        index = self._index
+        cols = np.array([local[index[k]] if k in index else -1 for k in keys], dtype=np.int64)
+        have = cols >= 0
+        if not have.any() or not len(order):
+            return out
+        sub = table[np.ix_(order, cols[have])]  # nearest first, one column per candidate
+        ok = ~np.isnan(sub)
+        take = ok & (np.cumsum(ok, axis=0) <= self.k)
+        n = take.sum(axis=0)
+        first = ok.argmax(axis=0)
+        got = np.column_stack([np.where(take, sub, 0.0).sum(axis=0) / np.maximum(n, 1),
+                               sub[first, np.arange(sub.shape[1])], d[order][first]])
+        got[n == 0] = EVIDENCE_ABSENT
+        out[have] = got
+        return out
+
+    @functools.cached_property
+    def _index(self) -> dict[str, int]:
+        return {k: i for i, k in enumerate(self.configs)}
+
+    def _class(self, cls: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The class's training problems, each configuration's column in its table (-1: never timed there), and
+        the table (members x columns, NaN where a member did not time it), made on first use."""
+        memo = self._tables
+        if cls not in memo:
+            members = np.nonzero(self.klass == cls)[0]
+            pos = np.full(len(self.klass), -1, dtype=np.int64)
+            pos[members] = np.arange(len(members))
+            mine = pos[self.problem] >= 0
+            used = np.unique(self.config[mine])
+            local = np.full(len(self.configs), -1, dtype=np.int64)
+            local[used] = np.arange(len(used))
+            table = np.full((len(members), len(used)), np.nan, dtype=np.float32)
+            table[pos[self.problem[mine]], local[self.config[mine]]] = self.value[mine]
+            memo[cls] = (members, local, table)
+        return memo[cls]
+
+    @functools.cached_property
+    def _tables(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return {}
+
+    @classmethod
+    def of(cls, entries: Sequence[Sequence[tuple[str, float]]], klass: Sequence[int], k: int = EVIDENCE_K
+           ) -> "Evidence":
+        """From each training problem's (config_key, value) pairs, in Neighbours' row order."""
+        configs = sorted({key for es in entries for key, _ in es})
+        index = {c: i for i, c in enumerate(configs)}
+        problem = np.array([i for i, es in enumerate(entries) for _ in es], dtype=np.int32)
+        config = np.array([index[key] for es in entries for key, _ in es], dtype=np.int32)
+        value = np.array([v for es in entries for _, v in es], dtype=np.float32)
+        return cls(tuple(configs), problem, config, value, np.asarray(klass, dtype=np.int32), int(k))
+
+
 def problem_class(direction: str, dtype: str, memory_format: str) -> str:
     """The key of Selector.known: "forward float16 channels_last"."""
     return f"{direction} {dtype} {memory_format}"
@@ -157,6 +260,7 @@ class Selector:
     # They join the lists' candidates and never replace them: where the lists offer nothing torch would accept,
     # nothing is added (ranking.with_known).
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
+    evidence: Evidence | None = None  # Note [neighbour evidence]; None: trees trained without it (format 2)
 
     def known_for(self, direction: str, dtype: str, memory_format: str, deterministic: bool = False,
                   allow_tf32: bool = True) -> tuple[str, ...]:
@@ -174,10 +278,22 @@ class Selector:
         position}) (features.RANKED_LISTS; absent: not in that list)."""
         if not len(candidates):
             return np.zeros(0)
-        x = np.empty((len(candidates), len(problem) + len(self.vocabulary.names)))
+        return self.trees.predict(self.rows(problem, candidates))
+
+    def rows(self, problem: Sequence[float], candidates: Sequence[tuple], exclude: int | None = None
+             ) -> np.ndarray:
+        """The trees' input for each candidate: the problem's features, the candidate's encoding (vocabulary) and,
+        with evidence, EVIDENCE_FEATURES (`exclude`: a training problem not to count, Evidence.features)."""
+        width = len(self.vocabulary.names) + (len(EVIDENCE_FEATURES) if self.evidence is not None else 0)
+        x = np.empty((len(candidates), len(problem) + width))
         x[:, :len(problem)] = problem
-        x[:, len(problem):] = [self._encoded(c) for c in candidates]
-        return self.trees.predict(x)
+        x[:, len(problem):len(problem) + len(self.vocabulary.names)] = [self._encoded(c) for c in candidates]
+        if self.evidence is not None:
+            nb = self.neighbours
+            z = (np.asarray(problem, dtype=np.float64) - nb.mean) / nb.scale
+            x[:, len(problem) + len(self.vocabulary.names):] = self.evidence.features(
+                z, evidence_class(problem), [config_key(c[0], c[1]) for c in candidates], nb.features, exclude)
+        return x
 
     def _encoded(self, c: tuple) -> list[float]:
         """vocabulary.encode of candidate `c`, remembered (the same configurations come back problem after
@@ -263,10 +379,14 @@ class Selector:
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
                   "reach": self.reach, "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
-        t, nb = self.trees, self.neighbours
+        t, nb, ev = self.trees, self.neighbours, self.evidence
+        more = {}
+        if ev is not None:
+            header.update(evidence_configs=list(ev.configs), evidence_k=ev.k)
+            more = dict(ev_problem=ev.problem, ev_config=ev.config, ev_value=ev.value, ev_class=ev.klass)
         np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
                             feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
-                            offset=t.offset, nb_features=nb.features, nb_mean=nb.mean, nb_scale=nb.scale)
+                            offset=t.offset, nb_features=nb.features, nb_mean=nb.mean, nb_scale=nb.scale, **more)
 
     @classmethod
     def load(cls, path: str | os.PathLike | io.BytesIO) -> "Selector":
@@ -277,16 +397,22 @@ class Selector:
                 h = json.loads(bytes(z["header"]).decode())
             except (KeyError, ValueError) as e:
                 raise ValueError(f"{path}: not a cudnn_algos selector ({e})") from None
-            if (h.get("format") != FORMAT or tuple(h.get("features", ())) != PROBLEM_FEATURES
+            if (h.get("format") not in READS or tuple(h.get("features", ())) != PROBLEM_FEATURES
                     or tuple(h.get("ranked_lists", ())) != RANKED_LISTS):
                 raise ValueError(f"{path}: a selector of format {h.get('format')} with other features; this version "
-                                 f"reads format {FORMAT}: train it again")
+                                 f"reads formats {', '.join(map(str, READS))}: train it again")
             trees = Trees(z["feature"], z["threshold"], z["left"], z["right"], z["value"], z["offset"],
                           float(h["base"]), float(h["rate"]))
             nb = Neighbours(z["nb_features"], tuple(h["best"]), z["nb_mean"], z["nb_scale"])
+            evidence = None
+            if "evidence_configs" in h:
+                evidence = Evidence(tuple(h["evidence_configs"]), z["ev_problem"], z["ev_config"], z["ev_value"],
+                                    z["ev_class"], int(h["evidence_k"]))
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
-                   float(h.get("reach", REACH)), known)
+                   float(h.get("reach", REACH)), known, evidence)
 
 
-__all__ = ["FORMAT", "REACH", "Trees", "Neighbours", "Selector", "heuristic_order", "problem_class"]
+__all__ = ["FORMAT", "READS", "REACH", "EVIDENCE_K", "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS",
+           "Trees", "Neighbours", "Evidence", "Selector", "config_key", "evidence_class", "heuristic_order",
+           "problem_class"]

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from .model import Neighbours, Selector, Trees, problem_class
+from .model import (EVIDENCE_K, Evidence, Neighbours, Selector, Trees, config_key, evidence_class,
+                    problem_class)
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 # the trees' target, log2(time / the problem's fastest), is capped here: how much slower than 2^0.5 = 1.41x the best a
@@ -100,13 +101,14 @@ def _check_objective(objective: str) -> None:
 
 
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
-          params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP
-          ) -> Selector:
+          params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
+          evidence_k: int = EVIDENCE_K) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
     LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS. `known_cap`: Selector.known's size per problem
-    class (known_configurations; 0: none)."""
+    class (known_configurations; 0: none). `evidence_k`: Note [neighbour evidence]'s K (0: no evidence features);
+    a training problem's own evidence leaves it out."""
     _check_objective(objective)
     try:
         from sklearn.ensemble import GradientBoostingRegressor
@@ -116,29 +118,34 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     if not ps:
         raise ValueError("no problem-direction with a timed engine configuration to train on")
     vocab = Vocabulary.of((c.engine_id, c.knobs) for *_, cands in ps for c in cands)
-    x, y, groups = [], [], []
-    for _, _, feats, cands in ps:
-        x += [feats + vocab.encode(*c.encoded) for c in cands]
-        groups.append([c.ms for c in cands])
-        y += targets(groups[-1])
-    if objective == "rank":
-        from .rank import RANK_PARAMS, fit
-
-        used = {**RANK_PARAMS, **(params or {})}
-        trees = fit(np.array(x), groups, used)
-    else:
-        used = {**TREE_PARAMS, **(params or {})}
-        trees = Trees.from_sklearn(GradientBoostingRegressor(**used).fit(np.array(x), np.array(y)))
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
     mean, scale = f.mean(axis=0), f.std(axis=0)
     scale[scale == 0] = 1.0
     nb = Neighbours((f - mean) / scale, tuple(min(c, key=lambda c: c.ms).name for *_, c in ps), mean, scale)
+    groups = [[c.ms for c in cands] for *_, cands in ps]
+    evidence = None
+    if evidence_k > 0:
+        evidence = Evidence.of([[(config_key(c.engine_id, c.knobs), v) for c, v in zip(cands, targets(ms))]
+                                for (*_, cands), ms in zip(ps, groups)], [evidence_class(v) for v in f], evidence_k)
+    rows_of = Selector(vocab, None, nb, family, evidence=evidence).rows  # the trees' input, before there are trees
+    x = np.concatenate([rows_of(feats, [c.encoded for c in cands], exclude=i)
+                        for i, (_, _, feats, cands) in enumerate(ps)])
+    y = [t for ms in groups for t in targets(ms)]
+    if objective == "rank":
+        from .rank import RANK_PARAMS, fit
+
+        used = {**RANK_PARAMS, **(params or {})}
+        trees = fit(x, groups, used)
+    else:
+        used = {**TREE_PARAMS, **(params or {})}
+        trees = Trees.from_sklearn(GradientBoostingRegressor(**used).fit(x, np.array(y)))
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
-            "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {})}
+            "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
+            "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
-    return Selector(vocab, trees, nb, family, info, known=known)
+    return Selector(vocab, trees, nb, family, info, known=known, evidence=evidence)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -235,7 +242,7 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
-                  objective: str = "regression") -> list[ProblemRegret]:
+                  objective: str = "regression", evidence_k: int = EVIDENCE_K) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
     left out."""
@@ -249,7 +256,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
-            sel = train(rest, params=params, objective=objective)
+            sel = train(rest, params=params, objective=objective, evidence_k=evidence_k)
         except ValueError:
             continue
         for k, rows in held:
