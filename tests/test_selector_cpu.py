@@ -374,3 +374,36 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
     assert plain.evidence is None and plain.rows(feats, cands).shape[1] == len(feats) + len(plain.vocabulary.names)
     shipped = Selector.shipped("sm_90 cudnn 9.19")
     assert shipped.evidence is None and len(shipped.predict(feats, cands)) == len(cands)
+
+
+def test_neighbour_evidence_scanning_the_nearest_first_answers_as_a_whole_scan(monkeypatch):
+    """Evidence.features scans the nearest HEAD training problems first and the whole class only for the
+    configurations that found fewer than K there: on random problems it answers what a direct reading does (the
+    K nearest that timed each configuration), whatever HEAD is."""
+    from cudnn_algos.selector.model import EVIDENCE_ABSENT, Evidence
+
+    rng = np.random.default_rng(5)
+    points = rng.normal(size=(300, 4))
+    entries = [[(str(c), float(rng.uniform(0, 0.5))) for c in range(12) if rng.uniform() < (0.9 if c < 6 else 0.03)]
+               for _ in range(300)]
+    klass = rng.integers(0, 2, size=300)
+    ev = Evidence.of(entries, klass=klass, k=5)
+    keys = [str(c) for c in range(12)] + ["none"]
+
+    def direct(z, cls, exclude=None):
+        d = np.sqrt(((points - z) ** 2).sum(axis=1))
+        out = []
+        for key in keys:
+            near = sorted((d[i], v) for i, es in enumerate(entries) if klass[i] == cls and i != exclude
+                          for k_, v in es if k_ == key)[:5]
+            out.append([np.mean([v for _, v in near]), near[0][1], near[0][0]] if near else list(EVIDENCE_ABSENT))
+        return np.array(out)
+
+    for head in (64, 8, 3):
+        monkeypatch.setattr(Evidence, "HEAD", head)
+        for j in range(6):
+            z = rng.normal(size=4)
+            np.testing.assert_allclose(ev.features(z, j % 2, keys, points), direct(z, j % 2), rtol=1e-6)
+        i = 17
+        np.testing.assert_allclose(ev.features(points[i], int(klass[i]), keys, points, exclude=i),
+                                   direct(points[i], int(klass[i]), exclude=i), rtol=1e-6)
