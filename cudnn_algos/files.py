@@ -24,11 +24,16 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     raw = data.encode() if isinstance(data, str) else data
     if path.suffix == ".gz":
         raw = gzip.compress(raw, mtime=0)
+    try:
+        mode = os.stat(path).st_mode & 0o7777  # the file it replaces keeps its permissions
+    except OSError:
+        mode = 0o666 & ~_umask()  # a new one gets what open() would give it (mkstemp's is 0600)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -37,6 +42,21 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process's umask: read from /proc where there is one (setting it to read it, the fallback, changes it for
+    every thread for a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def read_text(path: str | os.PathLike, limit: int | None = None) -> str:

@@ -125,6 +125,23 @@ def test_atomic_write_leaves_the_old_file_when_it_fails(tmp_path, monkeypatch):
     assert gzip.decompress((tmp_path / "y.json.gz").read_bytes()) == b"hello"
 
 
+def test_atomic_write_gives_a_new_file_opens_permissions_and_keeps_a_replaced_ones(tmp_path):
+    """A new file gets what open() would give it under the process's umask (not the temporary file's 0600: a corpus
+    or report written for others to read stays readable); a file it replaces keeps its own mode."""
+    old = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "new.json", "{}")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        atomic_write(tmp_path / "private.json.gz", "{}")
+        assert (tmp_path / "private.json.gz").stat().st_mode & 0o777 == 0o600
+        os.chmod(tmp_path / "new.json", 0o640)
+        atomic_write(tmp_path / "new.json", "[]")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o640 and read_text(tmp_path / "new.json") == "[]"
+    finally:
+        os.umask(old)
+
+
 def test_loading_a_large_profile_is_quick():
     """The committed ResNet-50 profile (10 MB of JSON): type hints resolved once per class, not per object.
     (Not a timing target: a guard against the per-object resolution coming back, 12.5 s here before.)"""
