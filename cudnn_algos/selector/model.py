@@ -309,8 +309,23 @@ class Selector:
             nb = self.neighbours
             z = (np.asarray(problem, dtype=np.float64) - nb.mean) / nb.scale
             x[:, len(problem) + len(self.vocabulary.names):] = self.evidence.features(
-                z, evidence_class(problem), [config_key(c[0], c[1]) for c in candidates], nb.features, exclude)
+                z, evidence_class(problem), [self._key(c) for c in candidates], nb.features, exclude)
         return x
+
+    def _key(self, c: tuple) -> str:
+        """config_key of candidate `c`, remembered as _encoded is."""
+        memo = self._keys
+        k = (c[0], tuple(c[1].items()))
+        got = memo.get(k)
+        if got is None:
+            if len(memo) >= 1 << 16:
+                memo.clear()
+            got = memo[k] = config_key(c[0], c[1])
+        return got
+
+    @functools.cached_property
+    def _keys(self) -> dict[tuple, str]:
+        return {}
 
     def _encoded(self, c: tuple) -> list[float]:
         """vocabulary.encode of candidate `c`, remembered (the same configurations come back problem after
