@@ -12,7 +12,7 @@ _CORPUS_FLAGS = {"families": "--families", "configs": "--configs", "batches": "-
 
 
 def cmd_corpus(a: argparse.Namespace) -> int:
-    from ..corpus import BATCHES, CONFIGS, Corpus, build_corpus
+    from ..corpus import BATCHES, CONFIGS, build_corpus
 
     check_outputs({"--from": a.source} if a.source else {}, {"--json": a.json})
     split = (lambda v: None if v is None else [x for x in v.split(",") if x])  # noqa: E731
@@ -24,12 +24,7 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         given = [f for f, v in (("--families", a.families), ("--models", a.models), ("--configs", a.configs)) if v]
         if given:
             raise UsageError(f"{', '.join(given)} with --from {a.source}: the corpus file's are used")
-        try:
-            source = Corpus.load(a.source)
-        except FileNotFoundError:
-            raise FileError(f"{a.source}: no such file") from None
-        except ValueError as e:
-            raise FileError(f"{a.source}: {e}") from None
+        source = _load_corpus(a.source)
         try:
             corpus = source.at_batches(batches)
         except (ValueError, TypeError) as e:
@@ -47,9 +42,20 @@ def cmd_corpus(a: argparse.Namespace) -> int:
     return EXIT_OK if corpus.problems else EXIT_FAILED
 
 
+def _load_corpus(path: str):
+    """A corpus file (cudnn-algos corpus --json), or FileError naming it."""
+    from ..corpus import Corpus
+
+    try:
+        return Corpus.load(path)
+    except FileNotFoundError:
+        raise FileError(f"{path}: no such file") from None
+    except ValueError as e:
+        raise FileError(f"{path}: {e}") from None
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
     from ..choices import DIRECTIONS, MAX_BUILD_THREADS
-    from ..corpus import Corpus
     from ..problem import check_choice
 
     check_outputs({"CORPUS": a.corpus}, {"--store": a.store})
@@ -71,12 +77,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
     except ValueError as e:
         raise UsageError(str(e)) from None
-    try:
-        corpus = Corpus.load(a.corpus)
-    except FileNotFoundError:
-        raise FileError(f"{a.corpus}: no such file") from None
-    except ValueError as e:
-        raise FileError(f"{a.corpus}: {e}") from None
+    corpus = _load_corpus(a.corpus)
     from ..sweep import sweep
 
     options = {"exhaustive": a.exhaustive, "build_threads": a.build_threads}
