@@ -145,9 +145,9 @@ class Evidence:
     configuration, value). For a problem and a candidate, three features: the mean over the EVIDENCE_K nearest
     training problems of its evidence class that timed the candidate, the nearest one's value, and that one's
     distance (the Neighbours' metric); EVIDENCE_ABSENT where none did. The trees learn how far such evidence
-    carries, which their own splits on problem features could not say for a layer unlike any they were trained
-    on: held out by family, RegNet's grouped layers were ranked by cuDNN's order until the trees saw what the same
-    configurations did on the nearest grouped layers of other families (docs/selector.md)."""
+    carries: for a layer unlike those they were trained on, their splits on problem features say little about a
+    configuration, and what it did on the nearest layers of the class says more (docs/selector.md: what it
+    changed, families held out)."""
 
     configs: tuple[str, ...]  # config_key per configuration index
     problem: np.ndarray  # int32 per entry: the training problem (a row of Neighbours.features)
