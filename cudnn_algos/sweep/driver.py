@@ -193,12 +193,13 @@ def _collect(client, todo, fn, options, record, deadline) -> str:
     by_key = {t["key"]: t for t in todo}
     futures = {client.submit(fn, t, options, key=dask_key(i), pure=False): t["key"]
                for i, t in enumerate(todo)}
+    recorded = set()
     try:
         for fut in as_completed(list(futures)):
-            task = by_key[futures[fut]]
-            record(task, _outcome(fut))
+            record(by_key[futures[fut]], _outcome(fut))
+            recorded.add(fut)
             if deadline is not None and time.perf_counter() > deadline:
-                _drain(client, futures, by_key, record)
+                _drain(client, futures, by_key, record, recorded)
                 return "budget"
     except KeyboardInterrupt:
         client.cancel(list(futures))
@@ -219,21 +220,23 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _drain(client, futures, by_key, record, grace_s: float = DRAIN_S) -> None:
-    """Note [the budget's end]: when the budget is spent, the tasks not started are cancelled and the ones running
-    on a worker (at most one per worker) finish and are stored, waiting up to `grace_s` for them. Cancelling a
-    running task does not stop it: its measurement was thrown away, and closing the cluster under a busy worker
-    left its heartbeat failing against the closed scheduler (an ERROR with a traceback at the end of a sweep that
-    stopped as planned)."""
+def _drain(client, futures, by_key, record, recorded, grace_s: float = DRAIN_S) -> None:
+    """Note [the budget's end]: when the budget is spent, the tasks that finished but were not yet `recorded` are
+    stored, the tasks not started are cancelled and the ones running on a worker (at most one per worker) finish
+    and are stored, waiting up to `grace_s` for them. Cancelling a running task does not stop it: its measurement
+    was thrown away, and closing the cluster under a busy worker left its heartbeat failing against the closed
+    scheduler (an ERROR with a traceback at the end of a sweep that stopped as planned)."""
     from distributed import as_completed
 
     try:
         running = {k for keys in client.run(_executing, on_error="ignore").values() for k in keys}
     except Exception:  # noqa: BLE001 (when the workers cannot be asked, everything is cancelled, as before)
         running = set()
-    pending = [f for f in futures if not f.done()]
-    keep = [f for f in pending if f.key in running]
-    client.cancel([f for f in pending if f.key not in running])
+    pending = {f for f in futures if not f.done()}
+    for fut in [f for f in futures if f not in recorded and f not in pending and f.status in ("finished", "error")]:
+        record(by_key[futures[fut]], _outcome(fut))
+    keep = [f for f in pending if f.key in running or f.done()]  # (one done since is kept, not cancelled)
+    client.cancel(list(pending.difference(keep)))
     try:
         for fut in as_completed(keep, timeout=grace_s):
             record(by_key[futures[fut]], _outcome(fut))
