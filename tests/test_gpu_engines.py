@@ -74,7 +74,11 @@ def test_measured_engines_and_best():
     module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
     res = cudnn_algos.find_engines(module, shape, dtype=dtype, memory_format=fmt, measure=True, repeats=3)
     timed = [r for r in res.succeeded if r.kernel_ms is not None]
-    assert timed and res.best.kernel_ms == min(r.kernel_ms for r in timed)
+    # compare_torch follows measure: the 3 fastest torch would accept are measured again on fresh operands beside
+    # torch's op, and best is the fastest of those (not the minimum of the first, noisier pass)
+    conf = [r for r in timed if r.measured.confirmed]
+    assert timed and 1 <= len(conf) <= 3 and res.best.measured.confirmed
+    assert res.best.kernel_ms == min(r.kernel_ms for r in conf)
     for r in timed:
         st = r.measured.kernel_ms
         assert 0 < st.min <= st.median <= st.max

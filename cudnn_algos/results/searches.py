@@ -237,8 +237,8 @@ class EngineSearchResult(Saved):
 
     @property
     def best(self) -> EngineRow | None:
-        """The fastest measured configuration (confirmed ones first when a screen ran); unmeasured: heuristic A's
-        first."""
+        """The fastest measured configuration; where some were confirmed (measured again on fresh operands after a
+        screen or beside torch's op), the fastest confirmed one. Unmeasured: heuristic A's first."""
         timed = [r for r in self.succeeded if r.kernel_ms is not None]
         conf = [r for r in timed if r.measured.confirmed]
         if conf or timed:
