@@ -140,6 +140,52 @@ def test_leave_one_family_out_on_a_table_with_a_known_answer():
         leave_one_out(problems, objective="lambda")
 
 
+def test_a_held_out_batch_size_is_outside_the_default_reach_and_reach_inf_lets_the_trees_rank(tmp_path):
+    """Note [the selector's reach] held out by batch size: trained at one batch size, every problem at another is
+    farther than the default reach (log_batch alone is 4 units away), so it gets cuDNN's order (engine 1 first,
+    regret 1.0); with reach=inf the trees rank it (engine 5, regret 0). The reach travels in the model file."""
+    pytest.importorskip("sklearn")
+    import math
+
+    from cudnn_algos.regret import summarize
+    from cudnn_algos.selector.train import leave_one_out, train
+
+    problems = [table_problem(i, "a", batch=b) for b in (8, 128) for i in range(6)]
+    params = {"n_estimators": 30, "max_depth": 3}
+    mean = lambda rs: summarize(rs, (), methods=("selector",))[0].mean  # noqa: E731
+    assert mean(leave_one_out(problems, by="batch", params=params)) == pytest.approx(1.0)
+    assert mean(leave_one_out(problems, by="batch", params=params, reach=math.inf)) == pytest.approx(0.0)
+    sel = train(problems[:6], params=params, reach=math.inf)
+    path = tmp_path / "inf.npz"
+    sel.save(path)
+    assert Selector.load(path).reach == math.inf and Selector.load(path).within_reach([99.0] * len(PROBLEM_FEATURES))
+    for bad in (0, -1.0, "2", True):
+        with pytest.raises(ValueError, match=f"reach={bad!r} must be a number > 0"):
+            train(problems[:6], params=params, reach=bad)
+
+
+def test_cli_selector_reach(tmp_path):
+    pytest.importorskip("sklearn")
+    store = tmp_path / "s.sqlite"
+    with SweepStore(store) as s:
+        for i in range(6):
+            for b in (8, 128):
+                key, rows = table_problem(i, "a", batch=b)
+                s.put(f"{key}-{b}", "done", rows, env="H200")
+    model = tmp_path / "m.npz"
+    r = run_cli("selector", "train", store, "--out", model, "--reach", "inf")
+    assert r.returncode == 0 and "reach inf" in run_cli("selector", "show", model).stdout, r.stderr
+    r = run_cli("selector", "eval", store, "--by", "batch", "--reach", "inf")
+    assert r.returncode == 0 and "reach inf" in r.stdout, r.stdout + r.stderr
+    r = run_cli("selector", "eval", store, "--model", model, "--reach", "1.5")
+    assert r.returncode == 0 and "reach 1.5" in r.stdout, r.stdout + r.stderr
+    for bad in ("0", "-2", "nan"):
+        r = run_cli("selector", "eval", store, "--reach", bad)
+        assert r.returncode == 2 and f"--reach {float(bad)} must be > 0" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("selector", "show", model, "--reach", "3")
+    assert r.returncode == 2 and "only selector train and eval" in r.stderr, r.stderr
+
+
 def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():
     """choose()'s "offered": the fastest configuration the lists name (a perfect ranker's pick); a faster one no list
     names (found by the sweep's refine) sets the regret every ranking of the lists' candidates has at least."""

@@ -268,9 +268,14 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise UsageError(f"--plot {a.plot}: only selector eval draws (the held-out regret CDF)")
     if a.evidence is not None and a.evidence < 0:
         raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
-    from ..selector.model import EVIDENCE_K
+    if a.reach is not None and not a.reach > 0:
+        raise UsageError(f"--reach {a.reach} must be > 0 (inf: the trees everywhere)")
+    if a.reach is not None and a.action == "show":
+        raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
+    from ..selector.model import EVIDENCE_K, REACH
 
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
+    reach = REACH if a.reach is None else a.reach
     check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
     if a.action == "show":
         if not os.path.isfile(a.file):
@@ -292,7 +297,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
             if a.known is not None and a.known < 0:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
-                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k)
+                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -300,18 +305,18 @@ def cmd_selector(a: argparse.Namespace) -> int:
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
     if a.model:
-        return _selector_score(a.model, problems, a.by, a.plot)
-    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k)
+        return _selector_score(a.model, problems, a.by, a.plot, a.reach)
+    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
-    print(f"leave one {a.by} out ({a.objective} trees, {seen}): regret against the measured best\n"
+    print(f"leave one {a.by} out ({a.objective} trees, {seen}, reach {reach:g}): regret against the measured best\n"
           "(pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
-    print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach)\n"
+    print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach, {reach:g})\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
@@ -338,9 +343,11 @@ def _plot_selector(rs, path: str, title: str) -> None:
     print(f"wrote {path}")
 
 
-def _selector_score(model: str, problems, by: str, plot: str | None = None) -> int:
+def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None) -> int:
     """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
-    trained on apart from those it was not."""
+    trained on apart from those it was not; `reach` (--reach) in place of the model's own."""
+    from dataclasses import replace
+
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector import Selector
     from ..selector.train import SELECTOR_METHODS, score
@@ -349,10 +356,12 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None) -> i
         sel = Selector.shipped(_family_of(problems)) if model == "shipped" else Selector.load(model)
     except (OSError, KeyError, ValueError) as e:
         raise FileError(f"--model {model}: {str(e)[:300]}") from None
+    sel = sel if reach is None else replace(sel, reach=float(reach))
     seen, new = score(sel, problems)
     methods = present(seen + new, SELECTOR_METHODS + METHODS)
     print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
-          f"on {len(problems)} problem-directions: regret against the measured best (pick / best - 1, %)")
+          f"on {len(problems)} problem-directions, reach {sel.reach:g}: regret against the measured best (pick / best "
+          "- 1, %)")
     for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
         print(f"\n{what}: {len(rs)} rows")
         if rs:
@@ -409,7 +418,7 @@ def _selector_show(path: str) -> int:
     print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({len(sel.trees.feature)} nodes), "
           f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
-          f"{os.path.getsize(path) / 1e6:.2f} MB")
+          f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach])")
     n = sum(len(v) for v in sel.known.values())
     print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
           "(Note [known configurations])")

@@ -332,6 +332,10 @@ def _add_data_parsers(sub) -> None:
     se.add_argument("--evidence", type=int, default=None, metavar="K",
                     help="train/eval: the trees also see what each candidate measured on the K nearest training "
                          "problems of its class (default 5; 0: not; Note [neighbour evidence])")
+    se.add_argument("--reach", type=float, default=None, metavar="R",
+                    help="train/eval: the model's reach: a problem farther than R (standardized features) from every "
+                         "training problem is ranked in cuDNN's order, not the trees' (default 2; inf: the trees "
+                         "everywhere; Note [the selector's reach])")
 
 
 def _add_tuning_parsers(sub) -> None:

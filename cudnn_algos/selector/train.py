@@ -16,7 +16,7 @@ import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from .model import (EVIDENCE_K, Evidence, Neighbours, Selector, Trees, config_key, evidence_class,
+from .model import (EVIDENCE_K, REACH, Evidence, Neighbours, Selector, Trees, config_key, evidence_class,
                     problem_class)
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
@@ -95,6 +95,11 @@ def known_configurations(ps: Iterable[tuple[str, Sequence[dict[str, Any]], Any, 
 OBJECTIVES = ("regression", "rank")  # train()'s objective: the trees' capped log time (targets), or LambdaMART (rank)
 
 
+def _check_reach(reach: float) -> None:
+    if isinstance(reach, bool) or not isinstance(reach, (int, float)) or not reach > 0:
+        raise ValueError(f"reach={reach!r} must be a number > 0 (inf: the trees everywhere)")
+
+
 def _check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
@@ -102,14 +107,16 @@ def _check_objective(objective: str) -> None:
 
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
-          evidence_k: int = EVIDENCE_K) -> Selector:
+          evidence_k: int = EVIDENCE_K, reach: float = REACH) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
     LambdaMART). `params` override TREE_PARAMS or rank.RANK_PARAMS. `known_cap`: Selector.known's size per problem
     class (known_configurations; 0: none). `evidence_k`: Note [neighbour evidence]'s K (0: no evidence features);
-    a training problem's own evidence leaves it out."""
+    a training problem's own evidence leaves it out. `reach`: Note [the selector's reach] (inf: the trees' ranking
+    everywhere)."""
     _check_objective(objective)
+    _check_reach(reach)
     try:
         from sklearn.ensemble import GradientBoostingRegressor
     except ImportError:
@@ -145,7 +152,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
             "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
             "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
-    return Selector(vocab, trees, nb, family, info, known=known, evidence=evidence)
+    return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -242,13 +249,15 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
-                  objective: str = "regression", evidence_k: int = EVIDENCE_K) -> list[ProblemRegret]:
+                  objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH
+                  ) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
-    left out."""
+    left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere)."""
     from ..regret import problem_regrets
 
     _check_objective(objective)  # here, not only in train(): a fold that cannot train is skipped below
+    _check_reach(reach)
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     out = []
@@ -256,7 +265,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
-            sel = train(rest, params=params, objective=objective, evidence_k=evidence_k)
+            sel = train(rest, params=params, objective=objective, evidence_k=evidence_k, reach=reach)
         except ValueError:
             continue
         for k, rows in held:
