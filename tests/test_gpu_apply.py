@@ -247,7 +247,7 @@ def test_a_known_configuration_no_list_names_is_built_and_matches_torch(tmp_path
 
     known = {"forward float16 channels_last": (("eng9999", True), (known_cfg, True))}
     sel = KnownFirst(shipped.vocabulary, shipped.trees, shipped.neighbours, shipped.family, shipped.trained_on,
-                     shipped.reach, known)
+                     shipped.reach, known, shipped.evidence)
     conv = torch.nn.Conv2d(336, 336, 3, padding=1, groups=14, bias=False).cuda().half()
     conv = conv.to(memory_format=torch.channels_last)
     x = torch.randn(1, 336, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
@@ -307,7 +307,8 @@ def test_an_unseen_handler_that_fails_leaves_torchs_op_counted_with_the_reason(t
             raise RuntimeError("broken selector")
 
     real = Selector.shipped(cudnn_algos.backend.environment(0).selector_family())
-    broken = Broken(real.vocabulary, real.trees, real.neighbours, real.family, real.trained_on)
+    broken = Broken(real.vocabulary, real.trees, real.neighbours, real.family, real.trained_on,
+                    evidence=real.evidence)
     model, x, _ = _build("2d-fp32")
     ref_out, _ = _run(model, x)
     with cudnn_algos.apply(model, tmp_path / "empty.sqlite", unseen="predict", selector=broken,

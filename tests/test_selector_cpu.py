@@ -3,7 +3,9 @@ scikit-learn giving sklearn's predictions, the model file's round trip (arrays o
 committed real sample, and leave-one-group-out evaluation on a hand-made table whose answer is known. What it is
 worth on held-out families needs the dataset (docs/dataset.md) and runs where that is."""
 import gzip
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -396,7 +398,8 @@ def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_m
 
 def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tmp_path):
     """Trained with evidence, the file (format 3) holds it as plain arrays and predicts the same after loading;
-    evidence_k=0 trains without it; the shipped file (format 2, no evidence) loads and predicts."""
+    evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts; trees trained with
+    evidence refuse rows without it (they would read past a row's end); the shipped file loads and predicts."""
     pytest.importorskip("sklearn")
     from cudnn_algos.selector.features import row_features
     from cudnn_algos.selector.model import EVIDENCE_FEATURES, FORMAT
@@ -418,8 +421,17 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
     assert not (sel.rows(feats, cands, exclude=3)[:, -1] == 0).all()
     plain = train(problems, params={"n_estimators": 10, "max_depth": 3}, evidence_k=0)
     assert plain.evidence is None and plain.rows(feats, cands).shape[1] == len(feats) + len(plain.vocabulary.names)
+    with np.load(io.BytesIO(plain.to_bytes()), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["header"]).decode())
+    arrays["header"] = np.frombuffer(json.dumps({**header, "format": 2}).encode(), dtype=np.uint8)
+    np.savez_compressed(tmp_path / "f2.npz", **arrays)
+    old = Selector.load(tmp_path / "f2.npz")
+    assert old.evidence is None and (old.predict(feats, cands) == plain.predict(feats, cands)).all()
+    with pytest.raises(ValueError, match="without its evidence"):
+        replace(sel, evidence=None).predict(feats, cands)
     shipped = Selector.shipped("sm_90 cudnn 9.19")
-    assert shipped.evidence is None and len(shipped.predict(feats, cands)) == len(cands)
+    assert len(shipped.predict(feats, cands)) == len(cands)
 
 
 def test_neighbour_evidence_scanning_the_nearest_first_answers_as_a_whole_scan(monkeypatch):

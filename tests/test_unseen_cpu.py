@@ -217,7 +217,7 @@ def test_known_configurations_are_ranked_beside_the_lists(fake_lists, in_helper)
                                                ("eng71{SPLIT_K_SLC=1}", True)),
              "forward float32 contiguous": (("eng70{SPLIT_K_SLC=1}", True),)}
     sel = replace(sel, known=known) if in_helper else Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family,
-                                                         sel.trained_on, sel.reach, known)
+                                                         sel.trained_on, sel.reach, known, sel.evidence)
     names = lambda configs: {config_name(e, k) for e, k in configs}  # noqa: E731
     configs, _, _ = UnseenHandler("predict", sel)(_query())
     assert len(configs) == len(plans) + 2 and {"eng70{SPLIT_K_SLC=1}", "eng71{SPLIT_K_SLC=1}"} <= names(configs)
@@ -614,5 +614,6 @@ def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     ListsHere.used = []
     a = UnseenHandler("predict", sel)(_query())
     assert ListsHere.used == ["rank"]
-    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known)
+    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known,
+                sel.evidence)
     assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]

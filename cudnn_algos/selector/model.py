@@ -52,12 +52,21 @@ class Trees:
         if not len(x):
             return np.zeros(0)
         child, feature, depth = self._walk
+        if x.ndim != 2 or x.shape[1] < self.width:  # a narrower row would be read past its end, into the next
+            raise ValueError(f"rows of {x.shape[1:]} features; these trees read {self.width} (a selector of "
+                             "format 3 without its evidence?)")
         flat = x.ravel()
         base = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]
         node = np.repeat(self.offset.astype(np.intp)[None, :], len(x), axis=0)
         for _ in range(depth):  # a leaf's children are itself: it stays put
             node = child.take(2 * node + (flat.take(base + feature.take(node)) > self.threshold.take(node)))
         return self.base + self.rate * self.value.take(node).sum(axis=1)
+
+    @functools.cached_property
+    def width(self) -> int:
+        """The features a row needs: one more than the highest index a split reads."""
+        inner = self.left >= 0
+        return int(self.feature[inner].max(initial=-1)) + 1
 
     @functools.cached_property
     def _walk(self) -> tuple[np.ndarray, np.ndarray, int]:
