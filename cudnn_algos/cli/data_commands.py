@@ -325,7 +325,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
     if a.plot:
-        _plot_selector(rs, a.plot, f"held out by {a.by} ({a.objective} trees): {len(rs)} {a.by} rows")
+        _plot_selector(rs, a.plot, f"held out by {a.by} ({a.objective} trees, reach {reach:g}): {len(rs)} {a.by} rows")
     return EXIT_OK
 
 
