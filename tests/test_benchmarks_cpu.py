@@ -323,3 +323,21 @@ def test_heuristic_threads_asks_about_every_problem_direction_of_the_models_shap
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heuristic_threads.py"), "--what", "idle,bogus"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--what bogus: not one of idle, handle" in p.stderr
+
+
+def test_selector_speed_ranks_with_the_shipped_model_or_a_file_with_evidence(tmp_path, capsys):
+    """benchmarks/selector_speed.py: the shipped selector by default, or a model file (here one trained with
+    neighbour evidence on the committed sample); a line per candidate count (no timing asserted here)."""
+    pytest.importorskip("sklearn")
+    from test_selector_cpu import real_sample
+
+    from cudnn_algos.selector.train import train
+
+    ss = _load("selector_speed")
+    assert ss.main(["--candidates", "5,9", "--repeats", "3"]) == 0
+    model = tmp_path / "ev.npz"
+    train(real_sample(), family="sm_90 cudnn 9.19", params={"n_estimators": 10, "max_depth": 3}).save(model)
+    assert ss.main(["--candidates", "5", "--repeats", "3", "--model", str(model)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    counts = [ln.split()[0] for ln in out if ln.split() and ln.split()[0].isdigit()]
+    assert counts == ["5", "9", "5"] and "evidence: none" not in out[-3] and "evidence: " in out[-3], out
