@@ -53,8 +53,8 @@ class Trees:
             return np.zeros(0)
         child, feature, depth = self._walk
         if x.ndim != 2 or x.shape[1] < self.width:  # a narrower row would be read past its end, into the next
-            raise ValueError(f"rows of {x.shape[1:]} features; these trees read {self.width} (a selector of "
-                             "format 3 without its evidence?)")
+            raise ValueError(f"rows of shape {x.shape}: these trees read {self.width} features a row (a selector "
+                             "of format 3 without its evidence?)")
         flat = x.ravel()
         base = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]
         node = np.repeat(self.offset.astype(np.intp)[None, :], len(x), axis=0)
