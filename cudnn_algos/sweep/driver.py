@@ -15,7 +15,7 @@ from ..progress import Progress
 from .store import SweepStore
 from .tasks import dry_run_measure, measure_task, repeats_of, tasks_of
 
-DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks running then (Note [the budget's end])
+DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks in flight then (Note [the budget's end])
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
            "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
 
@@ -87,8 +87,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
 
     measure: the task function (default measure_task; dry_run=True: dry_run_measure, no GPU). n_workers: local
     workers (default: the visible GPUs). scheduler: an existing Dask cluster's address instead. allowed_failures:
-    worker deaths one task may cause before it is stored as failed. budget_s: after it, what has not started is
-    cancelled and the tasks running then finish and are stored (Note [the budget's end]).
+    worker deaths one task may cause before it is stored as failed. budget_s: after it, nothing more starts and
+    the tasks running then finish and are stored (Note [the budget's end]).
     repeat_fraction: the noise floor's sample (tasks.chosen_for_repeat): each of its problem-directions that an
     earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor).
     limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left.
@@ -188,21 +188,41 @@ def dask_key(i: int) -> str:
 
 
 def _collect(client, todo, fn, options, record, deadline) -> str:
+    """Note [the budget's end]: the tasks go to the scheduler a window at a time, as many as the cluster has worker
+    threads, topped up as each one finishes; so a task submitted is a task a worker runs now. When the budget is
+    spent nothing more is submitted and the tasks in flight (at most one per worker thread) finish and are stored,
+    waiting up to DRAIN_S for them. Everything was submitted at once before: at the budget's end the tasks not
+    running were cancelled, but a worker could take one between the driver asking which were running and the
+    cancel, and cancelling a running task threw its measurement away (the worker ran on); closing the cluster under
+    a busy worker left its heartbeat failing against the closed scheduler."""
     from distributed import as_completed
 
-    by_key = {t["key"]: t for t in todo}
-    futures = {client.submit(fn, t, options, key=dask_key(i), pure=False): t["key"]
-               for i, t in enumerate(todo)}
-    recorded = set()
+    queue = iter(enumerate(todo))
+    flying = as_completed()
+    key_of: dict[Any, dict[str, Any]] = {}
+
+    def top_up() -> None:
+        window = max(sum(client.nthreads().values()), 1)
+        while flying.count() < window:
+            nxt = next(queue, None)
+            if nxt is None:
+                return
+            fut = client.submit(fn, nxt[1], options, key=dask_key(nxt[0]), pure=False)
+            key_of[fut] = nxt[1]
+            flying.add(fut)
+
     try:
-        for fut in as_completed(list(futures)):
-            record(by_key[futures[fut]], _outcome(fut))
-            recorded.add(fut)
-            if deadline is not None and time.perf_counter() > deadline:
-                _drain(client, futures, by_key, record, recorded)
+        top_up()
+        for fut in flying:
+            over = deadline is not None and time.perf_counter() > deadline
+            if not over:
+                top_up()  # before storing: the worker that just finished gets its next task sooner
+            record(key_of.pop(fut), _outcome(fut))
+            if over:
+                _drain(client, flying, key_of, record)
                 return "budget"
     except KeyboardInterrupt:
-        client.cancel(list(futures))
+        client.cancel(list(key_of))
         return "ctrl-c"
     return ""
 
@@ -220,33 +240,21 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _drain(client, futures, by_key, record, recorded, grace_s: float = DRAIN_S) -> None:
-    """Note [the budget's end]: when the budget is spent, the tasks that finished but were not yet `recorded` are
-    stored, the tasks not started are cancelled and the ones running on a worker (at most one per worker) finish
-    and are stored, waiting up to `grace_s` for them. Cancelling a running task does not stop it: its measurement
-    was thrown away, and closing the cluster under a busy worker left its heartbeat failing against the closed
-    scheduler (an ERROR with a traceback at the end of a sweep that stopped as planned)."""
-    from distributed import as_completed
+def _drain(client, flying, key_of, record, grace_s: float = DRAIN_S) -> None:
+    """The tasks in flight at the budget's end finish and are stored; those still running after `grace_s` are
+    cancelled (Note [the budget's end])."""
+    from distributed import wait
 
+    pending = list(key_of)
     try:
-        running = {k for keys in client.run(_executing, on_error="ignore").values() for k in keys}
-    except Exception:  # noqa: BLE001 (when the workers cannot be asked, everything is cancelled, as before)
-        running = set()
-    pending = {f for f in futures if not f.done()}
-    for fut in [f for f in futures if f not in recorded and f not in pending and f.status in ("finished", "error")]:
-        record(by_key[futures[fut]], _outcome(fut))
-    keep = [f for f in pending if f.key in running or f.done()]  # (one done since is kept, not cancelled)
-    client.cancel(list(pending.difference(keep)))
-    try:
-        for fut in as_completed(keep, timeout=grace_s):
-            record(by_key[futures[fut]], _outcome(fut))
+        wait(pending, timeout=grace_s)
     except TimeoutError:
-        client.cancel([f for f in keep if not f.done()])
-
-
-def _executing(dask_worker) -> list[str]:
-    """On a worker (client.run): the keys of the tasks it is running now."""
-    return [ts.key for ts in dask_worker.state.executing]
+        pass
+    for fut in pending:
+        if fut.done():
+            record(key_of.pop(fut), _outcome(fut))
+    if key_of:
+        client.cancel(list(key_of))
 
 
 def _in_process(todo, fn, options, record, deadline) -> str:
