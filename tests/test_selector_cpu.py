@@ -71,6 +71,46 @@ def test_exported_trees_predict_what_sklearn_predicts():
     assert t.predict(np.zeros((0, 6))).shape == (0,)
 
 
+def test_exported_histogram_trees_predict_what_sklearn_predicts():
+    sk = pytest.importorskip("sklearn.ensemble")
+    from cudnn_algos.selector.model import Trees
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3000, 6))
+    x[:, 5] = rng.integers(0, 4, size=3000)  # a few values: thresholds between them, as a one-hot or a knob has
+    y = np.sin(x[:, 0]) + x[:, 1] * (x[:, 2] > 0) - 0.5 * (x[:, 5] == 2) + rng.normal(scale=0.1, size=3000)
+    hgb = sk.HistGradientBoostingRegressor(max_iter=40, max_depth=5, max_leaf_nodes=None, learning_rate=0.1,
+                                           early_stopping=False, random_state=0).fit(x, y)
+    t = Trees.from_sklearn_hist(hgb)
+    test = np.concatenate([rng.normal(size=(200, 6)), x[:50]])  # unseen rows and training rows (on the bins' edges)
+    np.testing.assert_allclose(t.predict(test), hgb.predict(test), rtol=1e-9, atol=1e-9)
+    assert t.rate == 1.0 and t.width == 6
+    with pytest.raises(ValueError, match="learner='exact'"):
+        Trees.from_sklearn_hist(sk.GradientBoostingRegressor(n_estimators=2).fit(x, y))
+
+
+def test_the_histogram_learner_trains_a_selector_that_picks_like_the_exact_one(tmp_path):
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.train import leave_one_out, train
+
+    problems = [table_problem(i, fam) for fam in ("a", "b", "c") for i in range(6)]
+    rs = leave_one_out(problems, by="family", learner="hist", params={"max_iter": 30, "max_depth": 3,
+                                                                      "min_samples_leaf": 2})
+    assert len(rs) == 18 and all(r.regret["selector"] == pytest.approx(0.0) for r in rs)
+    sel = train(real_sample(), family="sm_90 cudnn 9.19", learner="hist")
+    assert sel.trained_on["learner"] == "hist" and sel.trained_on["params"]["max_iter"] == 300
+    sel.save(tmp_path / "h.npz")
+    back = Selector.load(tmp_path / "h.npz")
+    key, rows = real_sample()[0]
+    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.selector.train import engine_candidates
+
+    cands = [c.encoded for c in engine_candidates(rows)]
+    np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
+    with pytest.raises(ValueError, match="learner='forest'"):
+        train(problems, learner="forest")
+
+
 def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path):
     pytest.importorskip("sklearn")
     from cudnn_algos.selector.train import choose, engine_candidates, train
@@ -186,6 +226,15 @@ def test_cli_selector_reach(tmp_path):
         assert r.returncode == 2 and f"--reach {float(bad)} must be > 0" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("selector", "show", model, "--reach", "3")
     assert r.returncode == 2 and "only selector train and eval" in r.stderr, r.stderr
+    hist = tmp_path / "h.npz"
+    r = run_cli("selector", "train", store, "--out", hist, "--learner", "hist")
+    assert r.returncode == 0 and "regression trees (hist: " in run_cli("selector", "show", hist).stdout, r.stderr
+    r = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--reach", "inf")
+    assert r.returncode == 0 and "regression trees (hist)" in r.stdout, r.stdout + r.stderr
+    for args in (("eval", store, "--model", model, "--learner", "hist"),
+                 ("train", store, "--out", tmp_path / "r.npz", "--objective", "rank", "--learner", "hist")):
+        r = run_cli("selector", *args)
+        assert r.returncode == 2 and "--learner hist: only" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():

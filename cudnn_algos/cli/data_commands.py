@@ -270,6 +270,9 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
     if a.reach is not None and not a.reach > 0:
         raise UsageError(f"--reach {a.reach} must be > 0 (inf: the trees everywhere)")
+    if a.learner != "exact" and (a.action == "show" or a.model or a.objective != "regression"):
+        raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) of the regression "
+                         "objective take it")
     if a.reach is not None and a.action == "show":
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
     from ..selector.model import EVIDENCE_K, REACH
@@ -297,7 +300,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
             if a.known is not None and a.known < 0:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
-                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach)
+                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
+                        learner=a.learner)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -306,13 +310,15 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.model:
         return _selector_score(a.model, problems, a.by, a.plot, a.reach)
-    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach)
+    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
+                       learner=a.learner)
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
-    print(f"leave one {a.by} out ({a.objective} trees, {seen}, reach {reach:g}): regret against the measured best\n"
-          "(pick / best - 1, %) of the held-out problems")
+    trees = f"{a.objective} trees" + (f" ({a.learner})" if a.objective == "regression" else "")
+    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}):\n"
+          "regret against the measured best (pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
@@ -325,7 +331,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
     if a.plot:
-        _plot_selector(rs, a.plot, f"held out by {a.by} ({a.objective} trees, reach {reach:g}): {len(rs)} {a.by} rows")
+        _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
     return EXIT_OK
 
 
@@ -415,7 +421,9 @@ def _selector_show(path: str) -> int:
     t = sel.trained_on
     print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
           f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
-    print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({len(sel.trees.feature)} nodes), "
+    learner = f"{t['learner']}: " if t.get("learner") else ""
+    print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({learner}{len(sel.trees.feature)} "
+          "nodes), "
           f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
           f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach])")

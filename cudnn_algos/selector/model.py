@@ -91,6 +91,29 @@ class Trees:
         return cls.of(ts, [t.value[:, 0, 0] for t in ts], base, float(gbr.learning_rate))
 
     @classmethod
+    def from_sklearn_hist(cls, hgb: Any) -> "Trees":
+        """A fitted sklearn HistGradientBoostingRegressor (squared error, numerical features, no missing values)
+        as arrays. Its trees are not public attributes: each predictor's `nodes` record array (children after
+        their parent, a split sends x <= num_threshold left, leaf values already shrunk by the learning rate) and
+        the baseline prediction are read, and checked for the layout this expects."""
+        preds = [p[0] for p in getattr(hgb, "_predictors", ())]
+        base = np.asarray(getattr(hgb, "_baseline_prediction", np.nan), dtype=np.float64).ravel()
+        need = ("value", "feature_idx", "num_threshold", "left", "right", "is_leaf")
+        if not preds or base.size != 1 or any(n not in (p.nodes.dtype.names or ()) for p in preds for n in need):
+            raise ValueError("this scikit-learn's HistGradientBoostingRegressor keeps its trees in a layout this "
+                             "cannot read; train with learner='exact'")
+        if any(p.nodes["is_categorical"].any() for p in preds if "is_categorical" in p.nodes.dtype.names):
+            raise ValueError("categorical splits cannot be exported: train on numerical features")
+        nodes = [p.nodes for p in preds]
+        offset = np.concatenate([[0], np.cumsum([len(n) for n in nodes])[:-1]]).astype(np.int64)
+        cat = np.concatenate(nodes)
+        leaf = cat["is_leaf"].astype(bool)
+        return cls(np.where(leaf, 0, cat["feature_idx"]).astype(np.int32), cat["num_threshold"].astype(np.float64),
+                   np.where(leaf, -1, cat["left"].astype(np.int64)).astype(np.int32),
+                   np.where(leaf, -1, cat["right"].astype(np.int64)).astype(np.int32),
+                   cat["value"].astype(np.float64), offset, float(base[0]), 1.0)
+
+    @classmethod
     def of(cls, trees: Sequence[Any], values: Sequence[np.ndarray], base: float, rate: float) -> "Trees":
         """Fitted sklearn trees (their tree_ objects) with the value of each of their nodes, as arrays."""
         offset = np.concatenate([[0], np.cumsum([t.node_count for t in trees])[:-1]]).astype(np.int64)
