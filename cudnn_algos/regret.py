@@ -123,7 +123,8 @@ def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) ->
 
 def search_costs(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, float]:
     """What choosing costs, per method that has a recorded cost: the median over problem-directions of each
-    heuristic list's query (host ms, query_<list>_ms) and of torch's first call with benchmark on (its search
+    heuristic list's query (host ms, query_<list>_ms), of lists A and B asked one after the other ("a+b": what the
+    selector's candidates cost before it ranks them), and of torch's first call with benchmark on (its search
     included: first_call_ms of the torch_on row)."""
     acc: dict[str, list[float]] = {}
     for _, rows in problems:
@@ -132,6 +133,9 @@ def search_costs(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> di
             t = r0.get(f"query_{m}_ms") if r0 else None
             if isinstance(t, (int, float)):
                 acc.setdefault(m, []).append(float(t))
+        ab = [r0.get(f"query_{m}_ms") for m in "ab"] if r0 else []
+        if len(ab) == 2 and all(isinstance(t, (int, float)) for t in ab):
+            acc.setdefault("a+b", []).append(float(ab[0] + ab[1]))
         on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
         if on is not None and isinstance(on.get("first_call_ms"), (int, float)):
             acc.setdefault("torch_on", []).append(float(on["first_call_ms"]))

@@ -172,3 +172,15 @@ def test_what_choosing_costs_is_the_median_over_problems():
     cost = search_costs([("k1", costed(0.1, 50.0)), ("k2", costed(0.3, 70.0)), ("k3", costed(0.2, 900.0))])
     assert cost == pytest.approx({"instant": 0.2, "a": 2.0, "torch_on": 70.0})
     assert search_costs([("k", problem())]) == {}  # not recorded: no cost claimed
+
+    def both(a, b):
+        rows = problem()
+        for r in rows:
+            r.update(query_a_ms=a, query_b_ms=b)
+        return rows
+
+    # lists A and B asked one after the other: the median of the sums, not the sum of the medians (5 + 5 = 10)
+    cost = search_costs([("k1", both(1.0, 9.0)), ("k2", both(5.0, 5.0)), ("k3", both(9.0, 1.0))])
+    assert cost == pytest.approx({"a": 5.0, "b": 5.0, "a+b": 10.0})
+    cost = search_costs([("k1", both(1.0, 1.0)), ("k2", both(5.0, 9.0)), ("k3", both(9.0, 5.0))])
+    assert cost["a+b"] == pytest.approx(14.0) and cost["a"] + cost["b"] == pytest.approx(10.0)

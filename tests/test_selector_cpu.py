@@ -5,6 +5,7 @@ worth on held-out families needs the dataset (docs/dataset.md) and runs where th
 import gzip
 import io
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -231,6 +232,8 @@ def test_cli_selector_reach(tmp_path):
     assert r.returncode == 0 and "regression trees (hist: " in run_cli("selector", "show", hist).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--reach", "inf")
     assert r.returncode == 0 and "regression trees (hist)" in r.stdout, r.stdout + r.stderr
+    cost = r.stdout[r.stdout.index("choosing costs"):]
+    assert re.search(r"\n  predict: ranking [0-9.e-]+ \(this CPU\)", cost) and "INSTANT" not in cost, cost  # no queries
     for args in (("eval", store, "--model", model, "--learner", "hist"),
                  ("train", store, "--out", tmp_path / "r.npz", "--objective", "rank", "--learner", "hist")):
         r = run_cli("selector", *args)

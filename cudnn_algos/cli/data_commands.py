@@ -330,9 +330,31 @@ def cmd_selector(a: argparse.Namespace) -> int:
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
+    print(_choosing_costs(problems, rs))
     if a.plot:
         _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
     return EXIT_OK
+
+
+def _choosing_costs(problems, rs) -> str:
+    """What each method's choice costs, host ms per problem-direction (median): the lists' queries and torch's
+    benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
+    selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
+    from ..regret import quantile, search_costs
+    from ..selector.train import MEASURE_K, RANK_MS
+
+    cost = search_costs(problems)
+    rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
+    names = {"instant": "INSTANT", "a": "A", "b": "B", "fallback": "fallback", "torch_on": "torch benchmark on"}
+    lines = ["choosing costs, host ms per problem-direction (median):"]
+    recorded = [f"{names[m]} {cost[m]:.3g}" for m in names if cost.get(m) is not None]
+    if recorded:
+        lines.append("  as the rows recorded them: " + ", ".join(recorded))
+    if rank is not None:
+        lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
+        lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
+        lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K} on the GPU (not in the rows)")
+    return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
 
 
 def _plot_selector(rs, path: str, title: str) -> None:
@@ -374,6 +396,7 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
             print(table(summarize(rs, (by,), methods), (by,)))
             print(table(summarize(rs, (), methods), ()))
     print(f"\n{TOP1_LEGEND}")
+    print(_choosing_costs(problems, seen + new))
     if plot:  # what it was not trained on, where there is any: the figure a reader takes for held out
         rs, what = (new, "not trained on (held out)") if new else (seen, "trained on (none held out)")
         _plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 import math
+import time
 from dataclasses import replace
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
@@ -181,11 +182,12 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     The same with the selector's known configurations of the problem's class added to the candidates (Note [known
     configurations]): "known", its shortlist "known_shortlist", and "offered_known". Only the known configurations
     this problem has a time for can be scored: the ranking is over those, and "known_untimed" says whether the
-    trees ranked one without a time first among all of them (what apply() would build; its time is unknown here)."""
+    trees ranked one without a time first among all of them (what apply() would build; its time is unknown here).
+    "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
-                "known_shortlist": [], "offered_known": None, "known_untimed": False}
+                "known_shortlist": [], "offered_known": None, "known_untimed": False, "rank_ms": None}
     feats = row_features(rows[0])
     have = {c.name for c in cands}
     timed = {c.name: c for c in engine_candidates(rows)}
@@ -194,7 +196,10 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     enc = [c.encoded for c in more]
     # one ranking of every candidate: each candidate's place depends on it alone, so the lists' candidates and the
     # timed ones keep their relative order within it
-    ranked = selector.rank(feats, enc + [_encoded_by_name(n) for n in known if n not in timed])
+    untimed = [_encoded_by_name(n) for n in known if n not in timed]
+    t0 = time.perf_counter()
+    ranked = selector.rank(feats, enc + untimed)
+    rank_ms = 1e3 * (time.perf_counter() - t0)
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
     return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
@@ -202,7 +207,7 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
             "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
-            "known_untimed": ranked[0] >= len(more)}
+            "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
 
 
 def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
@@ -214,6 +219,7 @@ def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | No
 
 
 KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
+RANK_MS = "rank_ms"  # with_selector's: choose()'s rank_ms in ProblemRegret.regret (not a regret: the ranking's cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
 SELECTOR_METHODS = ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}",
                     "offered_known")
@@ -226,6 +232,7 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     if not out:
         return out
     chosen = choose(selector, rows)
+    rank_ms = chosen.pop("rank_ms")
     times = {c.name: c.ms for c in engine_candidates(rows)}
     best = out[0].best_ms
     short = [times[c] for c in chosen.pop("shortlist") if c in times]
@@ -235,6 +242,7 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     extra[f"selector_top{MEASURE_K}"] = min(short) / best - 1 if short else None
     extra[f"known_top{MEASURE_K}"] = min(short_known) / best - 1 if short_known else None
     extra[KNOWN_UNTIMED] = float(untimed)  # not a regret: a flag selector eval counts
+    extra[RANK_MS] = rank_ms  # not a regret: what ranking cost, selector eval's choosing costs
     return [replace(p, regret={**p.regret, **extra}) for p in out]
 
 
@@ -289,6 +297,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     return out
 
 
-__all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP", "KNOWN_UNTIMED", "SELECTOR_METHODS",
+__all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
+           "KNOWN_UNTIMED", "RANK_MS", "SELECTOR_METHODS",
            "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose",
            "with_selector", "score", "group_of", "leave_one_out"]
