@@ -181,6 +181,11 @@ def test_leave_one_family_out_on_a_table_with_a_known_answer():
     assert summarize(ranked, (), methods=("selector",))[0].mean == pytest.approx(0.0)
     with pytest.raises(ValueError, match="objective='lambda'"):
         leave_one_out(problems, objective="lambda")
+    one = leave_one_out(problems, by="family", params={"n_estimators": 30, "max_depth": 3}, only=["b"])
+    assert len(one) == 6 and {r.family for r in one} == {"b"}  # b held out alone, trained on a and c
+    assert [r.regret["selector"] for r in one] == [r.regret["selector"] for r in rs if r.family == "b"]
+    with pytest.raises(ValueError, match=r"only=\['d'\]: d is not a family of these problems \(they have: a, b, c\)"):
+        leave_one_out(problems, only=["d"])
 
 
 def test_a_held_out_batch_size_is_outside_the_default_reach_and_reach_inf_lets_the_trees_rank(tmp_path):
@@ -232,6 +237,13 @@ def test_cli_selector_reach(tmp_path):
     assert r.returncode == 0 and "regression trees (hist: " in run_cli("selector", "show", hist).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--reach", "inf")
     assert r.returncode == 0 and "regression trees (hist)" in r.stdout, r.stdout + r.stderr
+    r8 = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--hold-out", "8")
+    groups = [ln.split()[0] for ln in r8.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
+    assert r8.returncode == 0 and groups == ["8", "all"], r8.stdout + r8.stderr
+    for args, says in ((("--hold-out", "9"), "--hold-out 9: 9 is not a batch of these problems (they have: 128, 8)"),
+                       (("--hold-out", "8", "--model", model), "only selector eval's leave-one-out")):
+        bad = run_cli("selector", "eval", store, "--by", "batch", *args)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     cost = r.stdout[r.stdout.index("choosing costs"):]
     assert re.search(r"\n  predict: ranking [0-9.e-]+ \(this CPU\)", cost) and "INSTANT" not in cost, cost  # no queries
     for args in (("eval", store, "--model", model, "--learner", "hist"),

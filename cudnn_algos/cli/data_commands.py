@@ -273,6 +273,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
     if a.learner != "exact" and (a.action == "show" or a.model or a.objective != "regression"):
         raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) of the regression "
                          "objective take it")
+    if a.hold_out is not None and (a.action != "eval" or a.model):
+        raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
     from ..selector.model import EVIDENCE_K, REACH
@@ -310,8 +312,14 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.model:
         return _selector_score(a.model, problems, a.by, a.plot, a.reach)
-    rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
-                       learner=a.learner)
+    only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
+    try:
+        rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
+                           learner=a.learner, only=only)
+    except ValueError as e:
+        if not str(e).startswith("only="):
+            raise
+        raise UsageError(f"--hold-out {a.hold_out}: {str(e).split(': ', 1)[-1]}") from None
     if not rs:
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)

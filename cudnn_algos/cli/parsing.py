@@ -316,6 +316,8 @@ def _add_data_parsers(sub) -> None:
     se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
     se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
     se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
+    se.add_argument("--hold-out", metavar="G[,G...]",
+                    help="eval: hold out only these groups (families or batch sizes), each in turn; default: all")
     se.add_argument("--model", metavar="FILE",
                     help="eval: score this trained model (.npz, or 'shipped': the package's for the rows' GPU and "
                          "cuDNN) on the store instead of leaving groups out; problems it was trained on apart")

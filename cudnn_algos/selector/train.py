@@ -272,10 +272,12 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
                   objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH,
-                  learner: str = "exact") -> list[ProblemRegret]:
+                  learner: str = "exact", only: Iterable[str] | None = None) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
-    left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere)."""
+    left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere).
+    `only`: hold out these groups alone (each still trained on everything outside it); a name no problem has is a
+    ValueError."""
     from ..regret import problem_regrets
 
     _check_objective(objective)  # here, not only in train(): a fold that cannot train is skipped below
@@ -283,6 +285,13 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     _check_learner(learner)
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
+    if only is not None:
+        only = [str(g) for g in only]
+        unknown = [g for g in only if g not in groups]
+        if unknown or not only:
+            raise ValueError(f"only={only!r}: {', '.join(unknown) or 'nothing'} is not a {by} of these problems "
+                             f"(they have: {', '.join(groups)})")
+        groups = [g for g in groups if g in only]
     out = []
     for g in groups:
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
