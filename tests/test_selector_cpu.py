@@ -110,6 +110,8 @@ def test_the_histogram_learner_trains_a_selector_that_picks_like_the_exact_one(t
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
     with pytest.raises(ValueError, match="learner='forest'"):
         train(problems, learner="forest")
+    with pytest.raises(ValueError, match="learner='hist' is for the regression objective"):
+        train(problems, learner="hist", objective="rank")
 
 
 def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path):

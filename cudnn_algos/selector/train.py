@@ -21,7 +21,8 @@ from .model import (EVIDENCE_K, REACH, Evidence, Neighbours, Selector, Trees, co
                     problem_class)
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
-# learner="hist" (HistGradientBoostingRegressor: features binned to 255 values, ~10x faster): the same trees' shape
+# learner="hist" (HistGradientBoostingRegressor: features binned to 255 values, far less work a split): the same
+# trees' shape
 HIST_PARAMS = {"max_iter": 300, "max_depth": 6, "max_leaf_nodes": None, "learning_rate": 0.08,
                "early_stopping": False, "random_state": 0}
 LEARNERS = ("exact", "hist")  # train()'s learner for the regression objective
@@ -129,6 +130,9 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
+    if objective != "regression" and learner != "exact":
+        raise ValueError(f"learner={learner!r} is for the regression objective (objective={objective!r} fits its "
+                         "own trees)")
     try:
         from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
     except ImportError:
@@ -164,7 +168,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
-            **({"learner": learner} if objective == "regression" else {}), "params": used, **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
+            **({"learner": learner} if objective == "regression" else {}), "params": used,
+            **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
             "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
     return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence)
