@@ -259,7 +259,8 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | N
 
 
 
-def cmd_selector(a: argparse.Namespace) -> int:
+def _check_selector_args(a: argparse.Namespace) -> None:
+    """Usage errors of `selector`'s options that need no file read."""
     if a.action in ("train", "eval"):
         needs(f"selector {a.action}", "sklearn")
     if a.action == "train" and not a.out:
@@ -277,6 +278,10 @@ def cmd_selector(a: argparse.Namespace) -> int:
         raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
+
+
+def cmd_selector(a: argparse.Namespace) -> int:
+    _check_selector_args(a)
     from ..selector.model import EVIDENCE_K, REACH
 
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
@@ -287,8 +292,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
             raise FileError(f"{a.file}: no such file")
         return _selector_show(a.file)
     from ..dataset import measured_problems
-    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector.train import KNOWN_CAP, KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out, train
+    from ..selector.train import KNOWN_CAP, train
 
     try:
         with _open(a.file, f"selector {a.action}") as s:
@@ -312,6 +316,15 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.model:
         return _selector_score(a.model, problems, a.by, a.plot, a.reach)
+    return _selector_leave_one_out(a, problems, evidence_k, reach)
+
+
+def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float) -> int:
+    """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
+    of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
+    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
+
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
         rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
