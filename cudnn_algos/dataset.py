@@ -121,10 +121,17 @@ def noise_floor(store: SweepStore) -> NoiseFloor:
 
 
 def measured_problems(store: SweepStore, validation: Validation | None = None):
-    """(key, rows) of every problem-direction the validation keeps (repeats left out), in the store's order."""
-    v = validation or validate(store)
-    for key in v.kept:
-        yield key, store.rows(key)
+    """(key, rows) of every problem-direction the validation keeps (repeats left out), in the store's order.
+    Without `validation`, validate()'s rule applied as each problem-direction's rows are read (once, not twice)."""
+    if validation is not None:
+        for key in validation.kept:
+            yield key, store.rows(key)
+        return
+    for t in store.tasks():
+        if t.status == "done" and not is_repeat(t.key):
+            rows = store.rows(t.key)
+            if not problem_errors(rows):
+                yield t.key, rows
 
 
 def to_frame(store: SweepStore, validation: Validation | None = None):

@@ -3,7 +3,7 @@ it writes reads back with pandas, partitioned by environment. Rows are the test 
 GPU rows come from a sweep on the device)."""
 import pytest
 
-from cudnn_algos.dataset import problem_errors, validate, write_parquet
+from cudnn_algos.dataset import measured_problems, problem_errors, validate, write_parquet
 from cudnn_algos.sweep import SweepStore
 
 
@@ -29,6 +29,17 @@ def test_validation_keeps_whole_problems_and_names_why_the_others_are_left_out(t
     assert v.rejected["failed"].startswith("the sweep failed it: CudnnError")
     assert problem_errors([]) == ["no rows"]
     assert problem_errors([{"status": "SUCCESS", "kernel_median_ms": float("inf")}])[0].endswith("=inf")
+
+
+def test_measured_problems_read_once_are_what_the_validation_keeps(tmp_path, make):
+    from cudnn_algos.sweep.tasks import repeat_key
+
+    s, good = _store(tmp_path, make)
+    s.put("good2", "done", [dict(r, kernel_median_ms=2.0) for r in good], env="H200|cudnn 9.19")
+    s.put(repeat_key("good"), "done", good, env="H200|cudnn 9.19")  # the noise floor's second measurement: not kept
+    alone = list(measured_problems(s))  # validated as it reads
+    assert [k for k, _ in alone] == ["good", "good2"] and alone == list(measured_problems(s, validate(s)))
+    assert alone[1][1] == [dict(r, kernel_median_ms=2.0) for r in good]
 
 
 def test_parquet_round_trip_partitioned_by_environment(tmp_path, make):
