@@ -229,6 +229,22 @@ def unpack(paths: Sequence[str | os.PathLike], store: SweepStore) -> tuple[int, 
     return put, already
 
 
+def measured(paths: Sequence[str | os.PathLike]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """What dataset.measured_problems(open_store(...)) gives for these shards — (key, rows) of each problem-direction
+    kept by the dataset's validation, repeats left out, a key in two shards taken from the first, in the store's
+    order (finished_at, then key) — read straight from the shards, without the JSON round trip of a store."""
+    from .dataset import problem_errors
+    from .sweep.tasks import is_repeat
+
+    seen: dict[str, tuple[StoredTask, list[dict[str, Any]]]] = {}
+    for p in paths:
+        for t, rows in read(p):
+            seen.setdefault(t.key, (t, rows))
+    order = sorted(seen.values(), key=lambda tr: (tr[0].finished_at is not None, tr[0].finished_at or 0, tr[0].key))
+    return [(t.key, rows) for t, rows in order
+            if t.status == "done" and not is_repeat(t.key) and not problem_errors(rows)]
+
+
 def shard_paths(path: str | os.PathLike) -> list[str] | None:
     """The shards `path` names: itself (a .parquet file), or every .parquet file under it (a directory, such as
     data/sm_90-cudnn-9.19), sorted; None when it names a sweep store instead."""
@@ -279,5 +295,5 @@ def summary(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             "bytes": sum(os.path.getsize(p) for p in paths), "in_two_shards": twice}
 
 
-__all__ = ["CORE_COLUMNS", "FORMAT", "Packed", "TASK_COLUMNS", "VERSION", "open_store", "pack", "read", "schema",
-           "shard_paths", "summary", "unpack"]
+__all__ = ["CORE_COLUMNS", "FORMAT", "Packed", "TASK_COLUMNS", "VERSION", "measured", "open_store", "pack", "read",
+           "schema", "shard_paths", "summary", "unpack"]

@@ -138,6 +138,25 @@ def test_the_committed_shards_validate_and_their_data_card_counts_them():
     assert m and int(m.group(1).replace(",", "")) == total["measured"]
 
 
+def test_measured_straight_from_shards_is_what_a_store_of_them_gives(tmp_path):
+    from cudnn_algos.dataset import measured_problems
+    from cudnn_algos.sweep.tasks import repeat_key
+
+    s, problems = a_store(tmp_path / "s.sqlite")
+    s.put(repeat_key(problems[3][0]), "done", problems[3][2], worker="gpu1", env=problems[3][1])  # not kept
+    keys = sorted(s.keys())
+    d = tmp_path / "shards"
+    d.mkdir()
+    shards.pack(s, d / "a.parquet", keys[:12])
+    shards.pack(s, d / "b.parquet", keys[8:])  # four keys in both shards: each read once
+    paths = shards.shard_paths(d)
+    got = shards.measured(paths)
+    with shards.open_store(d) as back:
+        assert got == list(measured_problems(back))
+    assert sorted(k for k, _ in got) == sorted(k for k, _, _ in problems) and len(got) == 17  # no repeat, failed, bad
+    assert [k for k, _ in got] == [k for k, _ in measured_problems(s)]  # the store's order (finished_at, key)
+
+
 def test_report_validate_and_selector_read_shards_directly(tmp_path):
     """dataset validate/report and selector eval take shards (a file or a directory of them) where they take a
     store: the same answers as on the store the shards came from."""

@@ -150,6 +150,23 @@ def _open(path: str, command: str):
         raise FileError(str(e)) from None
 
 
+def _measured(path: str, command: str) -> list:
+    """dataset.measured_problems of the store or shards at `path` (_open's); shards are read straight, without a
+    store in memory (shards.measured: the same problems, a third of the time)."""
+    from .. import shards
+    from ..dataset import measured_problems
+
+    paths = shards.shard_paths(path) if os.path.isdir(path) or path.endswith(".parquet") else None
+    try:
+        if paths and os.path.exists(path):
+            needs(f"{command} on dataset shards", "pyarrow")
+            return shards.measured(paths)
+        with _open(path, command) as s:
+            return list(measured_problems(s))
+    except ValueError as e:
+        raise FileError(f"{path}: {e}") from None
+
+
 def _dataset_keys(store: str, out: str) -> int:
     from ..sweep import SweepStore
 
@@ -291,14 +308,9 @@ def cmd_selector(a: argparse.Namespace) -> int:
         if not os.path.isfile(a.file):
             raise FileError(f"{a.file}: no such file")
         return _selector_show(a.file)
-    from ..dataset import measured_problems
     from ..selector.train import KNOWN_CAP, train
 
-    try:
-        with _open(a.file, f"selector {a.action}") as s:
-            problems = list(measured_problems(s))
-    except ValueError as e:
-        raise FileError(f"{a.file}: {e}") from None
+    problems = _measured(a.file, f"selector {a.action}")
     if not problems:
         raise FileError(f"{a.file}: no measured problem-direction to learn from")
     if a.action == "train":
