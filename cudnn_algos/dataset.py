@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .regret import quantile, timed_ms
 from .results.tables import knobs_text
@@ -127,9 +127,15 @@ def measured_problems(store: SweepStore, validation: Validation | None = None):
         for key in validation.kept:
             yield key, store.rows(key)
         return
-    for t in store.tasks():
+    yield from kept((t, lambda k=t.key: store.rows(k)) for t in store.tasks())
+
+
+def kept(tasks: Iterable[tuple[Any, Callable[[], list[dict[str, Any]]]]]) -> Iterator[tuple[str, list]]:
+    """(key, rows) of the problem-directions validate() keeps, from (task, a function giving its rows) pairs in
+    order: done, not a repeat, rows without problem_errors; rows are asked for only for a done first measurement."""
+    for t, rows_of in tasks:
         if t.status == "done" and not is_repeat(t.key):
-            rows = store.rows(t.key)
+            rows = rows_of()
             if not problem_errors(rows):
                 yield t.key, rows
 
@@ -160,5 +166,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["NoiseFloor", "Validation", "measured_problems", "noise_floor", "problem_errors", "validate", "to_frame",
-           "write_parquet", "TIME_COLUMNS"]
+__all__ = ["NoiseFloor", "Validation", "kept", "measured_problems", "noise_floor", "problem_errors", "validate",
+           "to_frame", "write_parquet", "TIME_COLUMNS"]

@@ -233,16 +233,14 @@ def measured(paths: Sequence[str | os.PathLike]) -> list[tuple[str, list[dict[st
     """What dataset.measured_problems(open_store(...)) gives for these shards — (key, rows) of each problem-direction
     kept by the dataset's validation, repeats left out, a key in two shards taken from the first, in the store's
     order (finished_at, then key) — read straight from the shards, without the JSON round trip of a store."""
-    from .dataset import problem_errors
-    from .sweep.tasks import is_repeat
+    from .dataset import kept
 
     seen: dict[str, tuple[StoredTask, list[dict[str, Any]]]] = {}
     for p in paths:
         for t, rows in read(p):
             seen.setdefault(t.key, (t, rows))
     order = sorted(seen.values(), key=lambda tr: (tr[0].finished_at is not None, tr[0].finished_at or 0, tr[0].key))
-    return [(t.key, rows) for t, rows in order
-            if t.status == "done" and not is_repeat(t.key) and not problem_errors(rows)]
+    return list(kept((t, lambda rows=rows: rows) for t, rows in order))
 
 
 def shard_paths(path: str | os.PathLike) -> list[str] | None:

@@ -1,10 +1,11 @@
-"""Checks the CLI's commands share: outputs before any work, optional packages, how an early stop exits, and
-an API check's message in the CLI's words."""
+"""Checks the CLI's commands share: outputs before any work, optional packages, how an early stop exits, an API
+check's message in the CLI's words, and opening a sweep store or dataset shards."""
 from __future__ import annotations
 
+import os
 import sys
 
-from .parsing import EXIT_BUDGET, EXIT_INTERRUPTED, UsageError
+from .parsing import EXIT_BUDGET, EXIT_INTERRUPTED, FileError, UsageError
 
 
 def check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None:
@@ -46,3 +47,30 @@ def as_flags(message: str, flags: dict[str, str]) -> str:
 
     return re.sub(r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w])", lambda m: flags[m.group(1)],
                   message)
+
+
+def dataset_paths(path: str, command: str) -> list[str] | None:
+    """The dataset shards `path` names (shards.shard_paths), None for a sweep store; FileError when it does not
+    exist or is a directory of neither, and pyarrow asked for when it names shards."""
+    from .. import shards
+
+    if not os.path.exists(path):
+        raise FileError(f"{path}: no such file")
+    paths = shards.shard_paths(path)
+    if paths is not None:
+        needs(f"{command} on dataset shards", "pyarrow")
+    elif os.path.isdir(path):
+        raise FileError(f"{path} is a directory: give a sweep store or a directory of dataset shards (.parquet)")
+    return paths
+
+
+def open_dataset(path: str, command: str):
+    """The sweep store at `path`, or the dataset shards it names (a .parquet file or a directory of them, put into a
+    store in memory: cudnn_algos.shards.open_store)."""
+    from .. import shards
+
+    dataset_paths(path, command)
+    try:
+        return shards.open_store(path)
+    except ValueError as e:
+        raise FileError(str(e)) from None

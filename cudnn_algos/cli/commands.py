@@ -6,7 +6,8 @@ import argparse
 import os
 
 from .checks import as_flags, check_outputs, needs, stop_status
-from .data_commands import cmd_corpus, cmd_dataset, cmd_selector, cmd_sweep
+from .data_commands import cmd_corpus, cmd_dataset, cmd_sweep
+from .selector_commands import cmd_selector
 from .parsing import EXIT_FAILED, EXIT_OK, FileError, UsageError, parse_conv, parse_shape
 
 def _model_from_args(a: argparse.Namespace) -> tuple:

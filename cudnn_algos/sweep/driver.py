@@ -219,7 +219,7 @@ def _collect(client, todo, fn, options, record, deadline) -> str:
                 top_up()  # before storing: the worker that just finished gets its next task sooner
             record(key_of.pop(fut), _outcome(fut))
             if over:
-                _drain(client, flying, key_of, record)
+                _drain(client, key_of, record)
                 return "budget"
     except KeyboardInterrupt:
         client.cancel(list(key_of))
@@ -240,7 +240,7 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _drain(client, flying, key_of, record, grace_s: float = DRAIN_S) -> None:
+def _drain(client, key_of, record, grace_s: float = DRAIN_S) -> None:
     """The tasks in flight at the budget's end finish and are stored; those still running after `grace_s` are
     cancelled (Note [the budget's end])."""
     from distributed import wait

@@ -1,0 +1,221 @@
+"""The selector's commands: `selector train` (a model from measured problem-directions), `selector eval` (leave
+one family or batch size out, or score a model file), `selector show` (what a model file holds)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from .checks import check_outputs, dataset_paths, needs, open_dataset
+from .parsing import EXIT_OK, FileError, UsageError
+
+
+def _measured(path: str, command: str) -> list:
+    """dataset.measured_problems of the store or shards at `path` (open_dataset's); shards are read straight, without a
+    store in memory (shards.measured: the same problems, a third of the time)."""
+    from .. import shards
+    from ..dataset import measured_problems
+
+    paths = dataset_paths(path, command)
+    try:
+        if paths:  # (none in a directory: open_dataset says so)
+            return shards.measured(paths)
+        with open_dataset(path, command) as s:
+            return list(measured_problems(s))
+    except ValueError as e:
+        raise FileError(f"{path}: {e}") from None
+
+
+def _check_selector_args(a: argparse.Namespace) -> None:
+    """Usage errors of `selector`'s options that need no file read."""
+    if a.action in ("train", "eval"):
+        needs(f"selector {a.action}", "sklearn")
+    if a.action == "train" and not a.out:
+        raise UsageError("selector train needs --out PATH (the model file, .npz)")
+    if a.plot and a.action != "eval":
+        raise UsageError(f"--plot {a.plot}: only selector eval draws (the held-out regret CDF)")
+    if a.evidence is not None and a.evidence < 0:
+        raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
+    if a.reach is not None and not a.reach > 0:
+        raise UsageError(f"--reach {a.reach} must be > 0 (inf: the trees everywhere)")
+    if a.learner != "exact" and (a.action == "show" or a.model or a.objective != "regression"):
+        raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) of the regression "
+                         "objective take it")
+    if a.hold_out is not None and (a.action != "eval" or a.model):
+        raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
+    if a.reach is not None and a.action == "show":
+        raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
+
+
+def cmd_selector(a: argparse.Namespace) -> int:
+    _check_selector_args(a)
+    from ..selector.model import EVIDENCE_K, REACH
+
+    evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
+    reach = REACH if a.reach is None else a.reach
+    check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
+    if a.action == "show":
+        if not os.path.isfile(a.file):
+            raise FileError(f"{a.file}: no such file")
+        return _selector_show(a.file)
+    from ..selector.train import KNOWN_CAP, train
+
+    problems = _measured(a.file, f"selector {a.action}")
+    if not problems:
+        raise FileError(f"{a.file}: no measured problem-direction to learn from")
+    if a.action == "train":
+        try:
+            if a.known is not None and a.known < 0:
+                raise UsageError(f"--known {a.known} must be >= 0")
+            sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
+                        known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
+                        learner=a.learner)
+        except ValueError as e:
+            raise FileError(f"{a.file}: {e}") from None
+        sel.save(a.out)
+        print(f"trained on {sel.trained_on['problems']} problem-directions ({sel.trained_on['candidates']} timed "
+              f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
+        return EXIT_OK
+    if a.model:
+        return _selector_score(a.model, problems, a.by, a.plot, a.reach)
+    return _selector_leave_one_out(a, problems, evidence_k, reach)
+
+
+def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float) -> int:
+    """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
+    of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
+    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
+
+    only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
+    try:
+        rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
+                           learner=a.learner, only=only)
+    except ValueError as e:
+        if not str(e).startswith("only="):
+            raise
+        raise UsageError(f"--hold-out {a.hold_out}: {str(e).split(': ', 1)[-1]}") from None
+    if not rs:
+        raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
+    methods = present(rs, SELECTOR_METHODS + METHODS)
+    seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
+    trees = f"{a.objective} trees" + (f" ({a.learner})" if a.objective == "regression" else "")
+    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}):\n"
+          "regret against the measured best (pick / best - 1, %) of the held-out problems")
+    print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
+    print(table(summarize(rs, (), methods), ()))
+    untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
+    print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach, {reach:g})\n"
+          f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
+          f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
+          f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
+          f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
+          f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
+          f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
+          f"timed one below it\n{TOP1_LEGEND}")
+    print(_choosing_costs(problems, rs))
+    if a.plot:
+        _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
+    return EXIT_OK
+
+
+def _choosing_costs(problems, rs) -> str:
+    """What each method's choice costs, host ms per problem-direction (median): the lists' queries and torch's
+    benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
+    selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
+    from ..regret import quantile, search_costs
+    from ..selector.train import MEASURE_K, RANK_MS
+
+    cost = search_costs(problems)
+    rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
+    names = {"instant": "INSTANT", "a": "A", "b": "B", "fallback": "fallback", "torch_on": "torch benchmark on"}
+    lines = ["choosing costs, host ms per problem-direction (median):"]
+    recorded = [f"{names[m]} {cost[m]:.3g}" for m in names if cost.get(m) is not None]
+    if recorded:
+        lines.append("  as the rows recorded them: " + ", ".join(recorded))
+    if rank is not None:
+        lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
+        lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
+        lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K} on the GPU (not in the rows)")
+    return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
+
+
+def _plot_selector(rs, path: str, title: str) -> None:
+    """The regret CDF of `rs` (selector rows: with_selector's) per method a user chooses between (no search, a
+    short one, cuDNN's heuristics, torch's benchmark mode) and the candidates' floor, written to `path`."""
+    from ..regret import plot_cdf, present
+    from ..selector.train import MEASURE_K
+
+    labels = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+              "nearest": "nearest neighbour", "offered_known": "floor: the fastest offered",
+              "instant": "INSTANT (torch, benchmark off)", "b": "heuristic B", "legacy_heuristic": "legacy heuristic",
+              "torch_on": "torch, benchmark on"}
+    plot_cdf(rs, path, present(rs, tuple(labels)), title=title, labels=labels)
+    print(f"wrote {path}")
+
+
+def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None) -> int:
+    """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
+    trained on apart from those it was not; `reach` (--reach) in place of the model's own."""
+    from dataclasses import replace
+
+    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector import Selector
+    from ..selector.train import SELECTOR_METHODS, score
+
+    try:
+        sel = Selector.shipped(_family_of(problems)) if model == "shipped" else Selector.load(model)
+    except (OSError, KeyError, ValueError) as e:
+        raise FileError(f"--model {model}: {str(e)[:300]}") from None
+    sel = sel if reach is None else replace(sel, reach=float(reach))
+    seen, new = score(sel, problems)
+    methods = present(seen + new, SELECTOR_METHODS + METHODS)
+    print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
+          f"on {len(problems)} problem-directions, reach {sel.reach:g}: regret against the measured best (pick / best "
+          "- 1, %)")
+    for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
+        print(f"\n{what}: {len(rs)} rows")
+        if rs:
+            print(table(summarize(rs, (by,), methods), (by,)))
+            print(table(summarize(rs, (), methods), ()))
+    print(f"\n{TOP1_LEGEND}")
+    print(_choosing_costs(problems, seen + new))
+    if plot:  # what it was not trained on, where there is any: the figure a reader takes for held out
+        rs, what = (new, "not trained on (held out)") if new else (seen, "trained on (none held out)")
+        _plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "
+                                 f"{by} rows")
+    return EXIT_OK
+
+
+def _family_of(problems) -> str:
+    """The environment family of the rows (GPU architecture x cuDNN major.minor), where they say."""
+    from ..environment import selector_family
+
+    r = problems[0][1][0]
+    cc, cudnn = r.get("compute_capability"), r.get("cudnn")
+    return selector_family(cc, cudnn) if cc and cudnn else "unknown"
+
+
+def _selector_show(path: str) -> int:
+    from ..selector import Selector
+
+    try:
+        sel = Selector.load(path)
+    except (ValueError, OSError, KeyError) as e:
+        raise FileError(f"{path}: not a cudnn_algos selector ({str(e)[:200]})") from None
+    t = sel.trained_on
+    print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
+          f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
+    learner = f"{t['learner']}: " if t.get("learner") else ""
+    print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({learner}{len(sel.trees.feature)} "
+          "nodes), "
+          f"{len(sel.vocabulary.engines)} engines, "
+          f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
+          f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach])")
+    n = sum(len(v) for v in sel.known.values())
+    print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
+          "(Note [known configurations])")
+    ev = sel.evidence
+    print("neighbour evidence: none (trained without it)" if ev is None else
+          f"neighbour evidence: {len(ev.value)} timed configurations of {len(ev.configs)} kinds, the {ev.k} nearest "
+          "(Note [neighbour evidence])")
+    return EXIT_OK
