@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from .regret import quantile, timed_ms
+from .regret import TOP1, configurations, quantile
 from .results.tables import knobs_text
 from .sweep.store import SweepStore
 from .sweep.tasks import REPEAT, is_repeat
@@ -76,9 +76,10 @@ def validate(store: SweepStore) -> Validation:
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The same problem-directions measured twice, by different processes: per configuration measured both times, the
-    second kernel median over the first; per problem-direction, whether both runs found the same best and how far
-    apart their bests are."""
+    """The same problem-directions measured twice, by different processes: per configuration measured both times
+    (regret.configurations: engine configurations and legacy algorithms, not torch's own choices), the second kernel
+    median over the first; per problem-direction, whether both runs found the same best (among what torch accepts,
+    the regret's best) and how far apart their bests are."""
 
     pairs: int  # problem-directions measured twice (both done)
     configs: int  # configurations with a kernel time in both
@@ -92,32 +93,107 @@ class NoiseFloor:
             return "noise floor: no problem-direction measured twice yet (a later sweep of the same store measures " \
                    "its sample again)"
         return (f"noise floor: {self.pairs} problem-directions measured twice in different processes, {self.configs} "
-                f"configurations timed both times: |change| median {100 * self.median_abs_change:.1f}%, p95 "
-                f"{100 * self.p95_abs_change:.1f}%; the same fastest configuration in {self.same_best} of "
-                f"{self.pairs}; the best time moved by up to {100 * self.best_within:.1f}% (p95)")
+                f"configurations timed both times: {self.figures}")
+
+    @property
+    def figures(self) -> str:
+        return (f"|change| median {100 * self.median_abs_change:.1f}%, p95 {100 * self.p95_abs_change:.1f}%; the same "
+                f"fastest configuration in {self.same_best} of {self.pairs}; the best time moved by up to "
+                f"{100 * self.best_within:.1f}% (p95)")
 
 
-def _timed(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
-    return {(r.get("candidate_kind"), r.get("candidate")): t for r in rows if (t := timed_ms(r)) is not None}
+@dataclass(frozen=True)
+class Transfer:
+    """One run's fastest configurations run in another: per problem-direction, the other run's time of the first's
+    best over the other's own best, minus 1 (the regret of a choice made on the first run's clock)."""
+
+    n: int  # problem-directions whose first-run best has a time in the other run
+    mean: float | None
+    p95: float | None
+    worst: float | None
+    over_top1: int  # regrets above regret.TOP1
+
+    def __str__(self) -> str:
+        if not self.n:
+            return "no best of one run has a time in the other"
+        return (f"mean {100 * self.mean:.2f}%, p95 {100 * self.p95:.1f}%, worst {100 * self.worst:.1f}%, "
+                f"above {TOP1:.0%} in {self.over_top1} of {self.n}")
+
+
+def _transfer(regrets: list[float]) -> Transfer:
+    return Transfer(len(regrets), sum(regrets) / len(regrets) if regrets else None, quantile(regrets, 0.95),
+                    max(regrets, default=None), sum(r > TOP1 for r in regrets))
+
+
+def _paired(pairs: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+            ) -> tuple[NoiseFloor, Transfer, Transfer]:
+    """The noise floor of (first rows, second rows) pairs of the same problem-directions, and the regret of each
+    run's bests in the other (first's in second, second's in first)."""
+    changes, best_moves, same, n, there, back = [], [], 0, 0, [], []
+    for ra, rb in pairs:
+        a, b = configurations(ra), configurations(rb)
+        ea, eb = configurations(ra, eligible=True), configurations(rb, eligible=True)
+        if not ea or not eb:
+            continue
+        n += 1
+        changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys()]
+        best_a, best_b = min(ea, key=ea.get), min(eb, key=eb.get)
+        same += best_a == best_b
+        best_moves.append(abs(eb[best_b] / ea[best_a] - 1))
+        if best_a in eb:
+            there.append(eb[best_a] / eb[best_b] - 1)
+        if best_b in ea:
+            back.append(ea[best_b] / ea[best_a] - 1)
+    floor = NoiseFloor(n, len(changes), quantile(changes, 0.5), quantile(changes, 0.95), same,
+                       quantile(best_moves, 0.95))
+    return floor, _transfer(there), _transfer(back)
 
 
 def noise_floor(store: SweepStore) -> NoiseFloor:
     """The noise floor from the store's repeats (sweep's repeat_fraction sample) and their first measurements."""
     done = {t.key for t in store.tasks() if t.status == "done"}
-    changes, best_moves, same, pairs = [], [], 0, 0
-    for key in sorted(k for k in done if is_repeat(k)):
-        first_key = key[: -len(REPEAT)]
-        if first_key not in done:
-            continue
-        a, b = _timed(store.rows(first_key)), _timed(store.rows(key))
-        if not a or not b:
-            continue
-        pairs += 1
-        changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys()]
-        same += min(a, key=a.get) == min(b, key=b.get)
-        best_moves.append(abs(min(b.values()) / min(a.values()) - 1))
-    return NoiseFloor(pairs, len(changes), quantile(changes, 0.5), quantile(changes, 0.95), same,
-                      quantile(best_moves, 0.95))
+    firsts = [k[: -len(REPEAT)] for k in sorted(done) if is_repeat(k) and k[: -len(REPEAT)] in done]
+    return _paired((store.rows(k), store.rows(k + REPEAT)) for k in firsts)[0]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two datasets' common problem-directions (two runs, two GPUs, two cuDNN versions): how far the times of the
+    same configurations move between them, and what running one's fastest configurations in the other costs."""
+
+    first: str
+    second: str
+    first_envs: tuple[str, ...]
+    second_envs: tuple[str, ...]
+    only_first: int  # problem-directions the second does not hold
+    only_second: int
+    floor: NoiseFloor
+    there: Transfer  # the first's bests in the second
+    back: Transfer  # the second's bests in the first
+
+    def __str__(self) -> str:
+        envs = lambda e: "; ".join(e) or "unknown"  # noqa: E731
+        lines = [f"first:  {self.first} ({envs(self.first_envs)})",
+                 f"second: {self.second} ({envs(self.second_envs)})",
+                 f"{self.floor.pairs} problem-directions in both ({self.only_first} only in the first, "
+                 f"{self.only_second} only in the second), {self.floor.configs} configurations timed in both"]
+        if self.floor.pairs:
+            lines += [self.floor.figures,
+                      f"the first's fastest run in the second, regret: {self.there}",
+                      f"the second's fastest run in the first, regret: {self.back}"]
+        return "\n".join(lines)
+
+
+def compare(first: SweepStore, second: SweepStore, names: tuple[str, str] | None = None) -> Comparison:
+    """Comparison of the whole problem-directions (validate()'s; repeats left out) two stores both hold; `names`:
+    what to call them (their paths where not given)."""
+    a, b = dict(measured_problems(first)), dict(measured_problems(second))
+    both = [k for k in a if k in b]
+    floor, there, back = _paired((a[k], b[k]) for k in both)
+    envs = lambda s, keys: tuple(sorted({t.env or "unknown" for t in s.tasks() if t.key in keys}))  # noqa: E731
+    names = names or (str(first.path), str(second.path))
+    return Comparison(*names, envs(first, a.keys()), envs(second, b.keys()),
+                      len(a) - len(both), len(b) - len(both), floor, there, back)
 
 
 def measured_problems(store: SweepStore, validation: Validation | None = None):
@@ -166,5 +242,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["NoiseFloor", "Validation", "kept", "measured_problems", "noise_floor", "problem_errors", "validate",
-           "to_frame", "write_parquet", "TIME_COLUMNS"]
+__all__ = ["Comparison", "NoiseFloor", "Transfer", "Validation", "compare", "kept", "measured_problems", "noise_floor",
+           "problem_errors", "validate", "to_frame", "write_parquet", "TIME_COLUMNS"]

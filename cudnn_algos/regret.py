@@ -44,15 +44,27 @@ def _first(rows: Iterable[dict[str, Any]], rank: str) -> dict[str, Any] | None:
     return min(ranked, key=lambda r: r[rank]) if ranked else None
 
 
+def configurations(rows: Sequence[dict[str, Any]], eligible: bool = False) -> dict[tuple[str, str], float]:
+    """(kind, name) -> kernel ms of every engine configuration and legacy algorithm that ran, from one
+    problem-direction's rows (torch's own candidates left out: each is a choice made in its process, not one
+    configuration). `eligible`: only those torch would accept (no torch_filter), among which the best is."""
+    timed = {}
+    for r in rows:
+        kind = r.get("candidate_kind")
+        if kind == "engine" or (kind == "legacy" and r.get("stage") != "heuristic"):
+            t = timed_ms(r)
+            if t is not None and not (eligible and kind == "engine" and r.get("torch_filter")):
+                timed[(kind, r.get("candidate"))] = t
+    return timed
+
+
 def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float | None]]:
     """Per method (and "best"): (the candidate it picks, that candidate's measured kernel ms), from one
     problem-direction's rows. (None, None): the method picks nothing here."""
     engine = [r for r in rows if r.get("candidate_kind") == "engine"]
     legacy_timed = [r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") != "heuristic"]
-    timed = {(r.get("candidate_kind"), r.get("candidate")): timed_ms(r) for r in engine + legacy_timed}
-    timed = {k: t for k, t in timed.items() if t is not None}
-    filtered = {("engine", r.get("candidate")) for r in engine if r.get("torch_filter")}
-    eligible = {k: t for k, t in timed.items() if k not in filtered}
+    timed = configurations(rows)
+    eligible = configurations(rows, eligible=True)
     out: dict[str, tuple[str | None, float | None]] = {}
     if eligible:
         (_, name), t = min(eligible.items(), key=lambda kv: kv[1])
@@ -272,6 +284,6 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "picks", "ProblemRegret",
-           "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table", "worst",
-           "plot_cdf", "plot_map"]
+__all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "configurations", "picks",
+           "ProblemRegret", "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table",
+           "worst", "plot_cdf", "plot_map"]

@@ -72,3 +72,59 @@ def test_cli_dataset(tmp_path, make):
     pytest.importorskip("pyarrow")
     r = run_cli("dataset", "write", tmp_path / "s.sqlite", "--out", tmp_path / "ds")
     assert r.returncode == 0 and "wrote" in r.stdout and (tmp_path / "ds").is_dir(), r.stderr
+
+
+def _rows(times, on=None, filtered=()):
+    """A hand-made problem-direction: engine configurations (legacy ones named ALGO_*) with these kernel times,
+    torch's benchmark-mode candidate at `on`, and `filtered` configurations torch would not accept."""
+    rows = [{"candidate_kind": "legacy" if n.startswith("ALGO") else "engine", "candidate": n, "stage": "find",
+             "status": "SUCCESS", "kernel_median_ms": t, "torch_filter": "rejected" if n in filtered else None}
+            for n, t in times.items()]
+    if on is not None:
+        rows.append({"candidate_kind": "torch_on", "candidate": "torch benchmark_on", "status": "SUCCESS",
+                     "kernel_median_ms": on})
+    return rows
+
+
+def test_compare_counts_the_noise_and_the_regret_of_one_runs_bests_in_the_other(tmp_path):
+    """dataset.compare on a hand-made pair: torch's own candidate is no configuration (not compared, never the
+    best), a configuration torch rejects is compared but never the best, and each run's best is priced in the
+    other's times."""
+    from cudnn_algos.dataset import compare
+
+    a, b = SweepStore(tmp_path / "a.sqlite"), SweepStore(tmp_path / "b.sqlite")
+    a.put("p1", "done", _rows({"e1": 1.0, "e2": 1.1, "ALGO_1": 1.2, "e0": 0.9}, on=0.5, filtered={"e0"}), env="X")
+    b.put("p1", "done", _rows({"e1": 1.05, "e2": 1.0, "ALGO_1": 1.2, "e0": 0.9}, on=2.0, filtered={"e0"}), env="Y")
+    a.put("p2", "done", _rows({"e1": 2.0, "e2": 3.0}), env="X")
+    b.put("p2", "done", _rows({"e1": 2.0, "e2": 3.3}), env="Y")
+    a.put("p3", "done", _rows({"e1": 1.0}), env="X")  # only in the first
+    c = compare(a, b, ("A", "B"))
+    assert (c.only_first, c.only_second, c.first_envs, c.second_envs) == (1, 0, ("X",), ("Y",))
+    f = c.floor
+    assert (f.pairs, f.configs, f.same_best) == (2, 6, 1)  # p1's bests differ (e1 in A, e2 in B)
+    assert f.p95_abs_change == pytest.approx(0.1) and f.best_within == pytest.approx(0.0)
+    assert (c.there.n, c.there.over_top1) == (2, 1)
+    assert c.there.mean == pytest.approx(0.025) and c.there.worst == pytest.approx(0.05)  # e1 in B: 1.05 / 1.0
+    assert c.back.mean == pytest.approx(0.05) and c.back.worst == pytest.approx(0.1)  # e2 in A: 1.1 / 1.0
+    text = str(c)
+    assert "2 problem-directions in both (1 only in the first, 0 only in the second)" in text
+    assert "the first's fastest run in the second, regret: mean 2.50%" in text
+
+
+def test_cli_dataset_compare(tmp_path):
+    from conftest import run_cli
+
+    for name, t in (("a", 1.0), ("b", 1.2)):
+        with SweepStore(tmp_path / f"{name}.sqlite") as s:
+            s.put("p", "done", _rows({"e1": t, "e2": 1.1}), env="H200")
+    r = run_cli("dataset", "compare", tmp_path / "a.sqlite", "--from", tmp_path / "b.sqlite")
+    assert r.returncode == 0, r.stderr
+    assert "1 problem-directions in both" in r.stdout and "same fastest configuration in 0 of 1" in r.stdout
+    assert "in the second, regret: mean 9.09%" in r.stdout  # a's best e1 in b: 1.2 / 1.1
+    assert "in the first, regret: mean 10.00%" in r.stdout  # b's best e2 in a: 1.1 / 1.0
+    r = run_cli("dataset", "compare", tmp_path / "a.sqlite")
+    assert r.returncode == 2 and "needs one --from OTHER" in r.stderr
+    with SweepStore(tmp_path / "c.sqlite") as s:
+        s.put("q", "done", _rows({"e1": 1.0}), env="H200")
+    r = run_cli("dataset", "compare", tmp_path / "a.sqlite", "--from", tmp_path / "c.sqlite")
+    assert r.returncode == 2 and "no whole problem-direction in common" in r.stderr

@@ -178,3 +178,18 @@ def test_report_validate_and_selector_read_shards_directly(tmp_path):
     empty.mkdir()
     r = run_cli("dataset", "report", empty)
     assert r.returncode != 0 and "no dataset shard" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_shards_measured_again_hold_only_problems_the_dataset_holds():
+    """data/again/ENV/*.parquet: the same problem-directions measured again in a later process (what `dataset
+    compare` reads against the dataset); none is new to the dataset, and the data card lists each with its counts."""
+    again = sorted(DATA.glob("again/*/*.parquet"))
+    assert again, "no shard under data/again/"
+    card = (ROOT / "docs" / "dataset.md").read_text()
+    for p in again:
+        held = {t.key for q in sorted((DATA / p.parent.name).glob("*.parquet")) for t, _ in shards.read(q)}
+        keys = {t.key for t, _ in shards.read(p)}
+        assert keys and keys <= held, sorted(keys - held)[:3]
+        one = shards.summary([p])
+        line = next((x for x in card.splitlines() if f"`{p.relative_to(ROOT).as_posix()}`" in x), None)
+        assert line is not None and f"| {one['measured']} | {one['repeats']} | {one['rows']:,} |" in line, line

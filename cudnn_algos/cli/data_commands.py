@@ -106,6 +106,8 @@ def cmd_dataset(a: argparse.Namespace) -> int:
         return _dataset_keys(a.store, a.out)
     if a.action == "pack":
         return _dataset_pack(a.store, a.out, a.sources, a.about)
+    if a.action == "compare":
+        return _dataset_compare(a.store, a.sources)
     if a.action == "write":
         needs("dataset write", "pyarrow")
     by = tuple(x for x in a.by.split(",") if x)
@@ -171,6 +173,20 @@ def _dataset_pack(store: str, out: str, sources: list[str], about: str) -> int:
             print(shards.pack(s, out, keys, about=about))
     except ValueError as e:
         raise FileError(str(e)) from None
+    return EXIT_OK
+
+
+def _dataset_compare(store: str, sources: list[str]) -> int:
+    """`dataset compare STORE --from OTHER`: dataset.compare of the two, each a store or shards."""
+    from ..dataset import compare
+
+    if len(sources) != 1:
+        raise UsageError(f"dataset compare needs one --from OTHER (given {len(sources)})")
+    with open_dataset(store, "dataset compare") as first, open_dataset(sources[0], "dataset compare") as second:
+        c = compare(first, second, (store, sources[0]))
+    print(c)
+    if not c.floor.pairs:
+        raise FileError(f"{store} and {sources[0]} hold no whole problem-direction in common: nothing to compare")
     return EXIT_OK
 
 

@@ -289,15 +289,19 @@ def _add_data_parsers(sub) -> None:
                                     "rows, for a sweep elsewhere to skip them; pack: the whole ones (and the failed "
                                     "ones) as a new compact shard (--out FILE.parquet: the core columns, the form "
                                     "the repository keeps under data/), only those of --from STORE's keys when "
-                                    "given.")
-    ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys", "pack"])
-    ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store); validate, write, report: also dataset "
-                                  "shards (a .parquet file or a directory of them, e.g. data/sm_90-cudnn-9.19)")
+                                    "given; compare: the problem-directions this one and --from OTHER both hold "
+                                    "(two runs, two GPUs, two cuDNN versions): how far the same configurations' "
+                                    "times move, whether the same one is fastest, and the regret of running one's "
+                                    "fastest in the other.")
+    ds.add_argument("action", choices=["validate", "write", "report", "merge", "keys", "pack", "compare"])
+    ds.add_argument("store", help="a sweep store (cudnn-algos sweep --store); validate, write, report, compare: also "
+                                  "dataset shards (a .parquet file or a directory of them, e.g. "
+                                  "data/sm_90-cudnn-9.19)")
     ds.add_argument("--out", metavar="PATH",
                     help="write: the Parquet directory; keys: the new store; pack: the new shard (.parquet)")
     ds.add_argument("--from", dest="sources", action="append", default=[], metavar="STORE",
                     help="merge: a store or a shard (.parquet) to copy from (repeatable); pack: only the keys of "
-                         "this store")
+                         "this store; compare: the other dataset (a store, a shard or a directory of them; once)")
     ds.add_argument("--about", default="", help="pack: a line saying what the shard holds (kept in its metadata)")
     ds.add_argument("--by", default="family,dtype,direction",
                     help="report: comma-separated groups among family, dtype, direction, batch ('' for one "
