@@ -127,6 +127,11 @@ class Training:
         return sum(self.step(shape)[1] for shape in self.cycle)
 
 
+def _k(text: str) -> int | str:
+    """--k as apply() takes it: an int, or "auto"."""
+    return text if text == "auto" else int(text)
+
+
 def _unseen_db(a, mode: str) -> str:
     """apply(unseen=mode)'s database: one of its own beside --db, emptied (what it keeps: mode "kept")."""
     path = Path(a.db).with_suffix(f".{mode}.sqlite")
@@ -146,7 +151,7 @@ def worker(a) -> dict:
     if a.mode == "apply":
         handle = cudnn_algos.apply(model, a.db)
     elif a.mode in UNSEEN_MODES:  # nothing tuned
-        handle = cudnn_algos.apply(model, _unseen_db(a, a.mode), unseen=a.mode,
+        handle = cudnn_algos.apply(model, _unseen_db(a, a.mode), unseen=a.mode, k=_k(a.k),
                                    selector=None if a.selector == "shipped" else a.selector,
                                    background={"on": True, "off": False}.get(a.background))
     elif a.mode == KEPT:
@@ -196,7 +201,7 @@ def paired_worker(a) -> dict:
 
     tr = Training(a.model, a.config, a.batches, a.sizes, a.mode == "paired_on")
     first_torch_s = tr.cycle_s()
-    handle = cudnn_algos.apply(tr.model, _unseen_db(a, a.paired_unseen), unseen=a.paired_unseen,
+    handle = cudnn_algos.apply(tr.model, _unseen_db(a, a.paired_unseen), unseen=a.paired_unseen, k=_k(a.k),
                                selector=None if a.selector in (None, "shipped") else a.selector)
     use = forward_switch(tr.model)
 
@@ -334,12 +339,15 @@ def main(argv=None) -> int:
                    help="also N processes per benchmark flag comparing apply(unseen=--paired-unseen) with torch's op "
                    "in alternating cycles inside the process (paired_worker); --modes '' runs only these")
     p.add_argument("--paired-unseen", default="predict", choices=UNSEEN_MODES)
+    p.add_argument("--k", default="3", help="measure_top_k's k: an int, or 'auto' (Note [the automatic shortlist])")
     p.add_argument("--paired-max-cycles", type=int, default=40, help="--paired: cycles to wait for the choosing")
     p.add_argument("--blocks", type=int, default=8, help="--paired: blocks (cycles) per process, a multiple of 4")
     p.add_argument("--json")
     p.add_argument("--plot")
     p.add_argument("--worker", choices=MODES + UNSEEN_MODES + (KEPT, "tune") + PAIRED, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.k != "auto" and not (a.k.isdigit() and int(a.k) >= 1):
+        p.error(f"--k {a.k}: an int >= 1 or 'auto'")
     if a.worker:
         a.mode = a.worker
         run = tune_worker if a.worker == "tune" else paired_worker if a.worker in PAIRED else worker
@@ -358,7 +366,7 @@ def main(argv=None) -> int:
                 "measure_top_k need --selector, kept comes after measure_top_k)")
     results = {"tune": _sub(["--worker", "tune", *common, *tune_args], 1800) if a.tune and "apply" in modes
                else None}
-    sel = ["--selector", a.selector] if a.selector else []
+    sel = (["--selector", a.selector] if a.selector else []) + ["--k", a.k]
     for mode in modes:
         results[mode] = _sub(["--worker", mode, *common] + sel, 900)
     paired_args = ["--paired-unseen", a.paired_unseen, "--paired-max-cycles", str(a.paired_max_cycles),

@@ -29,6 +29,15 @@ def test_varying_shapes_cycle_and_figure(tmp_path):
     assert not (tmp_path / "w.png").exists()
 
 
+def test_varying_shapes_k_is_an_int_or_auto(capsys):
+    vs = _load("varying_shapes")
+    assert vs._k("auto") == "auto" and vs._k("5") == 5
+    for bad in ("0", "Auto", "-1"):
+        with pytest.raises(SystemExit) as e:
+            vs.main(["--k", bad, "--modes="])
+        assert e.value.code == 2 and f"--k {bad}: an int >= 1 or 'auto'" in capsys.readouterr().err
+
+
 def test_profiles_job_parsing():
     pr = _load("profiles")
     j = pr.parse_job("torchvision:mobilenet_v3_small:fp16-nhwc:16:forward+backward_data")

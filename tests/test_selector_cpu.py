@@ -60,7 +60,7 @@ def test_candidate_encoding():
 
 def test_exported_trees_predict_what_sklearn_predicts():
     sk = pytest.importorskip("sklearn.ensemble")
-    from cudnn_algos.selector.model import Trees
+    from cudnn_algos.selector.trees import Trees
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 6))
@@ -74,7 +74,7 @@ def test_exported_trees_predict_what_sklearn_predicts():
 
 def test_exported_histogram_trees_predict_what_sklearn_predicts():
     sk = pytest.importorskip("sklearn.ensemble")
-    from cudnn_algos.selector.model import Trees
+    from cudnn_algos.selector.trees import Trees
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(3000, 6))
@@ -280,7 +280,7 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
     one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
     pytest.importorskip("sklearn")
     from cudnn_algos.regret import problem_regrets
-    from cudnn_algos.selector.train import KNOWN_UNTIMED, choose, train, with_selector
+    from cudnn_algos.selector.train import AUTO_K, KNOWN_UNTIMED, choose, train, with_selector
 
     problems = [table_problem(i, "a") for i in range(6)]
     for _, rows in problems:
@@ -308,6 +308,9 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
     (p,) = with_selector(problem_regrets, sel, key, rows)
     assert p.regret["known"] == pytest.approx(0.0) and p.regret["offered"] == pytest.approx(1.0)
     assert p.regret[KNOWN_UNTIMED] == 0.0
+    # k="auto" times the trees' first (eng5 here) and cuDNN's first, and more where predictions are close
+    assert c["known_auto"][0] == "eng5" and len(c["known_auto"]) >= 2 and p.regret["known_auto"] == pytest.approx(0.0)
+    assert p.regret[AUTO_K] == len(c["known_auto"])
     untimed = [r for r in rows if r["engine_id"] != 5]  # eng5 never timed for this problem
     c = choose(sel, untimed)
     assert c["known_untimed"] and c["known"] != "eng5" and c["offered_known"] == c["offered"]
@@ -337,6 +340,7 @@ def test_cli_selector(tmp_path):
     assert f"wrote {fig}" in r.stdout and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
+    assert "known_auto" in r.stdout and re.search(r"k='auto' .*timing \d+\.\d\d a problem\n  on average", r.stdout)
     r = run_cli("selector", "train", store, "--out", model, "--plot", fig)
     assert r.returncode == 2 and "--plot" in r.stderr and "only selector eval" in r.stderr, r.stderr
     r = run_cli("selector", "eval", store, "--plot", store)  # the figure over its own input: refused before work

@@ -17,7 +17,7 @@ from cudnn_algos import backend
 from cudnn_algos.engines import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
-from cudnn_algos.selector.model import REACH, heuristic_order
+from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, heuristic_order
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
 from cudnn_algos.tuning.ranking import with_known
@@ -52,6 +52,7 @@ def test_environment_family():
     (dict(unseen=None), "unseen=None must be one of"),
     (dict(unseen="measure_top_k", k=0), "k=0 must be an int >= 1"),
     (dict(unseen="measure_top_k", k=True), "k=True must be an int >= 1"),
+    (dict(unseen="measure_top_k", k="Auto"), "k='Auto' must be an int >= 1 .* or 'auto'"),
     (dict(unseen="predict", selector="/nonexistent/sel.npz"), "selector='/nonexistent/sel.npz'"),
     (dict(unseen="predict", selector=3), "selector= must be a cudnn_algos.selector.Selector or its .npz file"),
 ])
@@ -96,6 +97,30 @@ def test_shortlist_holds_cudnns_first_beside_the_selectors_first_k_minus_1():
 
 
 ENG = (0, 1, 9, 28, 47, 58, 62, 67)
+
+
+def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_first():
+    """Note [the automatic shortlist]: within reach, the trees' first, cuDNN's first, and every candidate predicted
+    within AUTO_SPREAD (0.3) of the trees' first (AUTO_MAX at most); outside the reach cuDNN's first AUTO_OUTSIDE."""
+    sel = shipped()
+    feats = problem_features(cudnn_algos.ConvSpec(64, 64, (3, 3), padding=1), (32, 64, 56, 56), "float16",
+                             "channels_last", "forward")
+    assert sel.within_reach(feats)
+    cands = [_cand(e, a=i, b=(len(ENG) - 1 - i), knobs=kn) for i, (e, kn) in enumerate(
+        [(e, {}) for e in ENG] + [(e, {"TILE_SIZE": t}) for e in (58, 65, 67) for t in (1, 4)])]
+    anchor = heuristic_order(cands)[0]  # cuDNN's first: index 13 (B's position 0)
+    # the rule on given predictions: 0 first, cuDNN's first, then 2 and 3 (within 0.3 of 0's); 4 at 0.31 is not
+    predicted = np.array([0.0, 0.9, 0.1, 0.29, 0.31] + [1.0] * (len(cands) - 5))
+    order = [int(i) for i in np.argsort(predicted, kind="stable")]
+    assert sel.shortlist(feats, cands, "auto", order, predicted) == [0, anchor, 2, 3]
+    assert sel.shortlist(feats, cands, "auto", order, predicted - predicted) == [0, anchor] + order[1:AUTO_MAX - 1]
+    # the trees' own predictions: every candidate here is close, so AUTO_MAX of them, the trees' first leading
+    short = sel.shortlist(feats, cands, "auto")
+    assert len(short) == AUTO_MAX == len(set(short)) and short[:2] == [sel.rank(feats, cands)[0], anchor]
+    far = list(feats)
+    far[0] = 40.0  # batch 2**40: beyond every training problem
+    assert not sel.within_reach(far)
+    assert sel.shortlist(far, cands, "auto") == heuristic_order(cands)[:AUTO_OUTSIDE]
 
 
 def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
@@ -250,14 +275,15 @@ def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_li
     assert h(_query()) == ([], "", "no stored winner; the selector's background threads were stopped")
 
 
-def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(fake_lists, monkeypatch):
+@pytest.mark.parametrize("k", [3, "auto"])
+def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(fake_lists, monkeypatch, k):
     """measure_top_k in the background: the thread queries and ranks and asks the registry to ask again; the
     problem's next call (the operator's thread) times the shortlist the thread made and answers the fastest first."""
     plans, calls = fake_lists
     sel = shipped()
     asked = []
     monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", asked.append)
-    h = UnseenHandler("measure_top_k", sel, k=3, background=True, threads=2)
+    h = UnseenHandler("measure_top_k", sel, k=k, background=True, threads=2)
     timed_with = []
 
     def timed(q, ranked, short):  # stands in for the GPU timing: the shortlist's last is the fastest
@@ -271,7 +297,7 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     cands = with_known(candidates_of(plans, "float16", False, True),
                        sel.known_for("forward", "float16", "channels_last"))
     feats = problem_features(*query_problem(_query()))
-    short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], 3)]
+    short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], k)]
     assert timed_with == [[c.name for c in short]] and origin == "measured_top_k" and why == ""
     assert configs[0] == (short[-1].engine_id, [tuple(k) for k in short[-1].knobs])
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, by the thread
@@ -566,7 +592,7 @@ def test_selector_bytes_round_trip_ranks_the_same():
     assert again.family == sel.family and np.allclose(again.predict(feats, cands), sel.predict(feats, cands))
 
 
-@pytest.mark.parametrize("mode, k", [("predict", 0), ("measure_top_k", 3)])
+@pytest.mark.parametrize("mode, k", [("predict", 0), ("measure_top_k", 3), ("measure_top_k", "auto")])
 def test_the_helper_ranks_as_the_models_process_would(mode, k):
     """Note [ranking in the helper]: serve() in a thread behind a real socket pair, given the shipped selector as
     bytes, answers a "rank" query with the ranking (and shortlist) that ranking.rank makes of the same lists in this
@@ -601,7 +627,7 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
         lp.close()
     want, want_short = rank(candidates_of(plans, "float16", False, True), shipped(), feats, k)
     assert ms == 3.0 and ranked == want and short == want_short and len(ranked) > 2
-    assert len(short) == k
+    assert len(short) == k if k != "auto" else 2 <= len(short) <= AUTO_MAX
 
 
 def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):

@@ -84,7 +84,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
+    from ..selector.train import AUTO_K, KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
 
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
@@ -104,10 +104,13 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
+    ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach, {reach:g})\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
+          f"known_auto: unseen='measure_top_k' with k='auto' (with known configurations): timing "
+          f"{sum(ks) / max(len(ks), 1):.2f} a problem\n  on average (at most {max(ks, default=0):.0f})\n"
           f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
@@ -146,6 +149,7 @@ def _plot_selector(rs, path: str, title: str) -> None:
     from ..selector.train import MEASURE_K
 
     labels = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+              "known_auto": "measure_top_k (k='auto')",
               "nearest": "nearest neighbour", "offered_known": "floor: the fastest offered",
               "instant": "INSTANT (torch, benchmark off)", "b": "heuristic B", "legacy_heuristic": "legacy heuristic",
               "torch_on": "torch, benchmark on"}

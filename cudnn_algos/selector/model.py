@@ -16,10 +16,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
+from .trees import Trees
 
 FORMAT = 3  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence
 READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
+# Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first, then every
+# candidate the trees predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their
+# first, AUTO_MAX at most; outside the reach (no prediction to go by) cuDNN's first AUTO_OUTSIDE. Where the trees
+# are sure it times two, where several are close (a kind of layer they know less) more. Held out by family on the
+# repository's dataset it averaged ~4 timed a problem and a third of k=4's regret in RegNet's grouped layers
+# (docs/selector.md, "The automatic shortlist").
+AUTO = "auto"
+AUTO_SPREAD = 0.3
+AUTO_MAX = 10
+AUTO_OUTSIDE = 4
 EVIDENCE_K = 5  # Note [neighbour evidence]: how many of the nearest training problems that timed a configuration
 EVIDENCE_FEATURES = ("evidence_mean", "evidence_first", "evidence_distance")
 EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the class timed (above the targets' cap)
@@ -29,98 +40,6 @@ EVIDENCE_CLASS = ("transposed", "float16", "bfloat16", "float32", "channels_last
                   "backward_filter")
 _CLASS_AT = [PROBLEM_FEATURES.index(n) for n in EVIDENCE_CLASS]
 SHIPPED = Path(__file__).parent / "models"  # the trained selectors the package ships, one file per family
-
-
-@dataclass(frozen=True, eq=False)
-class Trees:
-    """Regression trees as flat arrays: node i of tree t is at offset[t] + i; a leaf has left == -1. The prediction
-    is base + rate * sum over trees of the leaf values."""
-
-    feature: np.ndarray  # int32 per node
-    threshold: np.ndarray  # float64 per node: go left when x[feature] <= threshold
-    left: np.ndarray  # int32 per node, relative to its tree's offset; -1 at a leaf
-    right: np.ndarray
-    value: np.ndarray  # float64 per node
-    offset: np.ndarray  # int64 per tree
-    base: float
-    rate: float
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predictions for the rows of `x` (2-d): every row down every tree at once, one level per pass (flat
-        indices and take(): a pass is a few gathers over rows x trees)."""
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        if not len(x):
-            return np.zeros(0)
-        child, feature, depth = self._walk
-        if x.ndim != 2 or x.shape[1] < self.width:  # a narrower row would be read past its end, into the next
-            raise ValueError(f"rows of shape {x.shape}: these trees read {self.width} features a row (a selector "
-                             "of format 3 without its evidence?)")
-        flat = x.ravel()
-        base = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]
-        node = np.repeat(self.offset.astype(np.intp)[None, :], len(x), axis=0)
-        for _ in range(depth):  # a leaf's children are itself: it stays put
-            node = child.take(2 * node + (flat.take(base + feature.take(node)) > self.threshold.take(node)))
-        return self.base + self.rate * self.value.take(node).sum(axis=1)
-
-    @functools.cached_property
-    def width(self) -> int:
-        """The features a row needs: one more than the highest index a split reads."""
-        inner = self.left >= 0
-        return int(self.feature[inner].max(initial=-1)) + 1
-
-    @functools.cached_property
-    def _walk(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Children as absolute node indices, interleaved (node n's left at 2n, right at 2n + 1; a leaf's both
-        itself); features as indices; and the deepest tree's depth."""
-        tree = np.repeat(np.arange(len(self.offset)), np.diff(np.append(self.offset, len(self.left))))
-        idx = np.arange(len(self.left))
-        leaf = self.left < 0
-        left = np.where(leaf, idx, self.offset[tree] + self.left)
-        right = np.where(leaf, idx, self.offset[tree] + self.right)
-        depth = np.zeros(len(idx), dtype=np.int64)  # children come after their parent in sklearn's node order
-        for i in idx[~leaf]:
-            depth[left[i]] = depth[right[i]] = depth[i] + 1
-        child = np.stack([left, right], axis=1).ravel().astype(np.intp)
-        return child, self.feature.astype(np.intp), int(depth.max(initial=0))
-
-    @classmethod
-    def from_sklearn(cls, gbr: Any) -> "Trees":
-        """A fitted sklearn GradientBoostingRegressor (squared error) as arrays: its public tree_ attributes."""
-        ts = [est.tree_ for est in gbr.estimators_[:, 0]]
-        base = float(gbr.init_.constant_.ravel()[0])  # the default init: the training targets' mean
-        return cls.of(ts, [t.value[:, 0, 0] for t in ts], base, float(gbr.learning_rate))
-
-    @classmethod
-    def from_sklearn_hist(cls, hgb: Any) -> "Trees":
-        """A fitted sklearn HistGradientBoostingRegressor (squared error, numerical features, no missing values)
-        as arrays. Its trees are not public attributes: each predictor's `nodes` record array (children after
-        their parent, a split sends x <= num_threshold left, leaf values already shrunk by the learning rate) and
-        the baseline prediction are read, and checked for the layout this expects."""
-        preds = [p[0] for p in getattr(hgb, "_predictors", ())]
-        base = np.asarray(getattr(hgb, "_baseline_prediction", np.nan), dtype=np.float64).ravel()
-        need = ("value", "feature_idx", "num_threshold", "left", "right", "is_leaf")
-        if not preds or base.size != 1 or any(n not in (p.nodes.dtype.names or ()) for p in preds for n in need):
-            raise ValueError("this scikit-learn's HistGradientBoostingRegressor keeps its trees in a layout this "
-                             "cannot read; train with learner='exact'")
-        if any(p.nodes["is_categorical"].any() for p in preds if "is_categorical" in p.nodes.dtype.names):
-            raise ValueError("categorical splits cannot be exported: train on numerical features")
-        nodes = [p.nodes for p in preds]
-        offset = np.concatenate([[0], np.cumsum([len(n) for n in nodes])[:-1]]).astype(np.int64)
-        cat = np.concatenate(nodes)
-        leaf = cat["is_leaf"].astype(bool)
-        return cls(np.where(leaf, 0, cat["feature_idx"]).astype(np.int32), cat["num_threshold"].astype(np.float64),
-                   np.where(leaf, -1, cat["left"].astype(np.int64)).astype(np.int32),
-                   np.where(leaf, -1, cat["right"].astype(np.int64)).astype(np.int32),
-                   cat["value"].astype(np.float64), offset, float(base[0]), 1.0)
-
-    @classmethod
-    def of(cls, trees: Sequence[Any], values: Sequence[np.ndarray], base: float, rate: float) -> "Trees":
-        """Fitted sklearn trees (their tree_ objects) with the value of each of their nodes, as arrays."""
-        offset = np.concatenate([[0], np.cumsum([t.node_count for t in trees])[:-1]]).astype(np.int64)
-        cat = lambda get, dtype: np.concatenate([get(t) for t in trees]).astype(dtype)  # noqa: E731
-        return cls(cat(lambda t: np.maximum(t.feature, 0), np.int32), cat(lambda t: t.threshold, np.float64),
-                   cat(lambda t: t.children_left, np.int32), cat(lambda t: t.children_right, np.int32),
-                   np.concatenate(values).astype(np.float64), offset, float(base), float(rate))
 
 
 @dataclass(frozen=True)
@@ -378,16 +297,30 @@ class Selector:
     def rank(self, problem: Sequence[float], candidates: Sequence[tuple]) -> list[int]:
         """Candidate indices, predicted fastest first; outside the selector's reach (Note [the selector's reach]),
         cuDNN's order (heuristic_order)."""
-        if not self.within_reach(problem):
-            return heuristic_order(candidates)
-        return [int(i) for i in np.argsort(self.predict(problem, candidates), kind="stable")]
+        return self.ranked(problem, candidates)[0]
 
-    def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int,
-                  order: Sequence[int] | None = None) -> list[int]:
-        """The k candidates apply(unseen="measure_top_k") times: the selector's first k - 1 and cuDNN's own first
-        (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the fastest of
-        them is never slower than cuDNN's pick on the clock that times them. `order`: rank()'s answer for these
-        candidates, where the caller has it."""
+    def ranked(self, problem: Sequence[float], candidates: Sequence[tuple]) -> tuple[list[int], np.ndarray | None]:
+        """rank()'s order and the predictions it sorted (None outside the reach: cuDNN's order)."""
+        if not self.within_reach(problem):
+            return heuristic_order(candidates), None
+        predicted = self.predict(problem, candidates)
+        return [int(i) for i in np.argsort(predicted, kind="stable")], predicted
+
+    def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int | str,
+                  order: Sequence[int] | None = None, predicted: np.ndarray | None = None) -> list[int]:
+        """The candidates apply(unseen="measure_top_k") times. k an int: the selector's first k - 1 and cuDNN's
+        own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
+        fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
+        shortlist]. `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
+        if k == AUTO:
+            if predicted is None and self.within_reach(problem):
+                predicted = self.predict(problem, candidates)
+            if predicted is None:
+                return self.shortlist(problem, candidates, AUTO_OUTSIDE, order)
+            order = [int(i) for i in np.argsort(predicted, kind="stable")] if order is None else list(order)
+            short = self.shortlist(problem, candidates, 2, order)
+            top = predicted[order[0]]
+            return (short + [i for i in order if i not in short and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
         order = list(self.rank(problem, candidates) if order is None else order)
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]
@@ -477,6 +410,6 @@ class Selector:
                    float(h.get("reach", REACH)), known, evidence)
 
 
-__all__ = ["FORMAT", "READS", "REACH", "EVIDENCE_K", "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS",
-           "Trees", "Neighbours", "Evidence", "Selector", "config_key", "evidence_class", "heuristic_order",
-           "problem_class"]
+__all__ = ["FORMAT", "READS", "REACH", "AUTO", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
+           "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector", "config_key",
+           "evidence_class", "heuristic_order", "problem_class"]

@@ -111,16 +111,16 @@ class ListsProcess:
                     pass  # the reader sees the helper gone; the next query says why
 
     def rank(self, direction: str, problem: Any, lists: Sequence[str], device: int, features: Sequence[float],
-             dtype: str, deterministic: bool, allow_tf32: bool, shortlist_k: int = 0, memory_format: str = ""
+             dtype: str, deterministic: bool, allow_tf32: bool, shortlist_k: int | str = 0, memory_format: str = ""
              ) -> tuple[list[Any], list[Any], float]:
         """Note [ranking in the helper]: the lists' configurations torch would accept (ranking.candidates_of) and
         the selector's known configurations of the problem's class (Note [known configurations]; memory_format
         names the class), in the order of the selector set_selector() gave, the shortlist of shortlist_k (0:
-        none), as ranking.Candidate, and cuDNN's host ms for the lists (ListsProcessError where the helper cannot
-        answer)."""
+        none; "auto": Note [the automatic shortlist]), as ranking.Candidate, and cuDNN's host ms for the lists
+        (ListsProcessError where the helper cannot answer)."""
         reply = self._request(("rank", str(direction), problem, tuple(lists), int(device),
                                [float(f) for f in features], str(dtype), bool(deterministic), bool(allow_tf32),
-                               int(shortlist_k), str(memory_format)))
+                               shortlist_k if shortlist_k == "auto" else int(shortlist_k), str(memory_format)))
         return ranking_of(reply)
 
     def _request(self, query: tuple) -> tuple:

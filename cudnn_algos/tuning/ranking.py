@@ -96,14 +96,14 @@ def with_known(cands: list[Candidate], known: Sequence[str]) -> list[Candidate]:
 def rank(cands: list[Candidate], selector: Any, features: Sequence[float], shortlist_k: int = 0,
          known: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """`cands` and the `known` configurations not among them (with_known) in the selector's predicted order
-    (fastest first), and with shortlist_k > 0 the shortlist measure_top_k times (Selector.shortlist: its first k - 1
-    and cuDNN's first)."""
+    (fastest first), and with shortlist_k (an int > 0, or "auto") the shortlist measure_top_k times
+    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist])."""
     cands = with_known(cands, known)
     if len(cands) < 2:
         return cands, cands
     enc = [c.encoded for c in cands]
     order = selector.rank(features, enc)
-    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k > 0 else []
+    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k else []
     return [cands[i] for i in order], [cands[i] for i in short]
 
 

@@ -2,12 +2,12 @@
 problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
 configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
 then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
-own first, Selector.shortlist) is built and timed on fresh random operands (CUDA events around back-to-back calls,
-as torch's benchmark mode times its candidates), the fastest kept. The lists are queried in a helper process (Note
-[lists in a helper process] in lists_process.py) and ranked in background threads while torch's op runs the
-problem's first call (Note [choosing in the background], the default), or all at that first call. Either way the
-choice is made once per problem and process; ``Applied.decisions()`` lists them (``Applied.keep()`` stores them in
-a tuning database)."""
+own first, Selector.shortlist; k="auto": as many as its predictions leave close) is built and timed on fresh random
+operands (CUDA events around back-to-back calls, as torch's benchmark mode times its candidates), the fastest kept.
+The lists are queried in a helper process (Note [lists in a helper process] in lists_process.py) and ranked in
+background threads while torch's op runs the problem's first call (Note [choosing in the background], the default),
+or all at that first call. Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
+them (``Applied.keep()`` stores them in a tuning database)."""
 from __future__ import annotations
 
 import atexit
@@ -101,7 +101,7 @@ class UnseenHandler:
     empty answer saying why (the call runs torch's op, counted as a fallback with that reason). background=True:
     Note [choosing in the background]."""
 
-    def __init__(self, mode: str, selector: Any, k: int = 3, lists: Sequence[str] = CANDIDATE_LISTS,
+    def __init__(self, mode: str, selector: Any, k: int | str = 3, lists: Sequence[str] = CANDIDATE_LISTS,
                  calls: int = 5, samples: int = 3, background: bool = False, threads: int | None = None):
         self.mode, self.selector, self.k, self.lists = mode, selector, k, tuple(lists)
         self._helper: ListsProcess | None = None  # Note [lists in a helper process]
@@ -308,8 +308,9 @@ def check_unseen(unseen: Any, k: Any) -> None:
     """apply()'s unseen and k arguments (ValueError naming the argument and value)."""
     if not isinstance(unseen, str) or unseen not in UNSEEN:
         raise ValueError(f"unseen={unseen!r} must be one of: {', '.join(map(repr, UNSEEN))}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k={k!r} must be an int >= 1 (how many predicted configurations measure_top_k times)")
+    if k != "auto" and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k={k!r} must be an int >= 1 (how many predicted configurations measure_top_k times) or "
+                         "'auto' (as many as the selector's predictions leave close: Note [the automatic shortlist])")
 
 
 __all__ = ["UNSEEN", "CANDIDATE_LISTS", "Candidate", "Decision", "UnseenHandler", "query_problem", "candidates_of",
