@@ -24,9 +24,8 @@ REACH = 2.0  # Note [the selector's reach]
 # Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first, then every
 # candidate the trees predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their
 # first, AUTO_MAX at most; outside the reach (no prediction to go by) cuDNN's first AUTO_OUTSIDE. Where the trees
-# are sure it times two, where several are close (a kind of layer they know less) more. Held out by family on the
-# repository's dataset it averaged ~4 timed a problem and a third of k=4's regret in RegNet's grouped layers
-# (docs/selector.md, "The automatic shortlist").
+# are sure it times two, where several are close (a kind of layer they know less) more; the three settings and
+# how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The automatic shortlist".
 AUTO = "auto"
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
