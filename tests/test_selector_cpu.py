@@ -341,6 +341,7 @@ def test_cli_selector(tmp_path):
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
     assert "known_auto" in r.stdout and re.search(r"k='auto' .*timing \d+\.\d\d a problem\n  on average", r.stdout)
+    assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average\) on the GPU", r.stdout)
     r = run_cli("selector", "train", store, "--out", model, "--plot", fig)
     assert r.returncode == 2 and "--plot" in r.stderr and "only selector eval" in r.stderr, r.stderr
     r = run_cli("selector", "eval", store, "--plot", store)  # the figure over its own input: refused before work

@@ -126,7 +126,7 @@ def _choosing_costs(problems, rs) -> str:
     benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
     selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
     from ..regret import quantile, search_costs
-    from ..selector.train import MEASURE_K, RANK_MS
+    from ..selector.train import AUTO_K, MEASURE_K, RANK_MS
 
     cost = search_costs(problems)
     rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
@@ -138,7 +138,9 @@ def _choosing_costs(problems, rs) -> str:
     if rank is not None:
         lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
         lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
-        lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K} on the GPU (not in the rows)")
+        ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
+        auto = f" (k='auto': {sum(ks) / len(ks):.2f} on average)" if ks else ""
+        lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K}{auto} on the GPU (not in the rows)")
     return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
 
 
