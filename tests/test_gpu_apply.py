@@ -195,9 +195,10 @@ UNSEEN_CASES = ["2d-fp32", "2d-fp16-nhwc", "1d-fp32", "3d-fp16", "2d-transposed-
                          ids=["predict", "measure_top_k", "measure_top_k-auto"])
 @pytest.mark.parametrize("case", UNSEEN_CASES)
 def test_unseen_problems_run_the_selectors_choice_matching_torch(case, unseen, k, bg, tmp_path, tf32_as_in):
-    """Nothing tuned: every problem's first call asks the shipped selector (predict: its pick built; measure_top_k:
-    its shortlist of k timed, or k="auto"'s), every later call runs that choice; in the background, torch's op runs the first calls
-    while threads rank, and the choice runs from the next call after; outputs and gradients match torch's."""
+    """Nothing tuned: every problem's first call asks the shipped selector (predict: its pick built; measure_top_k: its
+    shortlist of k timed, or k="auto"'s), every later call runs that choice; in the background, torch's op runs the
+    first calls while threads rank, and the choice runs from the next call after; outputs and gradients match
+    torch's."""
     model, x, dtype = _build(case)
     ref_out, ref_grads = _run(model, x)
     tol = TF32_TOL if dtype == torch.float32 and tf32_as_in else TOL[dtype]

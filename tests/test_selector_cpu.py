@@ -296,7 +296,8 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
     sel.save(path)
     assert Selector.load(path).known == sel.known
     from cudnn_algos.selector.train import class_of  # a transposed layer's forward: cuDNN's backward data
-    row = {"direction": "forward", "cudnn_direction": "backward_data", "dtype": "float16", "memory_format": "contiguous"}
+    row = {"direction": "forward", "cudnn_direction": "backward_data", "dtype": "float16",
+           "memory_format": "contiguous"}
     assert class_of(row) == "backward_data float16 contiguous"
 
     key, rows = table_problem(3, "b")
@@ -340,8 +341,8 @@ def test_cli_selector(tmp_path):
     assert f"wrote {fig}" in r.stdout and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
-    assert "known_auto" in r.stdout and re.search(r"k='auto' .*timing \d+\.\d\d a problem\n  on average", r.stdout)
-    assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average\) on the GPU", r.stdout)
+    assert "known_auto: unseen='measure_top_k' with k='auto'" in r.stdout
+    assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average, at most \d+\) on the GPU", r.stdout)
     r = run_cli("selector", "train", store, "--out", model, "--plot", fig)
     assert r.returncode == 2 and "--plot" in r.stderr and "only selector eval" in r.stderr, r.stderr
     r = run_cli("selector", "eval", store, "--plot", store)  # the figure over its own input: refused before work

@@ -84,7 +84,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector.train import AUTO_K, KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
+    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
 
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
@@ -104,13 +104,12 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
-    ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
     print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach, {reach:g})\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
-          f"known_auto: unseen='measure_top_k' with k='auto' (with known configurations): timing "
-          f"{sum(ks) / max(len(ks), 1):.2f} a problem\n  on average (at most {max(ks, default=0):.0f})\n"
+          f"known_auto: unseen='measure_top_k' with k='auto' (with known configurations; how many it timed: the "
+          f"choosing costs)\n"
           f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
@@ -139,7 +138,7 @@ def _choosing_costs(problems, rs) -> str:
         lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
         lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
         ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
-        auto = f" (k='auto': {sum(ks) / len(ks):.2f} on average)" if ks else ""
+        auto = f" (k='auto': {sum(ks) / len(ks):.2f} on average, at most {max(ks):.0f})" if ks else ""
         lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K}{auto} on the GPU (not in the rows)")
     return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
 

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from .. import backend
 from ..selector import Selector
 from ..selector.features import RANKED_LISTS
+from ..selector.model import AUTO
 from ..spec import ConvSpec
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
@@ -308,7 +309,7 @@ def check_unseen(unseen: Any, k: Any) -> None:
     """apply()'s unseen and k arguments (ValueError naming the argument and value)."""
     if not isinstance(unseen, str) or unseen not in UNSEEN:
         raise ValueError(f"unseen={unseen!r} must be one of: {', '.join(map(repr, UNSEEN))}")
-    if k != "auto" and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+    if k != AUTO and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"k={k!r} must be an int >= 1 (how many predicted configurations measure_top_k times) or "
                          "'auto' (as many as the selector's predictions leave close: Note [the automatic shortlist])")
 
