@@ -28,6 +28,7 @@ NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDU
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
 BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",
                   "SUPPORTS_CUDA_GRAPH_NATIVE_API", "CUBLASLT_DEPENDENCY")
+RUNTIME_COMPILATION = BEHAVIOR_NOTES.index("RUNTIME_COMPILATION")  # cuDNN's behaviour note: NVRTC at plan build
 KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA", "LDGB", "CHUNK_K", "SPLIT_H",
          "WINO_TILE", "MULTIPLY", "SPLIT_K_BUF", "TILEK", "STAGES", "REDUCTION_MODE", "CTA_SPLIT_K_MODE",
          "SPLIT_K_SLC", "IDX_MODE", "SLICED", "SPLIT_RS", "SINGLEBUFFER", "LDGC", "SPECFILT", "KERNEL_CFG",
@@ -440,4 +441,4 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
 
 __all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "config_name",
            "named_knobs", "numerical_note_names", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
-           "HEURISTICS"]
+           "HEURISTICS", "RUNTIME_COMPILATION"]

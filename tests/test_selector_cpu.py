@@ -273,14 +273,14 @@ def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():
     assert min(v for m, v in p.regret.items() if m.startswith("selector") and v is not None) >= 0.5 - 1e-9
 
 
-def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
+def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypatch):
     """Note [known configurations]: the training problems' fastest configurations per class ride in the model file
     and are ranked beside the lists' candidates; a held-out problem whose fastest (eng5) no list names gets it from
     them ("known", "offered_known"), where the lists alone cannot ("offered" is slower). Where the trees would pick
     one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
     pytest.importorskip("sklearn")
     from cudnn_algos.regret import problem_regrets
-    from cudnn_algos.selector.train import AUTO_K, KNOWN_UNTIMED, choose, train, with_selector
+    from cudnn_algos.selector.train import AUTO_K, KNOWN_UNTIMED, choose, runtime_compiled, train, with_selector
 
     problems = [table_problem(i, "a") for i in range(6)]
     for _, rows in problems:
@@ -312,6 +312,14 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path):
     # k="auto" times the trees' first (eng5 here) and cuDNN's first, and more where predictions are close
     assert c["known_auto"][0] == "eng5" and len(c["known_auto"]) >= 2 and p.regret["known_auto"] == pytest.approx(0.0)
     assert p.regret[AUTO_K] == len(c["known_auto"])
+    # ...but adds none whose notes say it compiles at run time: with every row so noted, only its first two remain
+    monkeypatch.setattr("cudnn_algos.selector.model.AUTO_SPREAD", 10.0)  # every candidate close: more than two
+    c = choose(sel, rows)
+    for r in rows:
+        r["note"] = "TENSOR_CORE,RUNTIME_COMPILATION"
+    assert runtime_compiled(rows) == {r["candidate"] for r in rows}
+    assert len(c["known_auto"]) > 2 and choose(sel, rows)["known_auto"] == c["known_auto"][:2]
+    monkeypatch.undo()
     untimed = [r for r in rows if r["engine_id"] != 5]  # eng5 never timed for this problem
     c = choose(sel, untimed)
     assert c["known_untimed"] and c["known"] != "eng5" and c["offered_known"] == c["offered"]

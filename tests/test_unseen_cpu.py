@@ -20,7 +20,7 @@ from cudnn_algos.selector import Selector, problem_features
 from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, heuristic_order
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
-from cudnn_algos.tuning.ranking import with_known
+from cudnn_algos.tuning.ranking import Candidate, with_known
 from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
 
 FAMILY = "sm_90 cudnn 9.19"
@@ -114,6 +114,9 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     order = [int(i) for i in np.argsort(predicted, kind="stable")]
     assert sel.shortlist(feats, cands, "auto", order, predicted) == [0, anchor, 2, 3]
     assert sel.shortlist(feats, cands, "auto", order, predicted - predicted) == [0, anchor] + order[1:AUTO_MAX - 1]
+    # a runtime-compiled candidate is never one it adds (2 here), only one of its first two (0 here)
+    assert sel.shortlist(feats, cands, "auto", order, predicted, compiled=[2]) == [0, anchor, 3]
+    assert sel.shortlist(feats, cands, "auto", order, predicted, compiled=[0, anchor]) == [0, anchor, 2, 3]
     # the trees' own predictions: every candidate here is close, so AUTO_MAX of them, the trees' first leading
     short = sel.shortlist(feats, cands, "auto")
     assert len(short) == AUTO_MAX == len(set(short)) and short[:2] == [sel.rank(feats, cands)[0], anchor]
@@ -121,6 +124,8 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     far[0] = 40.0  # batch 2**40: beyond every training problem
     assert not sel.within_reach(far)
     assert sel.shortlist(far, cands, "auto") == heuristic_order(cands)[:AUTO_OUTSIDE]
+    h = heuristic_order(cands)
+    assert sel.shortlist(far, cands, "auto", compiled=[h[2]]) == h[:2] + h[3:AUTO_OUTSIDE + 1]
 
 
 def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
@@ -132,8 +137,8 @@ def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
     assert sel.rank(far, cands) == heuristic_order(cands)
 
 
-def _plan(e, knobs=(), notes=(), status="NOT_BUILT", ranks=()):
-    return backend.Plan(engine_id=e, knobs=tuple(knobs), numerical_notes=tuple(notes), behavior_notes=(),
+def _plan(e, knobs=(), notes=(), status="NOT_BUILT", ranks=(), behavior=()):
+    return backend.Plan(engine_id=e, knobs=tuple(knobs), numerical_notes=tuple(notes), behavior_notes=tuple(behavior),
                         sources=tuple(s for s, _ in ranks), heuristic_ranks=tuple(ranks), status=status, stage="plan",
                         workspace_bytes=-1, plan_json="")
 
@@ -158,6 +163,11 @@ def test_candidates_drop_what_torch_would_not_run_and_repeats():
     assert [c.engine_id for c in candidates_of(plans, "float16", False, True)] == [1, 3]
     assert [c.engine_id for c in candidates_of(plans, "float16", True, True)] == [1]
     assert candidates_of(plans, "float16", False, True)[0].encoded == (1, {}, {"a": 0})
+    # cuDNN's behaviour note RUNTIME_COMPILATION (0) marks a candidate, and the mark survives the helper's reply
+    plans = [_plan(1, ranks=(("heuristic_a", 0),)), _plan(2, behavior=(3, 0), ranks=(("heuristic_a", 1),))]
+    cands = candidates_of(plans, "float16", False, True)
+    assert [c.compiled for c in cands] == [False, True]
+    assert [Candidate.from_row(c.row()) for c in cands] == cands
 
 
 class ListsHere:

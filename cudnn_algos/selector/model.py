@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import numpy as np
 
@@ -26,6 +26,10 @@ REACH = 2.0  # Note [the selector's reach]
 # first, AUTO_MAX at most; outside the reach (no prediction to go by) cuDNN's first AUTO_OUTSIDE. Where the trees
 # are sure it times two, where several are close (a kind of layer they know less) more; the three settings and
 # how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The automatic shortlist".
+# The candidates it adds beyond the first two are never engines that compile at run time (cuDNN's behaviour note
+# RUNTIME_COMPILATION: NVRTC, then the driver loading the module, seconds of host time that also hold up the model's
+# own launches while it trains): a few percent at most that were paid for with more than benchmark mode's whole
+# search (docs/selector.md, "Runtime-compiled engines").
 AUTO = "auto"
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
@@ -306,20 +310,25 @@ class Selector:
         return [int(i) for i in np.argsort(predicted, kind="stable")], predicted
 
     def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int | str,
-                  order: Sequence[int] | None = None, predicted: np.ndarray | None = None) -> list[int]:
+                  order: Sequence[int] | None = None, predicted: np.ndarray | None = None,
+                  compiled: Collection[int] = ()) -> list[int]:
         """The candidates apply(unseen="measure_top_k") times. k an int: the selector's first k - 1 and cuDNN's
         own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
         fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
-        shortlist]. `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
+        shortlist]; `compiled`: the candidates that compile at run time, which it adds only as one of its first two.
+        `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
         if k == AUTO:
             if predicted is None and self.within_reach(problem):
                 predicted = self.predict(problem, candidates)
             if predicted is None:
-                return self.shortlist(problem, candidates, AUTO_OUTSIDE, order)
+                short = self.shortlist(problem, candidates, 2, order)
+                more = [i for i in heuristic_order(candidates) if i not in short and i not in compiled]
+                return (short + more)[:AUTO_OUTSIDE]
             order = [int(i) for i in np.argsort(predicted, kind="stable")] if order is None else list(order)
             short = self.shortlist(problem, candidates, 2, order)
             top = predicted[order[0]]
-            return (short + [i for i in order if i not in short and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
+            return (short + [i for i in order if i not in short and i not in compiled
+                             and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
         order = list(self.rank(problem, candidates) if order is None else order)
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]

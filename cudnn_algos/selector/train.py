@@ -188,7 +188,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     configurations]): "known", its shortlist "known_shortlist", and "offered_known". Only the known configurations
     this problem has a time for can be scored: the ranking is over those, and "known_untimed" says whether the
     trees ranked one without a time first among all of them (what apply() would build; its time is unknown here).
-    "known_auto": what measure_top_k with k="auto" times among those (Note [the automatic shortlist]).
+    "known_auto": what measure_top_k with k="auto" times among those (Note [the automatic shortlist]: beyond its
+    first two, none the rows' notes say compile at run time).
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
@@ -209,13 +210,21 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     rank_ms = 1e3 * (time.perf_counter() - t0)
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
-    auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)])
+    rtc = runtime_compiled(rows)
+    compiled = [i for i, c in enumerate(more) if c.name in rtc]
+    auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)],
+                              compiled)
     return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
             "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
             "known_auto": [more[i].name for i in auto], "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
+
+
+def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
+    """The configurations among a problem's rows whose notes say they compile at run time (RUNTIME_COMPILATION)."""
+    return {r["candidate"] for r in rows if "RUNTIME_COMPILATION" in str(r.get("note") or "").split(",")}
 
 
 def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:

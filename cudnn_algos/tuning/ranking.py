@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..engines import config_name, named_knobs, numerical_note_names, parse_config, torch_filter
+from ..engines import RUNTIME_COMPILATION, config_name, named_knobs, numerical_note_names, parse_config, torch_filter
 from ..selector.features import RANKED_LISTS, positions
 
 Knobs = tuple[tuple[int, int], ...]
@@ -20,6 +20,7 @@ class Candidate:
     engine_id: int
     knobs: Knobs  # cuDNN's (knob type, value)
     ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
+    compiled: bool = False  # cuDNN's behaviour note RUNTIME_COMPILATION (as far as the lists said: a known one, no)
 
     @functools.cached_property
     def name(self) -> str:
@@ -34,14 +35,15 @@ class Candidate:
         """What Selector.rank takes: engine id, knobs by name, positions by list."""
         return self.engine_id, self.named, dict(self.ranks)
 
-    def row(self) -> tuple[int, list[list[int]], list[list[Any]]]:
+    def row(self) -> tuple[int, list[list[int]], list[list[Any]], bool]:
         """Plain values (a reply of the helper process)."""
-        return self.engine_id, [list(k) for k in self.knobs], [list(r) for r in self.ranks]
+        return self.engine_id, [list(k) for k in self.knobs], [list(r) for r in self.ranks], self.compiled
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> "Candidate":
-        e, knobs, ranks = row
-        return cls(int(e), tuple((int(t), int(v)) for t, v in knobs), tuple((str(n), int(r)) for n, r in ranks))
+        e, knobs, ranks, compiled = row
+        return cls(int(e), tuple((int(t), int(v)) for t, v in knobs), tuple((str(n), int(r)) for n, r in ranks),
+                   bool(compiled))
 
 
 # a problem's candidates are new objects, their configurations mostly not: names made once per process
@@ -57,7 +59,7 @@ def _named(knobs: Knobs) -> tuple[tuple[str, int], ...]:
 
 def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_tf32: bool) -> list[Candidate]:
     """The distinct configurations of the heuristic lists' answer (backend.Plan rows) that torch would accept
-    (engines.torch_filter), in the order the lists gave them."""
+    (engines.torch_filter), in the order the lists gave them, each marked where it compiles at run time."""
     seen: set[tuple[int, Knobs]] = set()
     out = []
     for p in plans:
@@ -67,7 +69,8 @@ def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_t
         seen.add(c)
         if not torch_filter(numerical_note_names(p.numerical_notes), dtype, deterministic, allow_tf32):
             pos = positions(dict(p.heuristic_ranks).get)
-            out.append(Candidate(*c, tuple((n, int(r)) for n, r in pos.items() if r is not None)))
+            out.append(Candidate(*c, tuple((n, int(r)) for n, r in pos.items() if r is not None),
+                                 RUNTIME_COMPILATION in p.behavior_notes))
     return out
 
 
@@ -97,13 +100,15 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
          known: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """`cands` and the `known` configurations not among them (with_known) in the selector's predicted order
     (fastest first), and with shortlist_k (an int > 0, or "auto") the shortlist measure_top_k times
-    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist])."""
+    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist], told which candidates
+    compile at run time)."""
     cands = with_known(cands, known)
     if len(cands) < 2:
         return cands, cands
     enc = [c.encoded for c in cands]
     order = selector.rank(features, enc)
-    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k else []
+    compiled = [i for i, c in enumerate(cands) if c.compiled]
+    short = selector.shortlist(features, enc, shortlist_k, order, compiled=compiled) if shortlist_k else []
     return [cands[i] for i in order], [cands[i] for i in short]
 
 
