@@ -27,9 +27,9 @@ REACH = 2.0  # Note [the selector's reach]
 # are sure it times two, where several are close (a kind of layer they know less) more; the three settings and
 # how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The automatic shortlist".
 # The candidates it adds beyond the first two are never engines that compile at run time (cuDNN's behaviour note
-# RUNTIME_COMPILATION: NVRTC, then the driver loading the module, seconds of host time that also hold up the model's
-# own launches while it trains): a few percent at most that were paid for with more than benchmark mode's whole
-# search (docs/selector.md, "Runtime-compiled engines").
+# RUNTIME_COMPILATION): the shortlist is built on the model's own thread, and each such plan runs NVRTC and loads a
+# module there. Where they win (grouped layers) that gives up kernel time; both sides measured: docs/selector.md,
+# "Runtime-compiled engines".
 AUTO = "auto"
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
