@@ -31,6 +31,7 @@ REACH = 2.0  # Note [the selector's reach]
 # module there. Where they win (grouped layers) that gives up kernel time; both sides measured: docs/selector.md,
 # "Runtime-compiled engines".
 AUTO = "auto"
+AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times whatever they are, runtime-compiled or not
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
 AUTO_OUTSIDE = 4
@@ -315,17 +316,17 @@ class Selector:
         """The candidates apply(unseen="measure_top_k") times. k an int: the selector's first k - 1 and cuDNN's
         own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
         fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
-        shortlist]; `compiled`: the candidates that compile at run time, which it adds only as one of its first two.
-        `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
+        shortlist]; `compiled`: the candidates that compile at run time, which it takes only among its first
+        AUTO_FIRST. `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
         if k == AUTO:
             if predicted is None and self.within_reach(problem):
                 predicted = self.predict(problem, candidates)
             if predicted is None:
-                short = self.shortlist(problem, candidates, 2, order)
+                short = self.shortlist(problem, candidates, AUTO_FIRST, order)
                 more = [i for i in heuristic_order(candidates) if i not in short and i not in compiled]
                 return (short + more)[:AUTO_OUTSIDE]
             order = [int(i) for i in np.argsort(predicted, kind="stable")] if order is None else list(order)
-            short = self.shortlist(problem, candidates, 2, order)
+            short = self.shortlist(problem, candidates, AUTO_FIRST, order)
             top = predicted[order[0]]
             return (short + [i for i in order if i not in short and i not in compiled
                              and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
@@ -418,6 +419,6 @@ class Selector:
                    float(h.get("reach", REACH)), known, evidence)
 
 
-__all__ = ["FORMAT", "READS", "REACH", "AUTO", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
+__all__ = ["FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector", "config_key",
            "evidence_class", "heuristic_order", "problem_class"]

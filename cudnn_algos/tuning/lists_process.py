@@ -34,6 +34,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
+from ..selector.model import AUTO
+
 _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
@@ -120,7 +122,7 @@ class ListsProcess:
         (ListsProcessError where the helper cannot answer)."""
         reply = self._request(("rank", str(direction), problem, tuple(lists), int(device),
                                [float(f) for f in features], str(dtype), bool(deterministic), bool(allow_tf32),
-                               shortlist_k if shortlist_k == "auto" else int(shortlist_k), str(memory_format)))
+                               shortlist_k if shortlist_k == AUTO else int(shortlist_k), str(memory_format)))
         return ranking_of(reply)
 
     def _request(self, query: tuple) -> tuple:

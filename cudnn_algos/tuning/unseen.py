@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from .. import backend
 from ..selector import Selector
 from ..selector.features import RANKED_LISTS
-from ..selector.model import AUTO
+from ..selector.model import AUTO, AUTO_FIRST
 from ..spec import ConvSpec
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
@@ -277,14 +277,14 @@ class UnseenHandler:
                                                                                    list[float | None]]:
         """The shortlist `top` built and timed (median over `samples` of `calls` back-to-back calls, device
         events, fresh random operands); the fastest first, then the rest in the selector's order. With k="auto" what
-        the shortlist adds beyond its first two is built without runtime compilation (Note [the automatic
+        the shortlist adds beyond its first AUTO_FIRST is built without runtime compilation (Note [the automatic
         shortlist]: a known configuration the lists did not mark is held to it here)."""
         import torch
 
         from ..measure import operand_sets
         from ..problem import make_problem
 
-        first = 2 if self.k == AUTO else len(top)
+        first = AUTO_FIRST if self.k == AUTO else len(top)
         built: dict[Candidate, Any] = {}
         for part, compiled in ((top[:first], True), (top[first:], False)):
             if part:
