@@ -1,5 +1,6 @@
 """Does benchmark mode pay for itself when input sizes vary? ResNet-50 training steps (--model retinanet: a
-detection-style model, RetinaNet's backbone with FPN and its heads) over a cycle of input shapes
+detection-style model, RetinaNet's backbone with FPN and its heads; --model regnet: RegNet-Y-800MF, whose grouped
+layers are where engines that compile at run time win) over a cycle of input shapes
 (batch sizes x resolutions, as detection and segmentation training sees), with torch's benchmark mode off, on, and
 apply() on a database tuned beforehand for every shape; with --selector, also apply() with no tuning at all
 (``unseen="predict"``: a selector's pick among cuDNN's heuristic lists, built at each problem's first call;
@@ -44,12 +45,14 @@ def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
     return [(int(b), int(s)) for b, s in itertools.product(batches.split(","), sizes.split(","))]
 
 
-MODELS = {"resnet50": "ResNet-50", "retinanet": "RetinaNet's ResNet-50-FPN backbone and dense head"}
+MODELS = {"resnet50": "ResNet-50", "retinanet": "RetinaNet's ResNet-50-FPN backbone and dense head",
+          "regnet": "RegNet-Y-800MF (grouped 3x3 layers)"}
 
 
 def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
-    """ResNet-50, or a detection-style model: RetinaNet's ResNet-50 backbone with FPN and its classification and box
-    heads on every level (cudnn_algos.corpus.backbone_and_head, as the corpus's detection family)."""
+    """ResNet-50, RegNet-Y-800MF, or a detection-style model: RetinaNet's ResNet-50 backbone with FPN and its
+    classification and box heads on every level (cudnn_algos.corpus.backbone_and_head, as the corpus's detection
+    family)."""
     import torch
 
     torch.manual_seed(0)
@@ -57,6 +60,10 @@ def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
         from cudnn_algos.corpus import backbone_and_head
 
         model = backbone_and_head("retinanet_resnet50_fpn").to(device)
+    elif name == "regnet":
+        import torchvision
+
+        model = torchvision.models.regnet_y_800mf().to(device)
     else:
         from cudnn_algos.zoo import BUILTIN_MODELS
 
@@ -179,6 +186,7 @@ def worker(a) -> dict:
         d = handle.decisions()
         if d:
             out["decisions"] = {"problems": len(d), "chosen": sum(1 for x in d if x.origin),
+                                "built_later": sum(x.later for x in d), "problems_later": sum(1 for x in d if x.later),
                                 "seconds": sum(x.seconds for x in d),
                                 "cudnn_query_seconds": sum(x.query_ms for x in d) / 1e3,
                                 "why_not": sorted({x.why for x in d if not x.origin})[:3], "kept": handle.keep()}
@@ -318,7 +326,8 @@ def plot(results: dict, path: str) -> bool:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet50", choices=sorted(MODELS),
-                   help="resnet50, or retinanet (a detection-style model: try --batches 2,4 --sizes 512,576,640,704)")
+                   help="resnet50, regnet (RegNet-Y-800MF), or retinanet (a detection-style model: try --batches 2,4 "
+                   "--sizes 512,576,640,704)")
     p.add_argument("--config", default="fp16-nhwc", choices=["fp16-nhwc", "fp32"])
     p.add_argument("--batches", default="16,32,48,64")
     p.add_argument("--sizes", default="192,224")

@@ -403,7 +403,7 @@ void bind_pinned(py::module_& m) {
         py::arg("output_padding") = std::vector<int64_t>{});
   m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"), py::arg("origin") = "stored");
   m.def("pinned_clear", &pinned_clear);
-  m.def("pinned_ask_again", &pinned_ask_again, py::arg("key"));
+  m.def("pinned_ask_again", &pinned_ask_again, py::arg("key"), py::arg("forget_origin") = "");
   m.def("pinned_counts", []() {
     py::list out;
     for (const auto& c : pinned_counts())
@@ -450,15 +450,19 @@ void bind_pinned(py::module_& m) {
       py::gil_scoped_acquire gil;
       MissAnswer a;
       try {
-        auto t = (*obj)(q).cast<std::tuple<std::vector<std::pair<int64_t, Knobs>>, std::string, std::string>>();
-        a.configs = std::move(std::get<0>(t));
-        a.origin = std::move(std::get<1>(t));
-        a.why = std::move(std::get<2>(t));
+        // (configs, origin, why) or (configs, origin, why, built plans): Note [plans the handler built]
+        auto t = (*obj)(q).cast<py::tuple>();
+        if (t.size() != 3 && t.size() != 4) throw py::cast_error("a tuple of " + std::to_string(t.size()));
+        a.configs = t[0].cast<std::vector<std::pair<int64_t, Knobs>>>();
+        a.origin = t[1].cast<std::string>();
+        a.why = t[2].cast<std::string>();
+        if (t.size() == 4) a.built = t[3].cast<std::vector<std::shared_ptr<EnginePlan>>>();
       } catch (py::error_already_set& e) {
         a.why = std::string("the unseen-problem handler raised ") + e.what();
         a.configs.clear();
       } catch (const py::cast_error& e) {
-        a.why = std::string("the unseen-problem handler answered something else than (configs, origin, why): ") +
+        a.why = std::string("the unseen-problem handler answered something else than (configs, origin, why[, "
+                            "built plans]): ") +
                 e.what();
         a.configs.clear();
       }

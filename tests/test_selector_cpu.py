@@ -280,7 +280,8 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
     pytest.importorskip("sklearn")
     from cudnn_algos.regret import problem_regrets
-    from cudnn_algos.selector.train import AUTO_K, KNOWN_UNTIMED, choose, runtime_compiled, train, with_selector
+    from cudnn_algos.selector.train import (AUTO_K, AUTO_LATER, KNOWN_UNTIMED, choose, runtime_compiled, train,
+                                            with_selector)
 
     problems = [table_problem(i, "a") for i in range(6)]
     for _, rows in problems:
@@ -312,13 +313,21 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     # k="auto" times the trees' first (eng5 here) and cuDNN's first, and more where predictions are close
     assert c["known_auto"][0] == "eng5" and len(c["known_auto"]) >= 2 and p.regret["known_auto"] == pytest.approx(0.0)
     assert p.regret[AUTO_K] == len(c["known_auto"])
-    # ...but adds none whose notes say it compiles at run time: with every row so noted, only its first two remain
+    # ...and times at once none of the additions whose notes say it compiles at run time: with every row so noted,
+    # only its first two at once ("known_auto_first"), the rest later (in "known_auto", scored once they are timed)
     monkeypatch.setattr("cudnn_algos.selector.model.AUTO_SPREAD", 10.0)  # every candidate close: more than two
     c = choose(sel, rows)
+    assert c["known_auto_first"] == c["known_auto"]  # no notes: all at once
     for r in rows:
         r["note"] = "TENSOR_CORE,RUNTIME_COMPILATION"
     assert runtime_compiled(rows) == {r["candidate"] for r in rows}
-    assert len(c["known_auto"]) > 2 and choose(sel, rows)["known_auto"] == c["known_auto"][:2]
+    noted = choose(sel, rows)
+    assert len(c["known_auto"]) > 2 and noted["known_auto"] == c["known_auto"]
+    assert noted["known_auto_first"] == c["known_auto"][:2]
+    (p,) = with_selector(problem_regrets, sel, key, rows)
+    assert p.regret[AUTO_LATER] == len(c["known_auto"]) - 2
+    times = {r["candidate"]: r["kernel_median_ms"] for r in rows}
+    assert p.regret["known_auto_first"] == pytest.approx(min(times[n] for n in c["known_auto"][:2]) / p.best_ms - 1)
     monkeypatch.undo()
     untimed = [r for r in rows if r["engine_id"] != 5]  # eng5 never timed for this problem
     c = choose(sel, untimed)
@@ -350,7 +359,8 @@ def test_cli_selector(tmp_path):
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
     assert "known_auto: unseen='measure_top_k' with k='auto'" in r.stdout
-    assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average, at most \d+\) on the GPU", r.stdout)
+    assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average, at most \d+;\n    of them \d+\.\d{3} "
+                     r"runtime-compiled, built later\) on the GPU", r.stdout)
     r = run_cli("selector", "train", store, "--out", model, "--plot", fig)
     assert r.returncode == 2 and "--plot" in r.stderr and "only selector eval" in r.stderr, r.stderr
     r = run_cli("selector", "eval", store, "--plot", store)  # the figure over its own input: refused before work

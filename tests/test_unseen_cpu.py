@@ -17,7 +17,7 @@ from cudnn_algos import backend
 from cudnn_algos.engines import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
-from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, heuristic_order
+from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
 from cudnn_algos.tuning.ranking import Candidate, with_known
@@ -114,9 +114,10 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     order = [int(i) for i in np.argsort(predicted, kind="stable")]
     assert sel.shortlist(feats, cands, "auto", order, predicted) == [0, anchor, 2, 3]
     assert sel.shortlist(feats, cands, "auto", order, predicted - predicted) == [0, anchor] + order[1:AUTO_MAX - 1]
-    # a runtime-compiled candidate is never one it adds (2 here), only one of its first two (0 here)
-    assert sel.shortlist(feats, cands, "auto", order, predicted, compiled=[2]) == [0, anchor, 3]
-    assert sel.shortlist(feats, cands, "auto", order, predicted, compiled=[0, anchor]) == [0, anchor, 2, 3]
+    # auto_parts: a runtime-compiled addition (2 here) is left for later; one of its first two (0 here) is not
+    short = sel.shortlist(feats, cands, "auto", order, predicted)
+    assert auto_parts(short, lambda i: i == 2) == ([0, anchor, 3], [2])
+    assert auto_parts(short, lambda i: i in (0, anchor)) == ([0, anchor, 2, 3], [])
     # the trees' own predictions: every candidate here is close, so AUTO_MAX of them, the trees' first leading
     short = sel.shortlist(feats, cands, "auto")
     assert len(short) == AUTO_MAX == len(set(short)) and short[:2] == [sel.rank(feats, cands)[0], anchor]
@@ -125,7 +126,7 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     assert not sel.within_reach(far)
     assert sel.shortlist(far, cands, "auto") == heuristic_order(cands)[:AUTO_OUTSIDE]
     h = heuristic_order(cands)
-    assert sel.shortlist(far, cands, "auto", compiled=[h[2]]) == h[:2] + h[3:AUTO_OUTSIDE + 1]
+    assert auto_parts(sel.shortlist(far, cands, "auto"), lambda i: i == h[2]) == (h[:2] + h[3:AUTO_OUTSIDE], [h[2]])
 
 
 def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
@@ -298,7 +299,7 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
 
     def timed(q, ranked, short):  # stands in for the GPU timing: the shortlist's last is the fastest
         timed_with.append([c.name for c in short])
-        return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5]
+        return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5], None, []
 
     monkeypatch.setattr(h, "timed", timed)
     assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
@@ -312,6 +313,43 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     assert configs[0] == (short[-1].engine_id, [tuple(k) for k in short[-1].knobs])
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, by the thread
     assert [d.origin for d in h.decisions] == ["measured_top_k"] and h.decisions[0].timed_ms == (0.5,)
+    h.close()
+
+
+def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one(monkeypatch):
+    """Note [runtime-compiled candidates later]: k="auto" builds and times its first two (runtime-compiled or not)
+    and the additions not marked at once, answering the fastest with its plan; a marked addition, and one the build
+    skipped for runtime compilation, are built by the later thread, the winner forgotten (pinned_ask_again with the
+    handler's origin), and the next call times the winner beside them and answers the fastest, its decision
+    replaced. (CPU: builds and timings stand in for cuDNN's.)"""
+    c = [Candidate(e, (), (), compiled=e in (1, 3)) for e in range(6)]  # 1 (cuDNN's first) and 3 marked
+    ranked, short = [c[0], c[2], c[1], c[3], c[4], c[5]], [c[0], c[1], c[2], c[3], c[4]]
+    builds, asked = [], []
+    ms = {0: 0.3, 1: 0.2, 2: 0.4, 3: 0.1, 4: 0.25}
+
+    def build(q, cands, runtime_compiled):
+        builds.append(([x.engine_id for x in cands], runtime_compiled))
+        skipped = {4} if not runtime_compiled else set()  # 4: a known one the lists did not mark
+        return {x: SimpleNamespace(e=x.engine_id, status="SKIPPED_RUNTIME_COMPILATION" if x.engine_id in skipped
+                                   else "SUCCESS") for x in cands}
+
+    monkeypatch.setattr(unseen_mod, "build", build)
+    monkeypatch.setattr(unseen_mod, "time_plans", lambda q, plans, calls, samples: [ms[p.e] for p in plans])
+    monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", lambda key, origin="": asked.append((key, origin)))
+    h = UnseenHandler("measure_top_k", shipped(), k="auto", background=False)
+    monkeypatch.setattr(h, "ranked", lambda q: (ranked, short, 0.0))
+    configs, origin, why, plans = h(_query())
+    assert [e for e, _ in configs[:3]] == [1, 0, 2] and origin == "measured_top_k" and plans[0].e == 1
+    assert builds[:2] == [([0, 1], True), ([2, 4], False)]  # 3 is not built at once; 4 comes back skipped
+    assert h.wait(10) and builds[2:] == [([3, 4], True)] and asked == [("forward float16 x", "measured_top_k")]
+    assert h.decisions[0].later == 0 and h.decisions[0].timed_ms == (0.2, 0.3, 0.4)
+    # until then Applied.keep() stores the winner it ran (forgotten in the registry)
+    assert h.forgotten() == [{"key": "forward float16 x", "origin": "measured_top_k", "config": c[1].name}]
+    configs, origin, why, plans = h(_query())  # the next call: the winner (1) timed beside 3 and 4; 3 is faster
+    assert [e for e, _ in configs[:3]] == [3, 1, 4] and plans[0].e == 3 and origin == "measured_top_k"
+    (d,) = h.decisions
+    assert d.later == 2 and d.timed_ms == (0.1, 0.2, 0.25) and d.offered[0] == c[3].name
+    assert set(d.offered) == {x.name for x in c} and h.forgotten() == []
     h.close()
 
 

@@ -36,6 +36,7 @@ std::string operator_key(Direction dir, const at::Tensor& x, const at::Tensor& w
                          bool allow_tf32, bool is_transposed = false, at::IntArrayRef output_padding = {});
 
 using Knobs = std::vector<std::pair<int64_t, int64_t>>;
+class EnginePlan;  // search/engine_search.h
 
 // Note [the Python call]: a module under apply() calls the operator through one of these, its arguments bound once
 // when apply() replaced the forward: a call converts three tensors and goes straight to the dispatcher (the
@@ -55,8 +56,11 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs,
                 const std::string& origin = "stored");  // origin: how it was chosen (pinned_counts)
 void pinned_clear();  // forgets winners, built plans and the unseen-problem handler
 // The next call of `key`'s problem resolves it again: without a winner, it asks the unseen-problem handler again
-// (Note [choosing in the background], cudnn_algos/tuning/unseen.py: its answer is ready).
-void pinned_ask_again(const std::string& key);
+// (Note [choosing in the background], cudnn_algos/tuning/unseen.py: its answer is ready). forget_origin non-empty:
+// a winner of that origin (the handler's own answer) and its plans are forgotten first, so that the handler is asked
+// again (Note [runtime-compiled candidates later], unseen.py: more candidates are built); a winner of another
+// origin stays.
+void pinned_ask_again(const std::string& key, const std::string& forget_origin = "");
 
 // Note [unseen problems]: a problem with no stored winner runs torch's op, unless a handler is set. Then its first
 // call (outside a CUDA-graph capture) asks the handler once, with no lock held: the handler answers configurations
@@ -75,6 +79,10 @@ struct MissAnswer {
   std::vector<std::pair<int64_t, Knobs>> configs;  // (engine id, knobs), most preferred first
   std::string origin;                              // e.g. "predicted", "measured_top_k"
   std::string why;                                 // when `configs` is empty: why
+  // Note [plans the handler built]: plans of some of `configs` the handler already built for this problem and
+  // device (measure_top_k timed them); such a configuration is taken as built, not built again (a runtime-compiled
+  // engine's build is NVRTC and a module load: up to seconds)
+  std::vector<std::shared_ptr<EnginePlan>> built;
 };
 using MissHandler = std::function<MissAnswer(const MissQuery&)>;
 void pinned_set_miss_handler(std::shared_ptr<const MissHandler> handler);  // null: torch's op for unseen problems

@@ -4,6 +4,7 @@
 
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <type_traits>
@@ -122,11 +123,32 @@ std::array<std::atomic<int64_t>, kStageCount> g_stage_ns{};
 std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, backward kernel calls
 
 
-// The first configuration of `configs` that builds for the problem (null if none; `why` says what the last try said).
+// Note [plans the handler built]: a built plan of this device whose engine is the configuration's and whose knobs
+// include every knob it names with the same value (a knob not named takes its minimum when built, so the plan's
+// own list may name more)
+std::shared_ptr<EnginePlan> built_for(const std::pair<int64_t, Knobs>& config, int device,
+                                      const std::vector<std::shared_ptr<EnginePlan>>& built) {
+  for (const auto& pl : built) {
+    if (!pl || !pl->ok() || pl->device != device || pl->engine_id != config.first) continue;
+    bool all = true;
+    for (const auto& k : config.second)
+      all = all && std::find(pl->knobs.begin(), pl->knobs.end(), k) != pl->knobs.end();
+    if (all) return pl;
+  }
+  return nullptr;
+}
+
+// The first configuration of `configs` that builds for the problem (null if none; `why` says what the last try
+// said); one with a plan in `built` is taken as built.
 std::shared_ptr<EnginePlan> build_first(Direction dir, const ConvProblem& p, int device,
                                         const std::vector<std::pair<int64_t, Knobs>>& configs, std::string& why,
-                                        size_t* which = nullptr) {
+                                        size_t* which = nullptr,
+                                        const std::vector<std::shared_ptr<EnginePlan>>& built = {}) {
   for (size_t i = 0; i < configs.size(); ++i) {
+    if (auto pl = built_for(configs[i], device, built)) {
+      if (which) *which = i;
+      return pl;
+    }
     EngineSearchOptions opt;
     opt.heuristics = {};
     opt.exact = {configs[i]};
@@ -166,7 +188,7 @@ std::shared_ptr<EnginePlan> ask_handler(const MissHandler& h, Direction dir, con
   }
   std::string last;
   size_t i = 0;
-  auto plan = build_first(dir, p, device, a.configs, last, &i);
+  auto plan = build_first(dir, p, device, a.configs, last, &i, a.built);
   if (!plan) {
     why = "no stored winner; none of the " + std::to_string(a.configs.size()) + " configurations " +
           (a.origin.empty() ? "chosen" : a.origin) + " built (last: " + last + ")";
@@ -276,9 +298,15 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   key_changed(r, key);
 }
 
-void pinned_ask_again(const std::string& key) {
+void pinned_ask_again(const std::string& key, const std::string& forget_origin) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  auto w = r.winners.find(key);
+  if (!forget_origin.empty() && w != r.winners.end() && w->second.origin == forget_origin) {
+    r.winners.erase(w);
+    for (auto it = r.plans.begin(); it != r.plans.end();)
+      it = it->first.second == key ? r.plans.erase(it) : std::next(it);
+  }
   key_changed(r, key);
 }
 

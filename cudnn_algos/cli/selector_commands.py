@@ -109,7 +109,8 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
           f"known_auto: unseen='measure_top_k' with k='auto' (with known configurations; how many it timed: the "
-          f"choosing costs)\n"
+          f"choosing costs),\n  once the runtime-compiled candidates it builds later are timed; known_auto_first: "
+          f"what it times at once\n"
           f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
@@ -125,7 +126,7 @@ def _choosing_costs(problems, rs) -> str:
     benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
     selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
     from ..regret import quantile, search_costs
-    from ..selector.train import AUTO_K, MEASURE_K, RANK_MS
+    from ..selector.train import AUTO_K, AUTO_LATER, MEASURE_K, RANK_MS
 
     cost = search_costs(problems)
     rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
@@ -138,7 +139,9 @@ def _choosing_costs(problems, rs) -> str:
         lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
         lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
         ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
-        auto = f" (k='auto': {sum(ks) / len(ks):.2f} on average, at most {max(ks):.0f})" if ks else ""
+        later = [p.regret.get(AUTO_LATER) or 0 for p in rs if p.regret.get(AUTO_K) is not None]
+        auto = (f" (k='auto': {sum(ks) / len(ks):.2f} on average, at most {max(ks):.0f};\n    of them "
+                f"{sum(later) / len(ks):.3f} runtime-compiled, built later)") if ks else ""
         lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K}{auto} on the GPU (not in the rows)")
     return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
 
@@ -150,7 +153,7 @@ def _plot_selector(rs, path: str, title: str) -> None:
     from ..selector.train import MEASURE_K
 
     labels = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
-              "known_auto": "measure_top_k (k='auto')",
+              "known_auto_first": "measure_top_k (k='auto'), at once", "known_auto": "measure_top_k (k='auto')",
               "nearest": "nearest neighbour", "offered_known": "floor: the fastest offered",
               "instant": "INSTANT (torch, benchmark off)", "b": "heuristic B", "legacy_heuristic": "legacy heuristic",
               "torch_on": "torch, benchmark on"}

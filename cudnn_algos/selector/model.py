@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -26,15 +26,25 @@ REACH = 2.0  # Note [the selector's reach]
 # first, AUTO_MAX at most; outside the reach (no prediction to go by) cuDNN's first AUTO_OUTSIDE. Where the trees
 # are sure it times two, where several are close (a kind of layer they know less) more; the three settings and
 # how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The automatic shortlist".
-# The candidates it adds beyond the first two are never engines that compile at run time (cuDNN's behaviour note
-# RUNTIME_COMPILATION): the shortlist is built on the model's own thread, and each such plan runs NVRTC and loads a
-# module there. Where they win (grouped layers) that gives up kernel time; both sides measured: docs/selector.md,
-# "Runtime-compiled engines".
+# Of the candidates it adds beyond the first two, those of engines that compile at run time (cuDNN's behaviour note
+# RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are not built with the others on the model's
+# own thread but later, off it (auto_parts; Note [runtime-compiled candidates later] in tuning/unseen.py). Where they
+# win (grouped layers) they are worth it in a long run; both sides measured: docs/selector.md, "Runtime-compiled
+# engines".
 AUTO = "auto"
-AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times whatever they are, runtime-compiled or not
+T = TypeVar("T")
+AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times at once whatever they are, runtime-compiled or not
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
 AUTO_OUTSIDE = 4
+
+
+def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+    """k=AUTO's shortlist `short` as (timed at once, built and timed later): its first AUTO_FIRST and the additions
+    `compiled` does not mark at once, the additions it marks (engines that compile at run time) later (Note [the
+    automatic shortlist])."""
+    now = [c for i, c in enumerate(short) if i < AUTO_FIRST or not compiled(c)]
+    return now, [c for i, c in enumerate(short) if i >= AUTO_FIRST and compiled(c)]
 EVIDENCE_K = 5  # Note [neighbour evidence]: how many of the nearest training problems that timed a configuration
 EVIDENCE_FEATURES = ("evidence_mean", "evidence_first", "evidence_distance")
 EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the class timed (above the targets' cap)
@@ -311,25 +321,23 @@ class Selector:
         return [int(i) for i in np.argsort(predicted, kind="stable")], predicted
 
     def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int | str,
-                  order: Sequence[int] | None = None, predicted: np.ndarray | None = None,
-                  compiled: Collection[int] = ()) -> list[int]:
+                  order: Sequence[int] | None = None, predicted: np.ndarray | None = None) -> list[int]:
         """The candidates apply(unseen="measure_top_k") times. k an int: the selector's first k - 1 and cuDNN's
         own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
         fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
-        shortlist]; `compiled`: the candidates that compile at run time, which it takes only among its first
-        AUTO_FIRST. `order` (and `predicted`): ranked()'s answer for these candidates, where the caller has it."""
+        shortlist] (auto_parts says which of them are timed later). `order` (and `predicted`): ranked()'s answer for
+        these candidates, where the caller has it."""
         if k == AUTO:
             if predicted is None and self.within_reach(problem):
                 predicted = self.predict(problem, candidates)
             if predicted is None:
                 short = self.shortlist(problem, candidates, AUTO_FIRST, order)
-                more = [i for i in heuristic_order(candidates) if i not in short and i not in compiled]
+                more = [i for i in heuristic_order(candidates) if i not in short]
                 return (short + more)[:AUTO_OUTSIDE]
             order = [int(i) for i in np.argsort(predicted, kind="stable")] if order is None else list(order)
             short = self.shortlist(problem, candidates, AUTO_FIRST, order)
             top = predicted[order[0]]
-            return (short + [i for i in order if i not in short and i not in compiled
-                             and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
+            return (short + [i for i in order if i not in short and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
         order = list(self.rank(problem, candidates) if order is None else order)
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]

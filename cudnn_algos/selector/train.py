@@ -17,7 +17,8 @@ import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from .model import AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, config_key, evidence_class, problem_class
+from .model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key, evidence_class,
+                    problem_class)
 from .trees import Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
@@ -188,13 +189,14 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     configurations]): "known", its shortlist "known_shortlist", and "offered_known". Only the known configurations
     this problem has a time for can be scored: the ranking is over those, and "known_untimed" says whether the
     trees ranked one without a time first among all of them (what apply() would build; its time is unknown here).
-    "known_auto": what measure_top_k with k="auto" times among those (Note [the automatic shortlist]: beyond its
-    first two, none the rows' notes say compile at run time).
+    "known_auto": what measure_top_k with k="auto" times among those (Note [the automatic shortlist]), once the
+    runtime-compiled ones it builds later are timed; "known_auto_first": what it times at once (auto_parts: beyond
+    its first two, none the rows' notes say compile at run time).
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
-                "known_shortlist": [], "known_auto": [], "offered_known": None, "known_untimed": False,
+                "known_shortlist": [], "known_auto": [], "known_auto_first": [], "offered_known": None, "known_untimed": False,
                 "rank_ms": None}
     feats = row_features(rows[0])
     have = {c.name for c in cands}
@@ -211,15 +213,15 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
     rtc = runtime_compiled(rows)
-    compiled = [i for i, c in enumerate(more) if c.name in rtc]
-    auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)],
-                              compiled)
+    auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)])
+    auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
     return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
             "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
-            "known_auto": [more[i].name for i in auto], "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
+            "known_auto": [more[i].name for i in auto], "known_auto_first": [more[i].name for i in auto_first],
+            "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
 
 
 def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
@@ -238,9 +240,10 @@ def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | No
 KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret (1.0: "known"'s true first untimed)
 RANK_MS = "rank_ms"  # with_selector's: choose()'s rank_ms in ProblemRegret.regret (not a regret: the ranking's cost)
 AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its cost)
+AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
 SELECTOR_METHODS = ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}",
-                    "known_auto", "offered_known")
+                    "known_auto_first", "known_auto", "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -257,12 +260,15 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     short_known = [times[c] for c in chosen.pop("known_shortlist") if c in times]
     auto = chosen.pop("known_auto")
     auto_known = [times[c] for c in auto if c in times]
+    auto_first = [times[c] for c in chosen.pop("known_auto_first") if c in times]
     untimed = chosen.pop("known_untimed")
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
     extra[f"selector_top{MEASURE_K}"] = min(short) / best - 1 if short else None
     extra[f"known_top{MEASURE_K}"] = min(short_known) / best - 1 if short_known else None
     extra["known_auto"] = min(auto_known) / best - 1 if auto_known else None
+    extra["known_auto_first"] = min(auto_first) / best - 1 if auto_first else None
     extra[AUTO_K] = float(len(auto))  # not a regret: how many it timed
+    extra[AUTO_LATER] = float(len(auto) - len(auto_first))  # not a regret: how many of them later
     extra[KNOWN_UNTIMED] = float(untimed)  # not a regret: a flag selector eval counts
     extra[RANK_MS] = rank_ms  # not a regret: what ranking cost, selector eval's choosing costs
     return [replace(p, regret={**p.regret, **extra}) for p in out]
@@ -329,6 +335,6 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 
 __all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
-           "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "SELECTOR_METHODS",
+           "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "SELECTOR_METHODS",
            "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose",
            "with_selector", "score", "group_of", "leave_one_out"]

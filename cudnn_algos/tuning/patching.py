@@ -145,6 +145,10 @@ class Applied:
         from .winner import Winner, now
 
         chosen = [c for c in self.counts() if c["origin"] not in ("", "stored") and c["config"]]
+        # a winner forgotten until its next call times the candidates built later (Note [runtime-compiled
+        # candidates later] in tuning/unseen.py): the one it ran until then
+        have = {c["key"] for c in chosen}
+        chosen += [c for c in (self._handler.forgotten() if self._handler is not None else []) if c["key"] not in have]
         if not chosen:
             return 0
         env = environment(device_index(device))

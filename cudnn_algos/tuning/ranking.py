@@ -100,15 +100,13 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
          known: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """`cands` and the `known` configurations not among them (with_known) in the selector's predicted order
     (fastest first), and with shortlist_k (an int > 0, or "auto") the shortlist measure_top_k times
-    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist], told which candidates
-    compile at run time)."""
+    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist])."""
     cands = with_known(cands, known)
     if len(cands) < 2:
         return cands, cands
     enc = [c.encoded for c in cands]
     order = selector.rank(features, enc)
-    compiled = [i for i, c in enumerate(cands) if c.compiled]
-    short = selector.shortlist(features, enc, shortlist_k, order, compiled=compiled) if shortlist_k else []
+    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k else []
     return [cands[i] for i in order], [cands[i] for i in short]
 
 

@@ -13,19 +13,18 @@ from __future__ import annotations
 import atexit
 import os
 import queue
-import statistics
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from .. import backend
 from ..selector import Selector
 from ..selector.features import RANKED_LISTS
-from ..selector.model import AUTO, AUTO_FIRST
-from ..spec import ConvSpec
+from ..selector.model import AUTO, AUTO_FIRST, auto_parts
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
+from .shortlist_clock import SKIPPED_RUNTIME_COMPILATION, build, fastest_first, query_problem, time_plans
 
 UNSEEN = ("torch", "predict", "measure_top_k")
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
@@ -43,18 +42,9 @@ class Decision:
     timed_ms: tuple[float | None, ...] = ()
     why: str = ""
     query_ms: float = 0.0  # of `seconds`: cuDNN's heuristic queries (graph built, lists asked), host ms
-
-
-def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
-    """The problem a MissQuery describes, as (spec, input shape, dtype, memory format, direction) of the convolution
-    cuDNN runs (a transposed layer's problems read as the mirrored convolution's; a 1-d layer's as 2-d with height
-    1: the operator passes cuDNN's lifted dims)."""
-    x, w = list(q.x), list(q.w)
-    nd = len(x) - 2
-    spec = ConvSpec(in_channels=x[1], out_channels=w[0], kernel_size=tuple(w[2:]), stride=tuple(q.stride),
-                    padding=tuple(q.padding), dilation=tuple(q.dilation), groups=int(q.groups))
-    fmt = ("channels_last_3d" if nd == 3 else "channels_last") if q.channels_last else "contiguous"
-    return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
+    # k="auto": of the timed, how many runtime-compiled candidates were built off the operator's thread and timed at
+    # a later call (Note [runtime-compiled candidates later]); `timed_ms` is then that later timing's
+    later: int = 0
 
 
 # Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on,
@@ -77,8 +67,28 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
 # cuDNN when the interpreter goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
 
+# Note [runtime-compiled candidates later]: k="auto"'s shortlist (Note [the automatic shortlist]) may add engines
+# that compile at run time (cuDNN's behaviour note RUNTIME_COMPILATION: NVRTC and a module load per plan, ~0.1-1 s
+# of host time each); built with the rest on the operator's thread they made a model's first cycles 10x longer. So
+# the operator's thread builds and times the shortlist without them (auto_parts; a known configuration the lists
+# did not mark is built with runtime compilation off, and one that comes back SKIPPED_RUNTIME_COMPILATION joins
+# them) and answers its fastest at once; one more thread of this process ("cudnn_algos-later") builds them, one
+# problem at a time, with the GIL released. When one built, the problem's winner is forgotten
+# (backend.pinned_ask_again with forget_origin) and its next call, on the operator's thread, times the winner's plan
+# and theirs on the same fresh operands and answers the fastest, every plan already built (Note [plans the handler
+# built] in csrc/pinned/pinned.h): the decision is replaced by that one (Decision.later). A later candidate that
+# does not build is dropped; the winner stays. wait() waits for these builds too.
+LATER_THREAD = "cudnn_algos-later"
+
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
+
+
+def _answer(ranked: Sequence[Candidate], origin: str, plan: Any = None) -> tuple:
+    """The operator's answer: configurations most preferred first, origin, no why, and [plan] where the first's plan
+    is built (Note [plans the handler built])."""
+    configs = [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked]
+    return (configs, origin, "") if plan is None else (configs, origin, "", [plan])
 
 
 def _log_answer(key: str, origin: str, ranked: Sequence[Candidate]) -> None:
@@ -118,10 +128,19 @@ class UnseenHandler:
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._workers: list[threading.Thread] = []
+        # Note [runtime-compiled candidates later]: what the later thread builds, and what it built for a next call
+        self._later: queue.Queue = queue.Queue()
+        self._later_ready: dict[str, tuple[list[Candidate], Any, list[tuple[Candidate, Any]], float]] = {}
         self._closed = False
 
-    def __call__(self, q: Any) -> tuple[list[tuple[int, list[tuple[int, int]]]], str, str]:
+    def __call__(self, q: Any) -> tuple:
+        """(configurations, origin, why), and where measure_top_k built the first configuration's plan a fourth
+        element, [that plan] (Note [plans the handler built] in csrc/pinned/pinned.h: not built again)."""
         t0 = time.perf_counter()
+        with self._lock:
+            later = self._later_ready.pop(q.key, None)
+        if later is not None:
+            return self._answer_later(q, later, t0)
         if self.background:
             with self._lock:
                 ready = self._ready.pop(q.key, None)
@@ -134,16 +153,18 @@ class UnseenHandler:
                 ranked, short, query_ms = self.ranked(q)
             if not ranked:
                 return [], "", self._not_chosen(q, t0, self._nothing_why())
-            origin, timed = "predicted", ()
+            origin, timed, plan, later = "predicted", (), None, []
             if self.mode == "measure_top_k":
-                ranked, timed = self.timed(q, ranked, short)
+                ranked, timed, plan, later = self.timed(q, ranked, short)
                 origin = "measured_top_k"
         except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
             return [], "", self._not_chosen(q, t0, self._failed_why(e))
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
                                        tuple(timed), query_ms=query_ms))
+        if later:
+            self._defer(q, ranked, plan, later)
         _log_answer(q.key, origin, ranked)
-        return [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked], origin, ""
+        return _answer(ranked, origin, plan)
 
     def _not_chosen(self, q: Any, t0: float, why: str) -> str:
         """A problem left on torch's op: its decision says why (returned)."""
@@ -164,7 +185,7 @@ class UnseenHandler:
             if q.key not in self._queued:
                 self._queued.add(q.key)
                 self._queue.put(q)
-                if not self._workers:
+                if not any(t.name != LATER_THREAD for t in self._workers):
                     for i in range(self.threads):
                         t = threading.Thread(target=self._work, name=f"cudnn_algos-selector-{i}", daemon=True)
                         t.start()
@@ -200,13 +221,76 @@ class UnseenHandler:
             if not self._closed:  # closing ends the helper under a query: not the problem's failure
                 self._not_chosen(q, t0, self._failed_why(e))
 
+    def _defer(self, q: Any, ranked: list[Candidate], plan: Any, later: list[Candidate]) -> None:
+        """Note [runtime-compiled candidates later]: `later` queued for the later thread (started once)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._later.put((q, ranked, plan, later))
+            if not any(t.name == LATER_THREAD for t in self._workers):
+                t = threading.Thread(target=self._work_later, name=LATER_THREAD, daemon=True)
+                t.start()
+                self._workers.append(t)
+                atexit.register(self.close)
+
+    def _work_later(self) -> None:
+        while True:
+            item = self._later.get()
+            try:
+                if item is None:
+                    return
+                self._build_later(*item)
+            finally:
+                self._later.task_done()
+
+    def _build_later(self, q: Any, ranked: list[Candidate], plan: Any, later: list[Candidate]) -> None:
+        """The later candidates built (runtime compilation on); where one built, the problem's winner forgotten so
+        that its next call asks again (and _answer_later times them)."""
+        t0 = time.perf_counter()
+        try:
+            built = [(c, p) for c, p in build(q, later, True).items() if p.status == "SUCCESS"]
+        except Exception:  # noqa: BLE001 (what did not build is dropped: the winner stays)
+            return
+        with self._lock:
+            if self._closed or not built:
+                return
+            self._later_ready[q.key] = (ranked, plan, built, time.perf_counter() - t0)
+        backend.pinned_ask_again(q.key, "measured_top_k")
+
+    def _answer_later(self, q: Any, later: tuple, t0: float) -> tuple:
+        """The problem's winner (ranked[0], its plan) and the later candidates' plans timed on the same operands,
+        the fastest answered; its decision replaced. Timing that fails answers the winner as before."""
+        ranked, plan, built, build_s = later
+        cands = [ranked[0]] + [c for c, _ in built]
+        plans = [plan] + [p for _, p in built]
+        try:
+            fastest, ms = fastest_first(cands, time_plans(q, plans, self.calls, self.samples))
+        except Exception:  # noqa: BLE001 (the operator's call must go on)
+            fastest, ms = [], []
+        if not fastest:
+            return _answer(ranked, "measured_top_k", plan)
+        order = fastest + [c for c in ranked if c not in fastest]
+        with self._lock:
+            i = max((i for i, d in enumerate(self.decisions) if d.key == q.key), default=None)
+            if i is not None:
+                d = self.decisions[i]
+                self.decisions[i] = replace(d, offered=tuple(c.name for c in order), timed_ms=tuple(ms),
+                                            seconds=d.seconds + build_s + time.perf_counter() - t0, later=len(built))
+        _log_answer(q.key, "measured_top_k", order)
+        return _answer(order, "measured_top_k", plans[cands.index(fastest[0])])
+
+    def forgotten(self) -> list[dict[str, Any]]:
+        """The problems whose winner is forgotten until their next call times the candidates built later, as
+        Applied.counts() rows of the winner they ran until then (key, origin, config)."""
+        with self._lock:
+            return [{"key": k, "origin": "measured_top_k", "config": v[0][0].name} for k, v in self._later_ready.items()]
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until every queued problem is ranked, its choice made at its next call (True), or `timeout`
-        seconds passed (False)."""
-        if not self.background:
-            return True
+        """Blocks until every queued problem is ranked, its choice made at its next call, and every runtime-compiled
+        candidate left for later is built (Note [runtime-compiled candidates later]) (True), or `timeout` seconds
+        passed (False)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
+        while self._queue.unfinished_tasks or self._later.unfinished_tasks:
             if deadline is not None and time.monotonic() > deadline:
                 return False
             time.sleep(0.005)
@@ -238,20 +322,22 @@ class UnseenHandler:
             self._closed = True
             workers, self._workers = self._workers, []
             self._ready.clear()
+            self._later_ready.clear()
             helper, self._helper = self._helper, None
         if helper is not None:
             helper.close()
-        if workers:
+        for qu, ws in ((self._queue, [t for t in workers if t.name != LATER_THREAD]),
+                       (self._later, [t for t in workers if t.name == LATER_THREAD])):
             while True:  # what is still queued is dropped
                 try:
-                    self._queue.get_nowait()
-                    self._queue.task_done()
+                    qu.get_nowait()
+                    qu.task_done()
                 except queue.Empty:
                     break
-            for _ in workers:
-                self._queue.put(None)
-            for t in workers:
-                t.join(timeout)
+            for _ in ws:
+                qu.put(None)
+        for t in workers:
+            t.join(timeout)
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
         """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
@@ -273,42 +359,22 @@ class UnseenHandler:
         ranked, short = rank(candidates_of(plans, dtype, det, tf32), self.selector, feats, k, known)
         return ranked, short, search_ms
 
-    def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]) -> tuple[list[Candidate],
-                                                                                   list[float | None]]:
-        """The shortlist `top` built and timed (median over `samples` of `calls` back-to-back calls, device
-        events, fresh random operands); the fastest first, then the rest in the selector's order. With k="auto" what
-        the shortlist adds beyond its first AUTO_FIRST is built without runtime compilation (Note [the automatic
-        shortlist]: a known configuration the lists did not mark is held to it here)."""
-        import torch
-
-        from ..measure import operand_sets
-        from ..problem import make_problem
-
-        first = AUTO_FIRST if self.k == AUTO else len(top)
-        built: dict[Candidate, Any] = {}
-        for part, compiled in ((top[:first], True), (top[first:], False)):
-            if part:
-                out = backend.engine_search(q.direction, q.problem, (), device=q.device, runtime_compiled=compiled,
-                                            exact=[(c.engine_id, list(c.knobs)) for c in part])
-                # one plan row per configuration asked for, in order (engine_search's exact phase)
-                built.update(zip(part, out.plans) if len(out.plans) == len(part) else ())
-        spec, shape, dtype, fmt, _ = query_problem(q)
-        sets = operand_sets(make_problem(spec, shape, dtype, fmt), "warm", int(q.device))
-        s = sets[0]
-        ms: list[float | None] = []
-        with torch.cuda.device(int(q.device)):
-            for c in top:
-                p = built.get(c)
-                if p is None or p.status != "SUCCESS":
-                    ms.append(None)
-                    continue
-                p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
-                ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], self.calls).gpu_ms
-                                            for _ in range(self.samples)) / self.calls)
-        del sets, s
-        order = sorted((i for i, m in enumerate(ms) if m is not None), key=lambda i: ms[i])
-        fastest = [top[i] for i in order]
-        return fastest + [c for c in ranked if c not in fastest], [ms[i] for i in order]
+    def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]
+              ) -> tuple[list[Candidate], list[float], Any, list[Candidate]]:
+        """The shortlist `top` built and timed (shortlist_clock: median over `samples` of `calls` back-to-back calls,
+        device events, fresh random operands): (the timed fastest first, then the rest in the selector's order;
+        their ms; the fastest's plan or None; the candidates left for later). With k="auto" the runtime-compiled
+        additions are left for later (Note [runtime-compiled candidates later])."""
+        if self.k == AUTO:
+            now, later = auto_parts(top, lambda c: c.compiled)
+            built = {**build(q, now[:AUTO_FIRST], True), **build(q, now[AUTO_FIRST:], False)}
+            skipped = [c for c in now if getattr(built.get(c), "status", "") == SKIPPED_RUNTIME_COMPILATION]
+            now, later = [c for c in now if c not in skipped], later + skipped
+        else:
+            now, later, built = top, [], build(q, top, True)
+        fastest, ms = fastest_first(now, time_plans(q, [built.get(c) for c in now], self.calls, self.samples))
+        plan = built.get(fastest[0]) if fastest else None
+        return fastest + [c for c in ranked if c not in fastest], ms, plan, later
 
 
 def check_unseen(unseen: Any, k: Any) -> None:
@@ -321,4 +387,4 @@ def check_unseen(unseen: Any, k: Any) -> None:
 
 
 __all__ = ["UNSEEN", "CANDIDATE_LISTS", "Candidate", "Decision", "UnseenHandler", "query_problem", "candidates_of",
-           "check_unseen"]
+           "check_unseen", "LATER_THREAD"]

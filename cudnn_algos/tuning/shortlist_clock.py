@@ -1,0 +1,71 @@
+"""measure_top_k's clock (tuning/unseen.py): a shortlist's configurations built for the problem of a MissQuery, and
+their plans timed on fresh random operands (CUDA events around back-to-back calls, as torch's benchmark mode times
+its candidates), on the query's device."""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Sequence
+
+from .. import backend
+from ..spec import ConvSpec
+from .ranking import Candidate
+
+SKIPPED_RUNTIME_COMPILATION = "SKIPPED_RUNTIME_COMPILATION"  # a plan row's status: built with runtime_compiled=False
+
+
+def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
+    """The problem a MissQuery describes, as (spec, input shape, dtype, memory format, direction) of the convolution
+    cuDNN runs (a transposed layer's problems read as the mirrored convolution's; a 1-d layer's as 2-d with height
+    1: the operator passes cuDNN's lifted dims)."""
+    x, w = list(q.x), list(q.w)
+    nd = len(x) - 2
+    spec = ConvSpec(in_channels=x[1], out_channels=w[0], kernel_size=tuple(w[2:]), stride=tuple(q.stride),
+                    padding=tuple(q.padding), dilation=tuple(q.dilation), groups=int(q.groups))
+    fmt = ("channels_last_3d" if nd == 3 else "channels_last") if q.channels_last else "contiguous"
+    return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
+
+
+def build(q: Any, cands: Sequence[Candidate], runtime_compiled: bool) -> dict[Candidate, Any]:
+    """Each candidate's plan row for the query's problem (engine_search's exact phase: one row per configuration
+    asked for, in order; its status says whether it built). runtime_compiled=False: an engine that compiles at run
+    time is not built (status SKIPPED_RUNTIME_COMPILATION). Nothing asked, nothing built: {}."""
+    if not cands:
+        return {}
+    out = backend.engine_search(q.direction, q.problem, (), device=q.device, runtime_compiled=runtime_compiled,
+                                exact=[(c.engine_id, list(c.knobs)) for c in cands])
+    return dict(zip(cands, out.plans)) if len(out.plans) == len(cands) else {}
+
+
+def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int) -> list[float | None]:
+    """Per plan, its ms per call: the median over `samples` runs of `calls` back-to-back calls (device events)
+    after one warm-up call, every plan on the same fresh random operands; None for a missing or unbuilt plan."""
+    import torch
+
+    from ..measure import operand_sets
+    from ..problem import make_problem
+
+    if not any(p is not None and p.status == "SUCCESS" for p in plans):
+        return [None] * len(plans)
+    spec, shape, dtype, fmt, _ = query_problem(q)
+    sets = operand_sets(make_problem(spec, shape, dtype, fmt), "warm", int(q.device))
+    s = sets[0]
+    ms: list[float | None] = []
+    with torch.cuda.device(int(q.device)):
+        for p in plans:
+            if p is None or p.status != "SUCCESS":
+                ms.append(None)
+                continue
+            p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
+            ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], calls).gpu_ms
+                                        for _ in range(samples)) / calls)
+    del sets, s
+    return ms
+
+
+def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tuple[list[Candidate], list[float]]:
+    """The candidates that have a time, fastest first, and their times."""
+    order = sorted((i for i, m in enumerate(ms) if m is not None), key=lambda i: ms[i])
+    return [cands[i] for i in order], [ms[i] for i in order]  # type: ignore[misc]
+
+
+__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "time_plans", "fastest_first"]
