@@ -327,7 +327,7 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     builds, asked = [], []
     ms = {0: 0.3, 1: 0.2, 2: 0.4, 3: 0.1, 4: 0.25}
 
-    def build(q, cands, runtime_compiled):
+    def build(q, cands, runtime_compiled, threads=1):
         builds.append(([x.engine_id for x in cands], runtime_compiled))
         skipped = {4} if not runtime_compiled else set()  # 4: a known one the lists did not mark
         return {x: SimpleNamespace(e=x.engine_id, status="SKIPPED_RUNTIME_COMPILATION" if x.engine_id in skipped

@@ -25,14 +25,16 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
     return spec, tuple(x), str(q.dtype), fmt, str(q.direction)
 
 
-def build(q: Any, cands: Sequence[Candidate], runtime_compiled: bool) -> dict[Candidate, Any]:
+def build(q: Any, cands: Sequence[Candidate], runtime_compiled: bool, threads: int = 1) -> dict[Candidate, Any]:
     """Each candidate's plan row for the query's problem (engine_search's exact phase: one row per configuration
-    asked for, in order; its status says whether it built). runtime_compiled=False: an engine that compiles at run
-    time is not built (status SKIPPED_RUNTIME_COMPILATION). Nothing asked, nothing built: {}."""
+    asked for, in order; its status says whether it built), finalized by up to `threads` threads.
+    runtime_compiled=False: an engine that compiles at run time is not built (status SKIPPED_RUNTIME_COMPILATION).
+    Nothing asked, nothing built: {}."""
     if not cands:
         return {}
     out = backend.engine_search(q.direction, q.problem, (), device=q.device, runtime_compiled=runtime_compiled,
-                                exact=[(c.engine_id, list(c.knobs)) for c in cands])
+                                exact=[(c.engine_id, list(c.knobs)) for c in cands],
+                                build_threads=max(1, min(threads, len(cands))))
     return dict(zip(cands, out.plans)) if len(out.plans) == len(cands) else {}
 
 

@@ -73,12 +73,14 @@ BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (
 # the operator's thread builds and times the shortlist without them (auto_parts; a known configuration the lists
 # did not mark is built with runtime compilation off, and one that comes back SKIPPED_RUNTIME_COMPILATION joins
 # them) and answers its fastest at once; one more thread of this process ("cudnn_algos-later") builds them, one
-# problem at a time, with the GIL released. When one built, the problem's winner is forgotten
-# (backend.pinned_ask_again with forget_origin) and its next call, on the operator's thread, times the winner's plan
-# and theirs on the same fresh operands and answers the fastest, every plan already built (Note [plans the handler
-# built] in csrc/pinned/pinned.h): the decision is replaced by that one (Decision.later). A later candidate that
-# does not build is dropped; the winner stays. wait() waits for these builds too.
+# problem at a time (its candidates compiled by up to LATER_BUILD_THREADS threads), with the GIL released. When one
+# built, the problem's winner is forgotten (backend.pinned_ask_again with forget_origin) and its next call, on the
+# operator's thread, times the winner's plan and theirs on the same fresh operands and answers the fastest, every
+# plan already built (Note [plans the handler built] in csrc/pinned/pinned.h): the decision is replaced by that one
+# (Decision.later). A later candidate that does not build is dropped; the winner stays. wait() waits for these
+# builds too.
 LATER_THREAD = "cudnn_algos-later"
+LATER_BUILD_THREADS = 4  # a problem's later candidates are compiled by up to this many threads at once
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -248,7 +250,7 @@ class UnseenHandler:
         that its next call asks again (and _answer_later times them)."""
         t0 = time.perf_counter()
         try:
-            built = [(c, p) for c, p in build(q, later, True).items() if p.status == "SUCCESS"]
+            built = [(c, p) for c, p in build(q, later, True, LATER_BUILD_THREADS).items() if p.status == "SUCCESS"]
         except Exception:  # noqa: BLE001 (what did not build is dropped: the winner stays)
             return
         with self._lock:
