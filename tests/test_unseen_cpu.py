@@ -330,8 +330,9 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     def build(q, cands, runtime_compiled, threads=1):
         builds.append(([x.engine_id for x in cands], runtime_compiled))
         skipped = {4} if not runtime_compiled else set()  # 4: a known one the lists did not mark
-        return {x: SimpleNamespace(e=x.engine_id, status="SKIPPED_RUNTIME_COMPILATION" if x.engine_id in skipped
-                                   else "SUCCESS") for x in cands}
+        return {x: SimpleNamespace(e=x.engine_id, live=("extension's plan", x.engine_id),
+                                   status="SKIPPED_RUNTIME_COMPILATION" if x.engine_id in skipped else "SUCCESS")
+                for x in cands}
 
     monkeypatch.setattr(unseen_mod, "build", build)
     monkeypatch.setattr(unseen_mod, "time_plans", lambda q, plans, calls, samples: [ms[p.e] for p in plans])
@@ -339,14 +340,15 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     h = UnseenHandler("measure_top_k", shipped(), k="auto", background=False)
     monkeypatch.setattr(h, "ranked", lambda q: (ranked, short, 0.0))
     configs, origin, why, plans = h(_query())
-    assert [e for e, _ in configs[:3]] == [1, 0, 2] and origin == "measured_top_k" and plans[0].e == 1
+    assert [e for e, _ in configs[:3]] == [1, 0, 2] and origin == "measured_top_k"
+    assert plans == [("extension's plan", 1)]  # the binding takes the extension's object, not backend.Plan
     assert builds[:2] == [([0, 1], True), ([2, 4], False)]  # 3 is not built at once; 4 comes back skipped
     assert h.wait(10) and builds[2:] == [([3, 4], True)] and asked == [("forward float16 x", "measured_top_k")]
     assert h.decisions[0].later == 0 and h.decisions[0].timed_ms == (0.2, 0.3, 0.4)
     # until then Applied.keep() stores the winner it ran (forgotten in the registry)
     assert h.forgotten() == [{"key": "forward float16 x", "origin": "measured_top_k", "config": c[1].name}]
     configs, origin, why, plans = h(_query())  # the next call: the winner (1) timed beside 3 and 4; 3 is faster
-    assert [e for e, _ in configs[:3]] == [3, 1, 4] and plans[0].e == 3 and origin == "measured_top_k"
+    assert [e for e, _ in configs[:3]] == [3, 1, 4] and plans == [("extension's plan", 3)]
     (d,) = h.decisions
     assert d.later == 2 and d.timed_ms == (0.1, 0.2, 0.25) and d.offered[0] == c[3].name
     assert set(d.offered) == {x.name for x in c} and h.forgotten() == []
