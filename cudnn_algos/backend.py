@@ -269,10 +269,11 @@ def pinned_set(key: str, engine_id: int, knobs: KnobList, origin: str = "stored"
     _ext.load().pinned_set(key, int(engine_id), [tuple(k) for k in knobs], str(origin))
 
 
-def pinned_ask_again(key: str, forget_origin: str = "") -> None:
+def pinned_ask_again(key: str, forget_origin: str = "") -> bool:
     """The next call of `key`'s problem asks the unseen-problem handler again (a choice made elsewhere is ready);
-    with `forget_origin`, a winner of that origin (the handler's earlier answer) is forgotten first."""
-    _ext.load().pinned_ask_again(str(key), str(forget_origin))
+    with `forget_origin`, a winner of that origin (the handler's earlier answer) is forgotten first. Returns
+    whether one was."""
+    return bool(_ext.load().pinned_ask_again(str(key), str(forget_origin)))
 
 
 def pinned_clear() -> None:

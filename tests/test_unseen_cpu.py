@@ -336,14 +336,20 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
 
     monkeypatch.setattr(unseen_mod, "build", build)
     monkeypatch.setattr(unseen_mod, "time_plans", lambda q, plans, calls, samples: [ms[p.e] for p in plans])
-    monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", lambda key, origin="": asked.append((key, origin)))
+    stored = iter([False, True])  # the operator has not stored the first answer yet when the build ends: again
+
+    def ask_again(key, origin=""):
+        asked.append((key, origin))
+        return next(stored)
+
+    monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", ask_again)
     h = UnseenHandler("measure_top_k", shipped(), k="auto", background=False)
     monkeypatch.setattr(h, "ranked", lambda q: (ranked, short, 0.0))
     configs, origin, why, plans = h(_query())
     assert [e for e, _ in configs[:3]] == [1, 0, 2] and origin == "measured_top_k"
     assert plans == [("extension's plan", 1)]  # the binding takes the extension's object, not backend.Plan
     assert builds[:2] == [([0, 1], True), ([2, 4], False)]  # 3 is not built at once; 4 comes back skipped
-    assert h.wait(10) and builds[2:] == [([3, 4], True)] and asked == [("forward float16 x", "measured_top_k")]
+    assert h.wait(10) and builds[2:] == [([3, 4], True)] and asked == [("forward float16 x", "measured_top_k")] * 2
     assert h.decisions[0].later == 0 and h.decisions[0].timed_ms == (0.2, 0.3, 0.4)
     # until then Applied.keep() stores the winner it ran (forgotten in the registry)
     assert h.forgotten() == [{"key": "forward float16 x", "origin": "measured_top_k", "config": c[1].name}]

@@ -59,8 +59,8 @@ void pinned_clear();  // forgets winners, built plans and the unseen-problem han
 // (Note [choosing in the background], cudnn_algos/tuning/unseen.py: its answer is ready). forget_origin non-empty:
 // a winner of that origin (the handler's own answer) and its plans are forgotten first, so that the handler is asked
 // again (Note [runtime-compiled candidates later], unseen.py: more candidates are built); a winner of another
-// origin stays.
-void pinned_ask_again(const std::string& key, const std::string& forget_origin = "");
+// origin stays. Returns whether a winner was forgotten.
+bool pinned_ask_again(const std::string& key, const std::string& forget_origin = "");
 
 // Note [unseen problems]: a problem with no stored winner runs torch's op, unless a handler is set. Then its first
 // call (outside a CUDA-graph capture) asks the handler once, with no lock held: the handler answers configurations

@@ -298,16 +298,18 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   key_changed(r, key);
 }
 
-void pinned_ask_again(const std::string& key, const std::string& forget_origin) {
+bool pinned_ask_again(const std::string& key, const std::string& forget_origin) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto w = r.winners.find(key);
-  if (!forget_origin.empty() && w != r.winners.end() && w->second.origin == forget_origin) {
+  const bool forget = !forget_origin.empty() && w != r.winners.end() && w->second.origin == forget_origin;
+  if (forget) {
     r.winners.erase(w);
     for (auto it = r.plans.begin(); it != r.plans.end();)
       it = it->first.second == key ? r.plans.erase(it) : std::next(it);
   }
   key_changed(r, key);
+  return forget;
 }
 
 void pinned_clear() {

@@ -81,6 +81,7 @@ BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (
 # builds too.
 LATER_THREAD = "cudnn_algos-later"
 LATER_BUILD_THREADS = 4  # a problem's later candidates are compiled by up to this many threads at once
+FORGET_TRIES = 200  # x 10 ms: how long the later thread waits for the operator to store the first answer
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -257,7 +258,12 @@ class UnseenHandler:
             if self._closed or not built:
                 return
             self._later_ready[q.key] = (ranked, plan, built, time.perf_counter() - t0)
-        backend.pinned_ask_again(q.key, "measured_top_k")
+        # the operator stores the first answer after the handler returned: a build that finished before that
+        # finds no winner to forget yet (its next call would not ask), so it tries again for a while
+        for _ in range(FORGET_TRIES):
+            if backend.pinned_ask_again(q.key, "measured_top_k") or self._closed:
+                return
+            time.sleep(0.01)
 
     def _answer_later(self, q: Any, later: tuple, t0: float) -> tuple:
         """The problem's winner (ranked[0], its plan) and the later candidates' plans timed on the same operands,
