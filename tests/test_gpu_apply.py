@@ -271,7 +271,7 @@ def test_a_known_configuration_no_list_names_is_built_and_matches_torch(tmp_path
     assert rel_err(out, ref) < TOL[torch.float16]
 
 
-def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_match_torch(tmp_path):
+def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_match_torch(tmp_path, monkeypatch):
     """Note [runtime-compiled candidates later]: RegNet's grouped 3x3 layer (fp16 channels_last, batch 32), with a
     selector whose k="auto" shortlist is every candidate: its first two are timed at the first call, the other
     candidates at once too unless they compile at run time; those are built by the later thread and timed beside
@@ -291,6 +291,8 @@ def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_
     conv = conv.to(memory_format=torch.channels_last)
     x = torch.randn(32, 336, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
     ref_out, ref_grads = _run(conv, x)
+    log = tmp_path / "answers.log"  # a line per answer (its first three configurations), to say what ran when
+    monkeypatch.setenv("CUDNN_ALGOS_UNSEEN_LOG", str(log))
     with cudnn_algos.apply(conv, tmp_path / "empty.sqlite", unseen="measure_top_k", k="auto", selector=sel,
                            background=False) as h:
         _run(conv, x)  # the first calls: timed at once, the runtime-compiled ones queued
@@ -307,10 +309,11 @@ def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_
             assert first[x.key] in x.offered[:x.later + 1]  # the winner so far was timed again beside them
     offered = {dd.key: dd for dd in d}
     assert len(offered) == len(d) == len(c), [x.key for x in d]  # one decision per problem
-    wrong = [(x["key"][:40], x["fallback"], x["pinned"], x["reason"], x["config"], offered[x["key"]].offered[:3],
-              offered[x["key"]].later) for x in c
-             if x["fallback"] or not x["pinned"] or x["config"] != offered[x["key"]].offered[0]]
-    assert not wrong, wrong
+    wrong = [(x["key"][:20], x["fallback"], x["pinned"], x["reason"], x["config"], offered[x["key"]].offered[:3],
+              offered[x["key"]].timed_ms, offered[x["key"]].later, first[x["key"]],
+              [ln.split("\t", 1)[1][:30] + ln.split("\t")[3] for ln in log.read_text().splitlines() if x["key"] in ln])
+             for x in c if x["fallback"] or not x["pinned"] or x["config"] != offered[x["key"]].offered[0]]
+    assert not wrong, "\n".join(map(str, wrong))
     tol = TOL[torch.float16]
     assert rel_err(out, ref_out) < tol and all(rel_err(g, r) < tol for g, r in zip(grads, ref_grads))
     with cudnn_algos.apply(conv, tmp_path / "empty.sqlite") as h2:
