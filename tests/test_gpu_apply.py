@@ -302,6 +302,7 @@ def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_
         out, grads = _run(conv, x)  # the next calls time them beside the winner
         c, d = h.counts(), h.decisions()
         assert h.keep() == len(c)
+    assert all(x.timed_ms for x in d), [(x.key, x.offered[:4]) for x in d]  # every shortlist was timed
     assert sum(x.later for x in d) >= 1, [(x.key, x.offered[:4]) for x in d]  # some were built later
     for x in d:
         if x.later:

@@ -316,6 +316,24 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     h.close()
 
 
+def test_a_shortlists_plans_are_matched_to_its_candidates_by_configuration_not_position():
+    """shortlist_clock.rows_for: an exact search lists a configuration named twice once, gives a knob not named its
+    minimum and drops a knob the engine lacks, so its rows need not pair up with the candidates in order (pairing
+    them so once timed nothing for a whole shortlist). Each candidate gets the row of its own configuration."""
+    from cudnn_algos.tuning.shortlist_clock import rows_for
+
+    row = lambda e, knobs, status="SUCCESS": SimpleNamespace(engine_id=e, knobs=[list(k) for k in knobs],
+                                                             status=status)
+    a = Candidate(63, ((3, 2),))  # WORKSPACE=2: this problem's engine 63 takes no such value (no row of its own)
+    b = Candidate(63, ((3, 1),))
+    c = Candidate(78, ((9, 1), (7, 23)))
+    d = Candidate(78, ((9, 1), (7, 23)))  # the same configuration as c, named again: one row
+    e = Candidate(5, ())  # no knobs named: its engine's row, whatever knobs the search gave it
+    rows = [row(78, ((9, 1), (7, 23), (4, 0))), row(5, ((1, 0),)), row(63, ((3, 1),)), row(12, (), "NOT_SUPPORTED")]
+    got = rows_for([a, b, c, d, e, Candidate(12, ((1, 1),)), Candidate(12, ())], rows)
+    assert got == {b: rows[2], c: rows[0], e: rows[1], Candidate(12, ()): rows[3]}
+
+
 def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one(monkeypatch):
     """Note [runtime-compiled candidates later]: k="auto" builds and times its first two (runtime-compiled or not)
     and the additions not marked at once, answering the fastest with its plan; a marked addition, and one the build

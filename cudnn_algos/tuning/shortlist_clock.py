@@ -26,16 +26,32 @@ def query_problem(q: Any) -> tuple[ConvSpec, tuple[int, ...], str, str, str]:
 
 
 def build(q: Any, cands: Sequence[Candidate], runtime_compiled: bool, threads: int = 1) -> dict[Candidate, Any]:
-    """Each candidate's plan row for the query's problem (engine_search's exact phase: one row per configuration
-    asked for, in order; its status says whether it built), finalized by up to `threads` threads.
-    runtime_compiled=False: an engine that compiles at run time is not built (status SKIPPED_RUNTIME_COMPILATION).
-    Nothing asked, nothing built: {}."""
+    """Each candidate's plan row for the query's problem (engine_search's exact phase; its status says whether it
+    built), finalized by up to `threads` threads. runtime_compiled=False: an engine that compiles at run time is not
+    built (status SKIPPED_RUNTIME_COMPILATION). A candidate with no row of its own (rows_for) is left out."""
     if not cands:
         return {}
     out = backend.engine_search(q.direction, q.problem, (), device=q.device, runtime_compiled=runtime_compiled,
                                 exact=[(c.engine_id, list(c.knobs)) for c in cands],
                                 build_threads=max(1, min(threads, len(cands))))
-    return dict(zip(cands, out.plans)) if len(out.plans) == len(cands) else {}
+    return rows_for(cands, out.plans)
+
+
+def rows_for(cands: Sequence[Candidate], rows: Sequence[Any]) -> dict[Candidate, Any]:
+    """Each candidate's row among an exact search's `rows`, matched by configuration, never by position: the row of
+    its engine whose knobs include every knob the candidate names with the same value (the search gives a knob not
+    named its minimum, drops one the engine lacks, and lists a configuration named twice once: so rows and
+    candidates need not pair up in order). A row goes to the first candidate it matches; one no row matches (a
+    knob this problem's engine lacks, or a value it does not take) is left out."""
+    out: dict[Candidate, Any] = {}
+    taken: set[int] = set()
+    for c in cands:
+        for i, r in enumerate(rows):
+            if i not in taken and r.engine_id == c.engine_id and set(c.knobs) <= set(map(tuple, r.knobs)):
+                out[c] = r
+                taken.add(i)
+                break
+    return out
 
 
 def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int) -> list[float | None]:
@@ -70,4 +86,4 @@ def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tup
     return [cands[i] for i in order], [ms[i] for i in order]  # type: ignore[misc]
 
 
-__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "time_plans", "fastest_first"]
+__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "time_plans", "fastest_first"]
