@@ -141,9 +141,9 @@ class UnseenHandler:
         element, [that plan] (Note [plans the handler built] in csrc/pinned/pinned.h: not built again)."""
         t0 = time.perf_counter()
         with self._lock:
-            later = self._later_ready.pop(q.key, None)
-        if later is not None:
-            return self._answer_later(q, later, t0)
+            built_later = self._later_ready.pop(q.key, None)
+        if built_later is not None:
+            return self._answer_later(q, built_later, t0)
         if self.background:
             with self._lock:
                 ready = self._ready.pop(q.key, None)
@@ -190,21 +190,24 @@ class UnseenHandler:
                 self._queue.put(q)
                 if not any(t.name != LATER_THREAD for t in self._workers):
                     for i in range(self.threads):
-                        t = threading.Thread(target=self._work, name=f"cudnn_algos-selector-{i}", daemon=True)
+                        t = threading.Thread(target=self._serve, args=(self._queue, self._choose),
+                                             name=f"cudnn_algos-selector-{i}", daemon=True)
                         t.start()
                         self._workers.append(t)
                     atexit.register(self.close)  # no thread inside cuDNN when the interpreter goes
         return [], "", BACKGROUND_WHY
 
-    def _work(self) -> None:
+    @staticmethod
+    def _serve(qu: queue.Queue, fn: Any) -> None:
+        """A worker thread's loop: fn(item) for each item of `qu`, until a None."""
         while True:
-            q = self._queue.get()
+            item = qu.get()
             try:
-                if q is None:
+                if item is None:
                     return
-                self._choose(q)
+                fn(item)
             finally:
-                self._queue.task_done()
+                qu.task_done()
 
     def _choose(self, q: Any) -> None:
         """One queued problem on a background thread: ranked, the ranking kept for the problem's next call (which
@@ -231,20 +234,11 @@ class UnseenHandler:
                 return
             self._later.put((q, ranked, plan, later))
             if not any(t.name == LATER_THREAD for t in self._workers):
-                t = threading.Thread(target=self._work_later, name=LATER_THREAD, daemon=True)
+                t = threading.Thread(target=self._serve, args=(self._later, lambda it: self._build_later(*it)),
+                                     name=LATER_THREAD, daemon=True)
                 t.start()
                 self._workers.append(t)
                 atexit.register(self.close)
-
-    def _work_later(self) -> None:
-        while True:
-            item = self._later.get()
-            try:
-                if item is None:
-                    return
-                self._build_later(*item)
-            finally:
-                self._later.task_done()
 
     def _build_later(self, q: Any, ranked: list[Candidate], plan: Any, later: list[Candidate]) -> None:
         """The later candidates built (runtime compilation on); where one built, the problem's winner forgotten so
