@@ -19,7 +19,8 @@ retries (workspace growth shows there), so the report can say where a steady-cyc
 With --paired N, also N processes per benchmark flag (off, on) that compare apply(unseen=--paired-unseen) with
 torch's op inside one process, once it has chosen for every problem: cycles alternating torch, apply, apply, torch,
 the ratio of each apply cycle to the torch cycle beside it (separate processes' steady cycles differ by more than
-the modes do on host-bound steps). `--modes= --paired 2` runs only these.
+the modes do on host-bound steps), on the host's wall clock and on the GPU's busy time (the kernel clock: what the
+chosen plans cost the GPU, however host-bound the steps). `--modes= --paired 2` runs only these.
 """
 from __future__ import annotations
 
@@ -227,13 +228,36 @@ def paired_worker(a) -> dict:
     for applied in [False, True, True, False] * max(1, a.blocks // 4):
         use(applied)
         ms[applied].append(1e3 * tr.cycle_s())
+    gpu = gpu_blocks(tr, use, a.blocks)
     c, d = handle.counts(), handle.decisions()
     handle.undo()
-    return {"mode": a.mode, "unseen": a.paired_unseen, "cpus": tr.cpus, "first_torch_cycle_s": first_torch_s,
+    return {"mode": a.mode, "unseen": a.paired_unseen, "cpus": tr.cpus, "first_torch_cycle_s": first_torch_s, **gpu,
             "choosing_cycles": choosing, "chose_all": chose_all, "choosing_s": choose_s,
             "chosen": sum(1 for x in d if x.origin), "problems": len(d), "torch_ms": ms[False], "apply_ms": ms[True],
             "ratios": paired_ratios(ms[False], ms[True]),
             "calls": {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}}
+
+
+def gpu_blocks(tr: Training, use, blocks: int) -> dict:
+    """The same alternation of blocks once more on the kernel clock (the extension's CUPTI session, a window per
+    block): each block's GPU busy ms (the union of every kernel and copy its cycle launched), which the host's pace
+    does not move; the ratio of each apply block to the torch block beside it."""
+    from cudnn_algos.measure import again_if_lost, kernel_clock
+
+    order = [False, True, True, False] * max(1, blocks // 4)
+
+    def session() -> list[float]:
+        with kernel_clock(0) as s:
+            for applied in order:
+                use(applied)
+                s.window(tr.cycle_s)
+        return [busy for busy, _, _ in s.results]
+
+    busy = again_if_lost(session)
+    ms: dict[bool, list[float]] = {False: [], True: []}
+    for applied, b in zip(order, busy):
+        ms[applied].append(b)
+    return {"gpu_torch_ms": ms[False], "gpu_apply_ms": ms[True], "gpu_ratios": paired_ratios(ms[False], ms[True])}
 
 
 def paired_ratios(torch_ms: list[float], apply_ms: list[float]) -> list[float]:
@@ -260,6 +284,13 @@ def paired_lines(runs: dict[str, list[dict]]) -> list[str]:
                    f"{rs[0]['problems']} in {rs[0]['choosing_cycles']} cycles ({rs[0]['choosing_s']:.1f} s, all: "
                    f"{all(r['chose_all'] for r in rs)}); torch's first cycle {rs[0]['first_torch_cycle_s']:.2f} s; "
                    f"apply's calls {rs[0]['calls']}" + (f"; errors: {'; '.join(errs)}" if errs else ""))
+        gs = [r for r in rs if r.get("gpu_ratios")]
+        if gs:
+            per = [statistics.median(r["gpu_ratios"]) for r in gs]
+            out.append(f"{flag}: GPU busy per cycle (kernel clock), apply / torch's op {statistics.median(per):.3f} "
+                       f"({'; '.join(f'{x:.3f}' for x in per)}); torch "
+                       f"{statistics.median(x for r in gs for x in r['gpu_torch_ms']):.1f} ms, apply "
+                       f"{statistics.median(x for r in gs for x in r['gpu_apply_ms']):.1f} ms")
     return out
 
 

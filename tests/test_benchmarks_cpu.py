@@ -72,14 +72,18 @@ def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
     assert vs.paired_ratios([100.0, 110.0, 100.0, 90.0], [95.0, 99.0, 110.0, 81.0]) == [0.95, 0.9, 1.1, 0.9]
     base = {"unseen": "predict", "chosen": 544, "problems": 544, "choosing_cycles": 12, "choosing_s": 3.0,
             "chose_all": True, "first_torch_cycle_s": 2.5, "calls": {"pinned": 10, "torch_winner": 0, "fallback": 0}}
-    runs = {"paired_off": [{**base, "ratios": [0.9, 1.0, 1.1], "torch_ms": [200.0], "apply_ms": [190.0]},
+    gpu = {"gpu_ratios": [0.98, 0.99], "gpu_torch_ms": [50.0, 52.0], "gpu_apply_ms": [49.0, 51.5]}
+    runs = {"paired_off": [{**base, "ratios": [0.9, 1.0, 1.1], "torch_ms": [200.0], "apply_ms": [190.0], **gpu},
                            {**base, "ratios": [0.95, 0.97], "torch_ms": [210.0], "apply_ms": [205.0]},
                            {"error": "timed out after 900 s"}],
             "paired_on": [{"error": "CUDA error"}]}
-    off, on = vs.paired_lines(runs)
+    off, off_gpu, on = vs.paired_lines(runs)
     assert off.startswith("paired_off: apply(unseen=predict) / torch's op per cycle in one process 0.980 "
                           "(2 processes: 1.000; 0.960)")
     assert "cycles torch 205.0 ms, apply 197.5 ms" in off and off.endswith("errors: timed out after 900 s")
+    # the kernel clock's GPU busy time, where a process measured it
+    assert off_gpu == ("paired_off: GPU busy per cycle (kernel clock), apply / torch's op 0.985 (0.985); torch "
+                       "51.0 ms, apply 50.2 ms")
     assert on == "paired_on: CUDA error"
 
 
