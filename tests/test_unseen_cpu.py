@@ -409,8 +409,12 @@ def test_the_miss_handler_binding_takes_a_callable_and_none():
     backend.pinned_set_miss_handler(lambda q: ([], "", "unused"))
     backend.pinned_set_miss_handler(None)
     backend.pinned_set("forward float16 k", 62, [(2, 1)], "predicted")  # a winner chosen elsewhere, with its origin
-    backend.pinned_ask_again("forward float16 k")
-    backend.pinned_ask_again("never met")
+    assert backend.pinned_ask_again("forward float16 k") is False  # asked again; no winner forgotten
+    assert backend.pinned_ask_again("never met") is False
+    # forget_origin forgets a winner of that origin only (Note [runtime-compiled candidates later]), once
+    assert backend.pinned_ask_again("forward float16 k", "measured_top_k") is False  # another origin: kept
+    assert backend.pinned_ask_again("forward float16 k", "predicted") is True
+    assert backend.pinned_ask_again("forward float16 k", "predicted") is False  # gone
     backend.pinned_clear()
     assert all(math.isfinite(c.engine_id) for c in backend.pinned_counts())
 
