@@ -280,6 +280,12 @@ std::shared_ptr<const Entry> resolve(Direction dir, const ConvProblem& p, bool d
 using namespace pinned_detail;
 
 namespace {
+// r.mutex held: the key's built plans (every device) are dropped; its next call builds again
+void forget_plans(Registry& r, const std::string& key) {
+  for (auto it = r.plans.begin(); it != r.plans.end();)
+    it = it->first.second == key ? r.plans.erase(it) : std::next(it);
+}
+
 // r.mutex held: the key's calls resolve again, and a resolve asking the handler meanwhile sees its key changed
 // (Note [asked again]); every other call keeps its one-lookup path
 void key_changed(Registry& r, const std::string& key) {
@@ -293,8 +299,7 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs, c
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.winners[key] = Winner{engine_id, knobs, origin};
-  for (auto it = r.plans.begin(); it != r.plans.end();)  // a changed winner is rebuilt at its next call
-    it = it->first.second == key ? r.plans.erase(it) : std::next(it);
+  forget_plans(r, key);  // a changed winner is rebuilt at its next call
   key_changed(r, key);
 }
 
@@ -305,8 +310,7 @@ bool pinned_ask_again(const std::string& key, const std::string& forget_origin) 
   const bool forget = !forget_origin.empty() && w != r.winners.end() && w->second.origin == forget_origin;
   if (forget) {
     r.winners.erase(w);
-    for (auto it = r.plans.begin(); it != r.plans.end();)
-      it = it->first.second == key ? r.plans.erase(it) : std::next(it);
+    forget_plans(r, key);
   }
   key_changed(r, key);
   return forget;

@@ -45,6 +45,8 @@ def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[
     automatic shortlist])."""
     now = [c for i, c in enumerate(short) if i < AUTO_FIRST or not compiled(c)]
     return now, [c for i, c in enumerate(short) if i >= AUTO_FIRST and compiled(c)]
+
+
 EVIDENCE_K = 5  # Note [neighbour evidence]: how many of the nearest training problems that timed a configuration
 EVIDENCE_FEATURES = ("evidence_mean", "evidence_first", "evidence_distance")
 EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the class timed (above the targets' cap)

@@ -196,8 +196,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
-                "known_shortlist": [], "known_auto": [], "known_auto_first": [], "offered_known": None, "known_untimed": False,
-                "rank_ms": None}
+                "known_shortlist": [], "known_auto": [], "known_auto_first": [], "offered_known": None,
+                "known_untimed": False, "rank_ms": None}
     feats = row_features(rows[0])
     have = {c.name for c in cands}
     timed = {c.name: c for c in engine_candidates(rows)}

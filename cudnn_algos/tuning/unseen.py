@@ -82,6 +82,7 @@ BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (
 LATER_THREAD = "cudnn_algos-later"
 LATER_BUILD_THREADS = 4  # a problem's later candidates are compiled by up to this many threads at once
 FORGET_TRIES = 200  # x 10 ms: how long the later thread waits for the operator to store the first answer
+MEASURED = "measured_top_k"  # the origin of measure_top_k's answers (the registry's winners, the decisions)
 
 
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
@@ -130,9 +131,11 @@ class UnseenHandler:
         self._ready: dict[str, tuple[list[Candidate], list[Candidate], float, float]] = {}  # ranked, for next call
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
-        self._workers: list[threading.Thread] = []
+        self._workers: list[threading.Thread] = []  # the choosing threads (background)
         # Note [runtime-compiled candidates later]: what the later thread builds, and what it built for a next call
         self._later: queue.Queue = queue.Queue()
+        self._later_worker: threading.Thread | None = None
+        self._at_exit = False  # close() registered at exit (with the first thread)
         self._later_ready: dict[str, tuple[list[Candidate], Any, list[tuple[Candidate, Any]], float]] = {}
         self._closed = False
 
@@ -159,7 +162,7 @@ class UnseenHandler:
             origin, timed, plan, later = "predicted", (), None, []
             if self.mode == "measure_top_k":
                 ranked, timed, plan, later = self.timed(q, ranked, short)
-                origin = "measured_top_k"
+                origin = MEASURED
         except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
             return [], "", self._not_chosen(q, t0, self._failed_why(e))
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
@@ -188,14 +191,20 @@ class UnseenHandler:
             if q.key not in self._queued:
                 self._queued.add(q.key)
                 self._queue.put(q)
-                if not any(t.name != LATER_THREAD for t in self._workers):
-                    for i in range(self.threads):
-                        t = threading.Thread(target=self._serve, args=(self._queue, self._choose),
-                                             name=f"cudnn_algos-selector-{i}", daemon=True)
-                        t.start()
-                        self._workers.append(t)
-                    atexit.register(self.close)  # no thread inside cuDNN when the interpreter goes
+                if not self._workers:
+                    self._workers = [self._start(self._queue, self._choose, f"cudnn_algos-selector-{i}")
+                                     for i in range(self.threads)]
         return [], "", BACKGROUND_WHY
+
+    def _start(self, qu: queue.Queue, fn: Any, name: str) -> threading.Thread:
+        """A daemon thread serving `qu` with fn (self._lock held); the first one registers close() at exit, so that
+        no thread is inside cuDNN when the interpreter goes."""
+        if not self._at_exit:
+            self._at_exit = True
+            atexit.register(self.close)
+        t = threading.Thread(target=self._serve, args=(qu, fn), name=name, daemon=True)
+        t.start()
+        return t
 
     @staticmethod
     def _serve(qu: queue.Queue, fn: Any) -> None:
@@ -233,12 +242,8 @@ class UnseenHandler:
             if self._closed:
                 return
             self._later.put((q, ranked, plan, later))
-            if not any(t.name == LATER_THREAD for t in self._workers):
-                t = threading.Thread(target=self._serve, args=(self._later, lambda it: self._build_later(*it)),
-                                     name=LATER_THREAD, daemon=True)
-                t.start()
-                self._workers.append(t)
-                atexit.register(self.close)
+            if self._later_worker is None:
+                self._later_worker = self._start(self._later, lambda it: self._build_later(*it), LATER_THREAD)
 
     def _build_later(self, q: Any, ranked: list[Candidate], plan: Any, later: list[Candidate]) -> None:
         """The later candidates built (runtime compilation on); where one built, the problem's winner forgotten so
@@ -255,7 +260,7 @@ class UnseenHandler:
         # the operator stores the first answer after the handler returned: a build that finished before that
         # finds no winner to forget yet (its next call would not ask), so it tries again for a while
         for _ in range(FORGET_TRIES):
-            if backend.pinned_ask_again(q.key, "measured_top_k") or self._closed:
+            if backend.pinned_ask_again(q.key, MEASURED) or self._closed:
                 return
             time.sleep(0.01)
 
@@ -270,7 +275,7 @@ class UnseenHandler:
         except Exception:  # noqa: BLE001 (the operator's call must go on)
             fastest, ms = [], []
         if not fastest:
-            return _answer(ranked, "measured_top_k", plan)
+            return _answer(ranked, MEASURED, plan)
         order = fastest + [c for c in ranked if c not in fastest]
         with self._lock:
             i = max((i for i, d in enumerate(self.decisions) if d.key == q.key), default=None)
@@ -278,14 +283,14 @@ class UnseenHandler:
                 d = self.decisions[i]
                 self.decisions[i] = replace(d, offered=tuple(c.name for c in order), timed_ms=tuple(ms),
                                             seconds=d.seconds + build_s + time.perf_counter() - t0, later=len(built))
-        _log_answer(q.key, "measured_top_k", order)
-        return _answer(order, "measured_top_k", plans[cands.index(fastest[0])])
+        _log_answer(q.key, MEASURED, order)
+        return _answer(order, MEASURED, plans[cands.index(fastest[0])])
 
     def forgotten(self) -> list[dict[str, Any]]:
         """The problems whose winner is forgotten until their next call times the candidates built later, as
         Applied.counts() rows of the winner they ran until then (key, origin, config)."""
         with self._lock:
-            return [{"key": k, "origin": "measured_top_k", "config": v[0][0].name} for k, v in self._later_ready.items()]
+            return [{"key": k, "origin": MEASURED, "config": v[0][0].name} for k, v in self._later_ready.items()]
 
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until every queued problem is ranked, its choice made at its next call, and every runtime-compiled
@@ -323,13 +328,13 @@ class UnseenHandler:
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
+            later, self._later_worker = self._later_worker, None
             self._ready.clear()
             self._later_ready.clear()
             helper, self._helper = self._helper, None
         if helper is not None:
             helper.close()
-        for qu, ws in ((self._queue, [t for t in workers if t.name != LATER_THREAD]),
-                       (self._later, [t for t in workers if t.name == LATER_THREAD])):
+        for qu, ws in ((self._queue, workers), (self._later, [later] if later else [])):
             while True:  # what is still queued is dropped
                 try:
                     qu.get_nowait()
@@ -338,7 +343,7 @@ class UnseenHandler:
                     break
             for _ in ws:
                 qu.put(None)
-        for t in workers:
+        for t in workers + ([later] if later else []):
             t.join(timeout)
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
