@@ -304,10 +304,10 @@ def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_
         assert h.keep() == len(c)
     assert all(x.timed_ms for x in d), [(x.key, x.offered[:4]) for x in d]  # every shortlist was timed
     assert sum(x.later for x in d) >= 1, [(x.key, x.offered[:4]) for x in d]  # some were built later
-    for x in d:
-        if x.later:
-            assert len(x.timed_ms) == x.later + 1 and x.timed_ms[0] == min(x.timed_ms)
-            assert first[x.key] in x.offered[:x.later + 1]  # the winner so far was timed again beside them
+    for dec in d:
+        if dec.later:
+            assert len(dec.timed_ms) == dec.later + 1 and dec.timed_ms[0] == min(dec.timed_ms)
+            assert first[dec.key] in dec.offered[:dec.later + 1]  # the winner so far was timed again beside them
     offered = {dd.key: dd for dd in d}
     assert len(offered) == len(d) == len(c), [x.key for x in d]  # one decision per problem
     wrong = [(x["key"][:20], x["fallback"], x["pinned"], x["reason"], x["config"], offered[x["key"]].offered[:3],
