@@ -23,9 +23,11 @@ READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
 # Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first, then every
 # candidate the trees predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their
-# first, AUTO_MAX at most; outside the reach (no prediction to go by) cuDNN's first AUTO_OUTSIDE. Where the trees
-# are sure it times two, where several are close (a kind of layer they know less) more; the three settings and
-# how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The automatic shortlist".
+# first, AUTO_MAX at most; outside the reach (where predict runs cuDNN's order) also cuDNN's first AUTO_OUTSIDE. The
+# trees rank outside the reach too: predict trusts their first pick less there, but the clock checks what they
+# shortlist. Where the trees are sure it times two, where several are close (a kind of layer they know less) more;
+# the settings and how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The
+# automatic shortlist" and "The trees' shortlist outside the reach".
 # Of the candidates it adds beyond the first two, those of engines that compile at run time (cuDNN's behaviour note
 # RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are not built with the others on the model's
 # own thread but later, off it (auto_parts; Note [runtime-compiled candidates later] in tuning/unseen.py). Where they
@@ -328,18 +330,17 @@ class Selector:
         own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
         fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
         shortlist] (auto_parts says which of them are timed later). `order` (and `predicted`): ranked()'s answer for
-        these candidates, where the caller has it."""
+        these candidates, where the caller has it; k=AUTO goes by the predictions alone, inside the reach or not."""
         if k == AUTO:
-            if predicted is None and self.within_reach(problem):
-                predicted = self.predict(problem, candidates)
             if predicted is None:
-                short = self.shortlist(problem, candidates, AUTO_FIRST, order)
-                more = [i for i in heuristic_order(candidates) if i not in short]
-                return (short + more)[:AUTO_OUTSIDE]
-            order = [int(i) for i in np.argsort(predicted, kind="stable")] if order is None else list(order)
-            short = self.shortlist(problem, candidates, AUTO_FIRST, order)
-            top = predicted[order[0]]
-            return (short + [i for i in order if i not in short and predicted[i] <= top + AUTO_SPREAD])[:AUTO_MAX]
+                predicted = self.predict(problem, candidates)
+            trees = [int(i) for i in np.argsort(predicted, kind="stable")]
+            top = predicted[trees[0]]
+            short = self.shortlist(problem, candidates, AUTO_FIRST, trees)
+            short += [i for i in trees if i not in short and predicted[i] <= top + AUTO_SPREAD]
+            if not self.within_reach(problem):
+                short += [i for i in heuristic_order(candidates)[:AUTO_OUTSIDE] if i not in short]
+            return short[:AUTO_MAX]
         order = list(self.rank(problem, candidates) if order is None else order)
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]
