@@ -133,6 +133,9 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     assert short == [0, anchor, 2, 3] + [i for i in h[:AUTO_OUTSIDE] if i not in (0, anchor, 2, 3)]
     assert len(short) > 4 and auto_parts(short, lambda i: i == short[-1]) == (short[:-1], short[-1:])
     assert sel.shortlist(far, cands, "auto", h, predicted - predicted) == ties  # all close: AUTO_MAX of them
+    own = sel.predict(far, cands)  # without predictions given: the trees' own, though predict's pick there is h[0]
+    short = sel.shortlist(far, cands, "auto")
+    assert sel.rank(far, cands)[0] == h[0] and short[0] == int(np.argmin(own)) and h[0] in short[:2]
 
 
 def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
