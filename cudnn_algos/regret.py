@@ -225,6 +225,29 @@ def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
     return "\n".join(lines)
 
 
+HEURISTICS = ("instant", "a", "b", "legacy_heuristic")  # cuDNN's heuristic modes: what choosing without a search gets
+
+
+def against_best_heuristic(summaries: Sequence[Summary], methods: Sequence[str], share: float = 0.5,
+                           baselines: Sequence[str] = HEURISTICS) -> dict[str, tuple[list[tuple[str, ...]],
+                                                                                   list[tuple[str, ...]]]]:
+    """Per method of `methods`: the groups of `summaries` (summarize's, one group set) where its mean regret is at
+    most `share` of the lowest mean among `baselines` in that group, and those where it is not (a group where the
+    method or every baseline has no timed pick is in neither)."""
+    by = {(x.group, x.method): x.mean for x in summaries}
+    groups = sorted({x.group for x in summaries})
+    out = {}
+    for m in methods:
+        met, missed = [], []
+        for g in groups:
+            base = [by[(g, b)] for b in baselines if by.get((g, b)) is not None]
+            if by.get((g, m)) is None or not base:
+                continue
+            (met if by[(g, m)] <= share * min(base) + 1e-12 else missed).append(g)
+        out[m] = (met, missed)
+    return out
+
+
 def worst(regrets: Sequence[ProblemRegret], method: str, n: int = 5) -> list[ProblemRegret]:
     """Where a method loses most: its n problem-directions of largest regret."""
     have = {p.key: p for p in regrets if p.regret.get(method) is not None}  # once each, whatever its families
@@ -286,4 +309,4 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
 
 __all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "configurations", "picks",
            "ProblemRegret", "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table",
-           "worst", "plot_cdf", "plot_map"]
+           "HEURISTICS", "against_best_heuristic", "worst", "plot_cdf", "plot_map"]

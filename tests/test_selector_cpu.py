@@ -359,6 +359,8 @@ def test_cli_selector(tmp_path):
     assert "offered" in r.stdout and "a perfect ranker's pick" in r.stdout
     assert "offered_known" in r.stdout and "ranked one without a time first in" in r.stdout
     assert "known_auto: unseen='measure_top_k' with k='auto'" in r.stdout
+    assert re.search(r"at most half of the best heuristic's mean \(instant, a, b, legacy_heuristic\), per held-out "
+                     r"family:\n  predict: \d+ of \d+", r.stdout), r.stdout
     assert re.search(r"building and timing 3 \(k='auto': \d+\.\d\d on average, at most \d+;\n    of them \d+\.\d{3} "
                      r"runtime-compiled, built later\) on the GPU", r.stdout)
     r = run_cli("selector", "train", store, "--out", model, "--plot", fig)

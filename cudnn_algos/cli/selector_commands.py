@@ -115,10 +115,27 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
+    print(_half_of_best(summarize(rs, (a.by,), methods), a.by))
     print(_choosing_costs(problems, rs))
     if a.plot:
         _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
     return EXIT_OK
+
+
+def _half_of_best(summaries, by: str) -> str:
+    """Per selector method, the held-out groups where its mean regret is at most half of the best cuDNN heuristic
+    mode's there (regret.against_best_heuristic), and those where it is not."""
+    from ..regret import HEURISTICS, against_best_heuristic
+    from ..selector.train import MEASURE_K
+
+    names = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+             "known_auto": "measure_top_k (k='auto')"}
+    lines = [f"at most half of the best heuristic's mean ({', '.join(HEURISTICS)}), per held-out {by}:"]
+    for m, (met, missed) in against_best_heuristic(summaries, list(names)).items():
+        if met or missed:
+            lines.append(f"  {names[m]}: {len(met)} of {len(met) + len(missed)}"
+                         + (f" (not: {', '.join('/'.join(map(str, g)) for g in missed)})" if missed else ""))
+    return "\n".join(lines)
 
 
 def _choosing_costs(problems, rs) -> str:
