@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import forward_switch, pin_to_gpu_cpus, run_worker  # noqa: E402
+from fresh import block_order, forward_switch, paired_ratios, pin_to_gpu_cpus, run_worker  # noqa: E402
 
 CONFIGS = {"fp16-nhwc": ("float16", True), "fp32": ("float32", False)}
 MODES = ("off", "on", "apply")
@@ -99,12 +99,12 @@ def paired_worker(a) -> dict:
         step()
     handle.reset_counts()
     medians: dict[bool, list[float]] = {False: [], True: []}
-    for applied in [False, True, True, False] * max(1, a.blocks // 4):
+    for applied in block_order(a.blocks):
         use(applied)
         medians[applied].append(1e3 * statistics.median(_timed_step(step) for _ in range(a.block)))
     c = handle.counts()
     return {"mode": a.mode, "cpus": cpus, "torch_ms": medians[False], "apply_ms": medians[True],
-            "ratios": [y / x for x, y in zip(medians[False], medians[True])],
+            "ratios": paired_ratios(medians[False], medians[True]),
             "calls": {k: sum(x[k] for x in c) for k in ("pinned", "torch_winner", "fallback")}}
 
 

@@ -93,3 +93,14 @@ def forward_switch(model):
                 m.__dict__.pop("forward", None)
 
     return use
+
+
+def block_order(blocks: int) -> list[bool]:
+    """Paired blocks, `blocks` of them (a multiple of 4, at least 4): torch's op (False), apply (True), apply, torch,
+    ... so each apply block has a torch block beside it and neither runs always first (paired_ratios pairs them)."""
+    return [False, True, True, False] * max(1, blocks // 4)
+
+
+def paired_ratios(torch_ms: list[float], apply_ms: list[float]) -> list[float]:
+    """Blocks ran in block_order: each apply block over the torch block beside it (its pair)."""
+    return [y / x for x, y in zip(torch_ms, apply_ms)]

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import forward_switch, pin_to_gpu_cpus, run_worker  # noqa: E402
+from fresh import block_order, forward_switch, paired_ratios, pin_to_gpu_cpus, run_worker  # noqa: E402
 
 MODES = ("off", "on", "apply")
 UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
@@ -225,7 +225,7 @@ def paired_worker(a) -> dict:
     choose_s = time.perf_counter() - t0
     handle.reset_counts()
     ms: dict[bool, list[float]] = {False: [], True: []}
-    for applied in [False, True, True, False] * max(1, a.blocks // 4):
+    for applied in block_order(a.blocks):
         use(applied)
         ms[applied].append(1e3 * tr.cycle_s())
     gpu = gpu_blocks(tr, use, a.blocks)
@@ -244,7 +244,7 @@ def gpu_blocks(tr: Training, use, blocks: int) -> dict:
     does not move; the ratio of each apply block to the torch block beside it."""
     from cudnn_algos.measure import again_if_lost, kernel_clock
 
-    order = [False, True, True, False] * max(1, blocks // 4)
+    order = block_order(blocks)
 
     def session() -> list[float]:
         with kernel_clock(0) as s:
@@ -258,11 +258,6 @@ def gpu_blocks(tr: Training, use, blocks: int) -> dict:
     for applied, b in zip(order, busy):
         ms[applied].append(b)
     return {"gpu_torch_ms": ms[False], "gpu_apply_ms": ms[True], "gpu_ratios": paired_ratios(ms[False], ms[True])}
-
-
-def paired_ratios(torch_ms: list[float], apply_ms: list[float]) -> list[float]:
-    """Blocks ran torch, apply, apply, torch, ...: each apply block over the torch block beside it (its pair)."""
-    return [y / x for x, y in zip(torch_ms, apply_ms)]
 
 
 def paired_lines(runs: dict[str, list[dict]]) -> list[str]:

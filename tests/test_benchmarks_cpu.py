@@ -70,6 +70,7 @@ def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
     median over processes of each process's median ratio; a process that failed is named, not averaged."""
     vs = _load("varying_shapes")
     assert vs.paired_ratios([100.0, 110.0, 100.0, 90.0], [95.0, 99.0, 110.0, 81.0]) == [0.95, 0.9, 1.1, 0.9]
+    assert vs.block_order(8) == [False, True, True, False] * 2 and vs.block_order(2) == [False, True, True, False]
     base = {"unseen": "predict", "chosen": 544, "problems": 544, "choosing_cycles": 12, "choosing_s": 3.0,
             "chose_all": True, "first_torch_cycle_s": 2.5, "calls": {"pinned": 10, "torch_winner": 0, "fallback": 0}}
     gpu = {"gpu_ratios": [0.98, 0.99], "gpu_torch_ms": [50.0, 52.0], "gpu_apply_ms": [49.0, 51.5]}
