@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fresh import block_order, forward_switch, paired_ratios, pin_to_gpu_cpus, run_worker  # noqa: E402
+from varying_report import AGAIN, added_line, first_pass_line, why_lines  # noqa: E402
 
 MODES = ("off", "on", "apply")
 UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
@@ -375,6 +376,9 @@ def main(argv=None) -> int:
                    "in alternating cycles inside the process (paired_worker); --modes '' runs only these")
     p.add_argument("--paired-unseen", default="predict", choices=UNSEEN_MODES)
     p.add_argument("--k", default="3", help="measure_top_k's k: an int, or 'auto' (Note [the automatic shortlist])")
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="N fresh processes per mode but 'on' (one), in turn (off, predict, ..., off, predict, ...): "
+                   "each mode's first pass as the median over its processes")
     p.add_argument("--paired-max-cycles", type=int, default=40, help="--paired: cycles to wait for the choosing")
     p.add_argument("--blocks", type=int, default=8, help="--paired: blocks (cycles) per process, a multiple of 4")
     p.add_argument("--json")
@@ -404,6 +408,9 @@ def main(argv=None) -> int:
     sel = (["--selector", a.selector] if a.selector else []) + ["--k", a.k]
     for mode in modes:
         results[mode] = _sub(["--worker", mode, *common] + sel, 900)
+    for _ in range(a.repeats - 1):  # the modes but on again, in turn: the first passes' spread between processes
+        for mode in (m for m in modes if m != "on"):
+            results.setdefault(f"{mode}{AGAIN}", []).append(_sub(["--worker", mode, *common] + sel, 900))
     paired_args = ["--paired-unseen", a.paired_unseen, "--paired-max-cycles", str(a.paired_max_cycles),
                    "--blocks", str(a.blocks)]
     for _ in range(a.paired):  # the flag off and on interleaved, a fresh process each
@@ -434,32 +441,13 @@ def main(argv=None) -> int:
                  + (f"{r['converged_cycle_ms']:.1f} ms" if r.get("converged_cycle_ms") else "-")
                  if r.get("choosing_until_step") else ""))
     print(why_lines(results, n))
+    if a.repeats > 1:
+        print(first_pass_line(results, modes))
+    if "off" in results and "step_s" in results["off"]:
+        print(added_line(results))
     if a.paired:
         print("\n".join(paired_lines(results)))
     return 0
-
-
-def why_lines(results: dict, n: int) -> str:
-    """Per mode, over the steady cycles (after the first pass): the median step's wall and host share, and with --why
-    what the caching allocator did there (cudaMalloc/cudaFree calls and retries after the first pass, reserved
-    GiB at the end): the evidence for where a steady-cycle difference comes from."""
-    out = []
-    for mode in MODES + UNSEEN_MODES + (KEPT,):
-        r = results.get(mode, {})
-        if "step_s" not in r or len(r["step_s"]) <= n:
-            continue
-        wall = statistics.median(r["step_s"][n:])
-        host = statistics.median(r["host_s"][n:]) if r.get("host_s") else float("nan")
-        line = (f"{mode:>13} steady steps: median wall {1e3 * wall:.2f} ms, host until step() returned "
-                f"{1e3 * host:.2f} ms")
-        mem = r.get("memory") or []
-        if len(mem) > n:
-            a, b = mem[n - 1], mem[-1]
-            line += (f"; after the first pass: {b['cuda_mallocs'] - a['cuda_mallocs']} cudaMalloc, "
-                     f"{b['cuda_frees'] - a['cuda_frees']} cudaFree, {b['retries'] - a['retries']} allocator retries; "
-                     f"reserved {b['reserved'] / 2**30:.2f} GiB")
-        out.append(line)
-    return "\n".join(out)
 
 
 if __name__ == "__main__":

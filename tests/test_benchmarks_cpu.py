@@ -65,6 +65,26 @@ def test_varying_shapes_converged_cycles_begin_after_the_last_choosing_step():
     assert vs.converged(times, 8, 32) == {"converged_cycles": 0, "converged_cycle_ms": None}
 
 
+def test_varying_shapes_added_wall_is_each_modes_steps_less_offs_over_the_same_steps():
+    """on paid 9 s in its first step; measure_top_k 0.2 + 0.5 s, and its fourth step is beyond off's three (not
+    counted); a mode that failed and the tune entry are left out."""
+    vs = _load("varying_shapes")
+    out = vs.added_line({"tune": None, "off": {"step_s": [1.0, 1.0, 1.0]}, "on": {"step_s": [10.0, 1.0, 1.0]},
+                         "predict": {"error": "x"}, "measure_top_k": {"step_s": [1.2, 1.5, 1.0, 9.0]}})
+    assert out == "added to benchmark off's wall over the run: on 9.00 s, measure_top_k 0.70 s (0.078x on's)"
+
+
+def test_varying_shapes_first_pass_is_the_median_over_each_modes_processes():
+    """--repeats: a mode's first run and its further ones (mode + AGAIN); a failed process is left out; on ran once."""
+    vs = _load("varying_shapes")
+    res = {"off": {"first_pass_s": 3.0}, "off_again": [{"first_pass_s": 2.0}, {"first_pass_s": 4.0}],
+           "on": {"first_pass_s": 50.0}, "predict": {"first_pass_s": 3.3},
+           "predict_again": [{"error": "x"}, {"first_pass_s": 3.9}]}
+    assert vs.first_pass_line(res, ("off", "on", "predict")) == (
+        "first pass, median over fresh processes: off 3.00 s [3.00, 2.00, 4.00]; on 50.00 s [50.00] (16.67x off's); "
+        "predict 3.60 s [3.30, 3.90] (1.20x off's)")
+
+
 def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
     """--paired: blocks torch, apply, apply, torch: each apply cycle over the torch cycle beside it; per flag the
     median over processes of each process's median ratio; a process that failed is named, not averaged."""
@@ -355,3 +375,45 @@ def test_selector_speed_ranks_with_the_shipped_model_or_a_file_with_evidence(tmp
     out = capsys.readouterr().out.splitlines()
     counts = [ln.split()[0] for ln in out if ln.split() and ln.split()[0].isdigit()]
     assert counts == ["5", "9", "5"] and "evidence: none" not in out[-3] and "evidence: " in out[-3], out
+
+
+def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use_counts(monkeypatch, capsys):
+    """benchmarks/picks_kernel_time.py on a stand-in for cuDNN (the benchmark's GPU parts: lists, builds, the clock):
+    lists A/B name engines 2, 3, 4, INSTANT 3 then 1 (none among the shipped selector's known configurations);
+    engine 2 fails to build, so no pick is it; torch off's is INSTANT's first (engine 3: 0.03 ms a call on the
+    stand-in clock); every order's pick and the totals are printed."""
+    import types
+
+    from cudnn_algos import backend, measure
+    from cudnn_algos.backend import EngineSearchOut, Plan
+
+    pk = _load("picks_kernel_time")
+
+    class Live:
+        def __init__(self, e):
+            self.e = e
+
+        def time_calls(self, xs, ws, ys, n):
+            return {"host_ms": 0.0, "gpu_ms": 0.01 * self.e * n}
+
+    def search(direction, cp, lists, exact=(), build=True, build_threads=1, **kw):
+        if exact:
+            return EngineSearchOut(tuple(Plan(e, tuple(map(tuple, kn)), (), (), ("exact",), (),
+                                              "FAILED" if e == 2 else "SUCCESS", "plan" if e == 2 else "", 0, "",
+                                              Live(e)) for e, kn in exact), 1, 0.0)
+        engines = [2, 3, 4] if "a" in lists else [3, 1]
+        return EngineSearchOut(tuple(Plan(e, (), (), (), tuple(f"heuristic_{x}" for x in lists),
+                                          tuple((f"heuristic_{x}", i) for x in lists), "NOT_BUILT", "", 0, "")
+                                     for i, e in enumerate(engines)), 3, 0.0)
+
+    monkeypatch.setattr(backend, "engine_search", search)
+    monkeypatch.setattr(backend, "conv_problem", lambda p: None)
+    family = types.SimpleNamespace(selector_family=lambda: "sm_90 cudnn 9.19")
+    monkeypatch.setattr(backend, "environment", lambda i: family, raising=False)
+    monkeypatch.setattr(measure, "operand_sets", lambda p, l2, d: [{"x": 0, "w": 0, "y": 0}])
+    assert pk.main(["--batches", "16", "--sizes", "192", "--near", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "68 problem-directions (left out: none)" in out  # 23 layers x 3 directions, the stem without dgrad
+    assert "off 4.74 (1.000x)" in out  # 0.03 ms x 158 uses: ResNet-50's 53 layers x 3 directions, the stem's dgrad not
+    assert "near1 " in out and "lists " in out and "top3 " in out
+    assert "eng2 " not in out and "(eng2 vs" not in out
