@@ -287,6 +287,7 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     for _, rows in problems:
         for r in rows:
             r["deterministic"] = r["engine_id"] != 5
+            r["knobs"] = {}  # a name and its knobs agree, as the dataset's do (Note [known configurations first])
     sel = train(problems, params={"n_estimators": 20, "max_depth": 3})
     cls = "forward float16 channels_last"
     assert sel.known == {cls: (("eng5", False),)}
@@ -303,7 +304,7 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
 
     key, rows = table_problem(3, "b")
     for r in rows:  # lists A and B name engines 1-4; eng5, the fastest, only the known configurations
-        r.update(rank_a=r["engine_id"] - 1 if r["engine_id"] <= 4 else None, rank_b=None)
+        r.update(rank_a=r["engine_id"] - 1 if r["engine_id"] <= 4 else None, rank_b=None, knobs={})
     c = choose(sel, rows)
     assert c["offered"] != "eng5" and c["offered_known"] == "eng5" and c["known"] == "eng5"
     assert not c["known_untimed"]
@@ -332,6 +333,39 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     untimed = [r for r in rows if r["engine_id"] != 5]  # eng5 never timed for this problem
     c = choose(sel, untimed)
     assert c["known_untimed"] and c["known"] != "eng5" and c["offered_known"] == c["offered"]
+
+
+def test_a_known_configuration_goes_first_only_near_a_training_problem_it_won(monkeypatch):
+    """Note [known configurations first]: eng5, no list's, won every training problem (batch 8); the same layer at
+    batch 8 (distance 0) gets it first, at batch 16 (farther than KNOWN_NEAR, within the reach) the trees' first
+    listed candidate goes ahead of it and it stays second (measure_top_k's k=3 still times it). Without the rule
+    (KNOWN_NEAR infinite) eng5 would be first there too."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.selector.model import listed, name_key
+    from cudnn_algos.selector.train import train
+
+    assert name_key("eng63{SPLIT_K_SLC=13,SPLIT_K_BUF=18}") == "63,SPLIT_K_BUF=18,SPLIT_K_SLC=13"
+    assert name_key("eng5") == "5"
+    assert name_key("legacy:IMPLICIT_GEMM") == "legacy:IMPLICIT_GEMM"
+    problems = [table_problem(i, "a") for i in range(6)]
+    for _, rows in problems:
+        for r in rows:
+            r["knobs"] = {}
+    sel = train(problems, params={"n_estimators": 20, "max_depth": 3})
+    cands = [(e, {}, {"a": e - 1, "b": None}) for e in range(1, 5)] + [(5, {}, {})]  # eng5 in no list
+    assert [listed(c) for c in cands] == [True] * 4 + [False]
+    near = row_features(table_problem(3, "b")[1][0])
+    far = row_features(table_problem(3, "b", batch=16)[1][0])
+    assert sel.neighbours.distance(near) == pytest.approx(0.0) and 0.5 < sel.neighbours.distance(far) <= sel.reach
+    monkeypatch.setattr("cudnn_algos.selector.model.KNOWN_NEAR", 0.5)
+    assert sel.rank(near, cands)[0] == 4
+    order, predicted = sel.ranked(far, cands)
+    assert int(np.argmin(predicted)) == 4  # the trees put eng5 first...
+    assert listed(cands[order[0]]) and order[1] == 4  # ...the rule puts a listed one ahead of it
+    assert 4 in sel.shortlist(far, cands, 3, order)
+    monkeypatch.setattr("cudnn_algos.selector.model.KNOWN_NEAR", float("inf"))
+    assert sel.rank(far, cands)[0] == 4
 
 
 def test_cli_selector(tmp_path):

@@ -9,6 +9,7 @@ import functools
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -39,6 +40,15 @@ AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times at once what
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
 AUTO_OUTSIDE = 4
+# Note [known configurations first]: the trees' first goes first only where cuDNN's lists name it for the problem or
+# it was the fastest of a training problem within KNOWN_NEAR (the neighbours' metric) of this one; otherwise the
+# first candidate that is either goes ahead of it (it stays second, so measure_top_k's shortlist still times it).
+# The known configurations (Note [known configurations]) are each the fastest of some training problem, and the
+# trees also rank them for problems far from it, where nothing was measured of them: there predict would build a
+# configuration on the trees' extrapolation alone (on ResNet-50's stem, one that had won a 1x3x512x512 problem and
+# was slower than cuDNN's first at every batch size; benchmarks/picks_kernel_time.py and docs/selector.md have the
+# figures).
+KNOWN_NEAR = 1.0
 
 
 def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[T], list[T]]:
@@ -89,6 +99,15 @@ class Neighbours:
     def _norms(self) -> np.ndarray:
         return np.einsum("ij,ij->i", self.features, self.features)
 
+    def won_near(self, problem: Sequence[float], radius: float) -> set[str]:
+        """config_key of the fastest configuration of each training problem within `radius` of `problem`."""
+        near = np.nonzero(self._squared(problem) <= radius * radius)[0]
+        return {self._best_keys[i] for i in near}
+
+    @functools.cached_property
+    def _best_keys(self) -> list[str]:
+        return [name_key(n) for n in self.best]
+
     def pick(self, problem: Sequence[float], candidates: Sequence[str]) -> str | None:
         have = set(candidates)
         for i in self.order(problem):
@@ -100,6 +119,21 @@ class Neighbours:
 def config_key(engine_id: int, knobs: dict[str, int]) -> str:
     """A configuration as Evidence keys it: "67" or "67,SPLIT_K_SLC=1,TILE=3" (knobs by name, sorted)."""
     return ",".join([str(int(engine_id))] + [f"{k}={int(v)}" for k, v in sorted(knobs.items())])
+
+
+def name_key(name: str) -> str:
+    """config_key of a configuration's name ("eng67{TILE=3,SPLIT_K_SLC=1}", engines.config_name's form); a name of
+    another form as it is."""
+    m = re.fullmatch(r"eng(\d+)(?:\{(.*)\})?", name)
+    if not m:
+        return name
+    knobs = (kv.split("=") for kv in m.group(2).split(",")) if m.group(2) else ()
+    return config_key(int(m.group(1)), {k: int(v) for k, v in knobs})
+
+
+def listed(candidate: tuple) -> bool:
+    """Whether a candidate (Selector.rank's form) is named by one of cuDNN's lists (a position in one)."""
+    return len(candidate) > 2 and any(v is not None for v in (candidate[2] or {}).values())
 
 
 def evidence_class(problem: Sequence[float]) -> int:
@@ -322,7 +356,17 @@ class Selector:
         if not self.within_reach(problem):
             return heuristic_order(candidates), None
         predicted = self.predict(problem, candidates)
-        return [int(i) for i in np.argsort(predicted, kind="stable")], predicted
+        order = [int(i) for i in np.argsort(predicted, kind="stable")]
+        return self._measured_first(problem, candidates, order), predicted
+
+    def _measured_first(self, problem: Sequence[float], candidates: Sequence[tuple], order: list[int]) -> list[int]:
+        """Note [known configurations first]: `order` with its first candidate that a list names or that won a
+        training problem within KNOWN_NEAR moved to the front (`order` itself where its first already is)."""
+        if not order or listed(candidates[order[0]]):
+            return order
+        won = self.neighbours.won_near(problem, KNOWN_NEAR)
+        at = next((j for j, i in enumerate(order) if listed(candidates[i]) or self._key(candidates[i]) in won), 0)
+        return [order[at]] + order[:at] + order[at + 1:]
 
     def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int | str,
                   order: Sequence[int] | None = None, predicted: np.ndarray | None = None) -> list[int]:
@@ -432,4 +476,4 @@ class Selector:
 
 __all__ = ["FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector", "config_key",
-           "evidence_class", "heuristic_order", "problem_class"]
+           "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "name_key", "listed"]
