@@ -717,6 +717,35 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
     assert len(short) == k if k != "auto" else 2 <= len(short) <= AUTO_MAX
 
 
+def test_k_auto_ranks_and_shortlists_from_one_prediction_a_subclass_rank_still_asked(monkeypatch):
+    """ranking.rank with k="auto": within the reach the trees predict once for both the order and the shortlist
+    (the same answer as ranking and shortlisting apart); a subclass that overrides rank has its own rank asked."""
+    from cudnn_algos.tuning.ranking import rank
+
+    sel = shipped()
+    plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
+             for i, e in enumerate(ENG)]
+    cands = candidates_of(plans, "float16", False, True)
+    feats = problem_features(*query_problem(_query()))
+    assert sel.within_reach(feats)
+    enc = [c.encoded for c in cands]
+    order = sel.rank(feats, enc)
+    want = ([cands[i] for i in order], [cands[i] for i in sel.shortlist(feats, enc, "auto", order)])
+    calls = []
+    real = Selector.predict
+    monkeypatch.setattr(Selector, "predict", lambda self, *a: calls.append(1) or real(self, *a))
+    assert rank(cands, sel, feats, "auto") == want and len(calls) == 1
+
+    class Reversed(Selector):
+        def rank(self, problem, candidates):
+            return list(reversed(range(len(candidates))))
+
+    mine = Reversed(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known,
+                    sel.evidence)
+    ranked, short = rank(cands, mine, feats, "auto")
+    assert ranked == list(reversed(cands)) and short[0] == want[1][0]  # k="auto" still goes by the predictions
+
+
 def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     """The shipped Selector travels to the helper as bytes and the helper ranks; a subclass (whose own rank the
     bytes cannot carry) has the lists asked and ranks in this process; both answer the same here."""

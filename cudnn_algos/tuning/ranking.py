@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..engines import RUNTIME_COMPILATION, config_name, named_knobs, numerical_note_names, parse_config, torch_filter
 from ..selector.features import RANKED_LISTS, positions
+from ..selector.model import AUTO, Selector
 
 Knobs = tuple[tuple[int, int], ...]
 
@@ -105,8 +106,12 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
     if len(cands) < 2:
         return cands, cands
     enc = [c.encoded for c in cands]
-    order = selector.rank(features, enc)
-    short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k else []
+    if shortlist_k == AUTO and type(selector).rank is Selector.rank:  # the order and k="auto" from one prediction
+        order, predicted = selector.ranked(features, enc)
+        short = selector.shortlist(features, enc, shortlist_k, order, predicted)
+    else:  # a subclass's own rank is asked (Note [ranking in the helper])
+        order = selector.rank(features, enc)
+        short = selector.shortlist(features, enc, shortlist_k, order) if shortlist_k else []
     return [cands[i] for i in order], [cands[i] for i in short]
 
 
