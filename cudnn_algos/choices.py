@@ -3,6 +3,7 @@ lists, L2 modes — in one place, with no torch import: the API validates agains
 them as its choices."""
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 
@@ -46,3 +47,14 @@ MAX_BUILD_THREADS = 64  # an engine search's plans are finalized by at most this
 HEURISTICS = ("a", "b", "instant", "fallback")  # cuDNN's engine heuristic lists (modes A, B, INSTANT, FALLBACK)
 SEARCH_LISTS = ("instant", "a", "b", "fallback")  # every list, in the order a search asks them by default
 L2_MODES = ("warm", "cold")  # one operand set, or sets that together exceed 3x the L2 cache
+
+
+def split_config_name(name: str) -> tuple[int, list[tuple[str, str]]] | None:
+    """An engine configuration's stable name split, nothing looked up: ``eng62{TILE_SIZE=0,TILEK=1}`` ->
+    (62, [("TILE_SIZE", "0"), ("TILEK", "1")]); None where it is not such a name (engines.parse_config checks the
+    knobs and values)."""
+    m = re.fullmatch(r"eng(\d+)(?:\{(.*)\})?", name.strip()) if isinstance(name, str) else None
+    if m is None:
+        return None
+    parts = (part.partition("=") for part in filter(None, (m.group(2) or "").split(",")))
+    return int(m.group(1)), [(k.strip(), v) for k, _, v in parts]

@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 
 from . import backend
-from .choices import HEURISTICS, MAX_BUILD_THREADS, SEARCH_LISTS
+from .choices import HEURISTICS, MAX_BUILD_THREADS, SEARCH_LISTS, split_config_name
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
@@ -106,15 +106,11 @@ def match_kernels(torch_kernels: Sequence[str], rows: Sequence[EngineRow]) -> tu
 def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
     """An engine configuration's stable name -> (engine id, [(knob type, value), ...]):
     ``eng62{TILE_SIZE=0,TILEK=1}`` -> (62, [(2, 0), (13, 1)]). ValueError naming the value when it is not one."""
-    import re
-
-    m = re.fullmatch(r"eng(\d+)(?:\{(.*)\})?", name.strip()) if isinstance(name, str) else None
-    if m is None:
+    split = split_config_name(name)
+    if split is None:
         raise ValueError(f"configs: {name!r} is not an engine configuration name such as eng62{{TILE_SIZE=0,TILEK=1}}")
     knobs = []
-    for part in filter(None, (m.group(2) or "").split(",")):
-        k, _, v = part.partition("=")
-        k = k.strip()
+    for k, v in split[1]:
         if k in KNOBS:
             t = KNOBS.index(k)
         elif k.startswith("KNOB_") and k[5:].isdigit():
@@ -125,7 +121,7 @@ def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
             knobs.append((t, int(v)))
         except ValueError:
             raise ValueError(f"configs: {name!r}: knob {k} needs an integer value, not {v!r}") from None
-    return int(m.group(1)), knobs
+    return split[0], knobs
 
 
 def named_knobs(knobs: Sequence[tuple[int, int]]) -> tuple[tuple[str, int], ...]:

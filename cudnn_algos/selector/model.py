@@ -9,13 +9,13 @@ import functools
 import io
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
+from ..choices import split_config_name
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
@@ -124,11 +124,8 @@ def config_key(engine_id: int, knobs: dict[str, int]) -> str:
 def name_key(name: str) -> str:
     """config_key of a configuration's name ("eng67{TILE=3,SPLIT_K_SLC=1}", engines.config_name's form); a name of
     another form as it is."""
-    m = re.fullmatch(r"eng(\d+)(?:\{(.*)\})?", name)
-    if not m:
-        return name
-    knobs = (kv.split("=") for kv in m.group(2).split(",")) if m.group(2) else ()
-    return config_key(int(m.group(1)), {k: int(v) for k, v in knobs})
+    split = split_config_name(name)
+    return name if split is None else config_key(split[0], {k: int(v) for k, v in split[1]})
 
 
 def listed(candidate: tuple) -> bool:

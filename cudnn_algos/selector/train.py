@@ -18,7 +18,7 @@ import numpy as np
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from .model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key, evidence_class,
-                    problem_class)
+                    listed, problem_class)
 from .trees import Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
@@ -43,7 +43,7 @@ class Candidate(NamedTuple):
     @property
     def listed(self) -> bool:
         """Named by a list the operator's unseen handler queries (what it can be offered)."""
-        return any(v is not None for v in self.ranks.values())
+        return listed(self.encoded)
 
     @property
     def encoded(self) -> tuple[int, dict[str, int], dict[str, int | None]]:
