@@ -5,8 +5,8 @@ ranked as apply() ranks them), of the fastest of measure_top_k's shortlist (k=3)
 accepts from INSTANT (torch's op with benchmark off); each plan built here and timed on the same fresh random
 operands (one warm-up call, then the median of --samples runs of --calls back-to-back calls, device events), summed
 over the step with each layer's use count. Beside them, variants of predict's rule for the known configurations:
-"lists" (the trees' first among the lists' candidates only) and "nearD" (a configuration no list names goes first
-only if it was the fastest of a training problem within distance D). The problem-directions where predict's pick is
+"trees" (the trees' own first, without Note [known configurations first]), "lists" (the trees' first among the
+lists' candidates only) and "nearD" (that Note's rule at radius D). The problem-directions where predict's pick is
 slowest against torch's come last. A pick is the first of its order that builds, as the operator takes it.
 
     python benchmarks/picks_kernel_time.py [--batches 16,32,48,64] [--sizes 192,224] [--json out.json]
@@ -39,18 +39,6 @@ def kernel_ms(plans, s, calls: int, samples: int) -> list[float | None]:
     return out
 
 
-def won_at(sel, feats) -> dict[str, float]:
-    """Per configuration name: the distance (the neighbours' metric) to the nearest training problem whose fastest
-    it was."""
-    nb = sel.neighbours
-    z = (np.asarray(feats, dtype=np.float64) - nb.mean) / nb.scale
-    d = np.sqrt(((nb.features - z) ** 2).sum(axis=1))
-    out: dict[str, float] = {}
-    for name, di in zip(nb.best, d):
-        out[name] = min(out.get(name, np.inf), float(di))
-    return out
-
-
 def one(sel, spec, shape, direction: str, a) -> dict | str:
     """The picks' kernel ms for one problem-direction, or why there are none (a list offers nothing torch accepts,
     or a pick did not build). Each pick is the first of its order that builds, as the operator takes it."""
@@ -58,6 +46,7 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     from cudnn_algos.measure import operand_sets
     from cudnn_algos.problem import make_problem
     from cudnn_algos.selector import problem_features
+    from cudnn_algos.selector.model import name_key
     from cudnn_algos.tuning.ranking import candidates_of, rank
     from cudnn_algos.tuning.shortlist_clock import rows_for
 
@@ -69,11 +58,14 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
         return "lists A/B or INSTANT offer nothing torch accepts"
     feats = problem_features(spec, shape, DTYPE, FMT, direction)
     ranked, short = rank(lists, sel, feats, 3, sel.known_for(direction, DTYPE, FMT, False, True))
-    # per ranked candidate: how near the nearest training problem it was the fastest of (inf: none)
-    won = won_at(sel, feats)
-    orders = {"predict": ranked, "lists": [c for c in ranked if c.ranks], "off": instant[:4]}
-    for d in a.near:
-        orders[f"near{d:g}"] = [c for c in ranked if c.ranks or won.get(c.name, np.inf) <= d]
+    # the trees' own order, before Note [known configurations first] (cuDNN's outside the reach, as predict's)
+    enc = [c.encoded for c in ranked]
+    trees = ([ranked[i] for i in np.argsort(sel.predict(feats, enc), kind="stable")] if sel.within_reach(feats)
+             else ranked)
+    orders = {"predict": ranked, "trees": trees, "lists": [c for c in trees if c.ranks], "off": instant[:4]}
+    for d in a.near:  # the rule at other radii
+        won = sel.neighbours.won_near(feats, d)
+        orders[f"near{d:g}"] = [c for c in trees if c.ranks or name_key(c.name) in won]
     orders = {k: v[:4] for k, v in orders.items()}
     want = [c for v in orders.values() for c in v] + short
     uniq = list({c.name: c for c in reversed(want)}.values())  # a configuration named twice is built once
@@ -98,7 +90,7 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
 
 def summary(rows: list[dict], why: collections.Counter, a) -> str:
     """Each pick's kernel ms summed with use counts, against torch off's; where predict loses most to it."""
-    picks = ["off", "predict", "lists"] + [f"near{d:g}" for d in a.near] + ["top3"]
+    picks = ["off", "predict", "trees", "lists"] + [f"near{d:g}" for d in a.near] + ["top3"]
     tot = {m: sum(r[m] * r["uses"] for r in rows) for m in picks}
     if not rows:
         return f"picks' kernel time: no problem-direction has every pick (left out: {dict(why)})"
@@ -119,7 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="192,224")
     p.add_argument("--calls", type=int, default=5)
     p.add_argument("--samples", type=int, default=3)
-    p.add_argument("--near", default="0.5,1,2", type=lambda t: [float(x) for x in t.split(",") if x],
+    p.add_argument("--near", default="0.5,2", type=lambda t: [float(x) for x in t.split(",") if x],
                    help="also predict's pick where a configuration no list names ranks first only if it was the "
                    "fastest of a training problem within this distance (each, comma-separated)")
     p.add_argument("--json", default=None)

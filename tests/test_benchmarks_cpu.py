@@ -415,5 +415,5 @@ def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use
     out = capsys.readouterr().out
     assert "68 problem-directions (left out: none)" in out  # 23 layers x 3 directions, the stem without dgrad
     assert "off 4.74 (1.000x)" in out  # 0.03 ms x 158 uses: ResNet-50's 53 layers x 3 directions, the stem's dgrad not
-    assert "near1 " in out and "lists " in out and "top3 " in out
+    assert "near1 " in out and "trees " in out and "lists " in out and "top3 " in out
     assert "eng2 " not in out and "(eng2 vs" not in out
