@@ -178,6 +178,17 @@ def test_candidates_drop_what_torch_would_not_run_and_repeats():
     cands = candidates_of(plans, "float16", False, True)
     assert [c.compiled for c in cands] == [False, True]
     assert [Candidate.from_row(c.row()) for c in cands] == cands
+    # Note [few objects per reply]: a candidate travels as one flat tuple of plain values, and candidates read back
+    # share their knobs' and positions' tuples (one new object per candidate)
+    knobs, ranks = ((2, 0), (13, 1)), (("a", 0), ("b", 3))
+    same = [Candidate(62, knobs, ranks), Candidate(62, tuple(list(knobs)), tuple(list(ranks)), True)]
+    rows = [c.row() for c in same]
+    assert rows[0] == (62, False, 2, 2, 0, 13, 1, "a", 0, "b", 3)
+    assert all(isinstance(x, (int, str)) for r in rows for x in r)
+    back = [Candidate.from_row(list(r)) for r in rows]
+    assert [c.compiled for c in back] == [False, True] and [c.knobs for c in back] == [knobs] * 2
+    assert back[0].knobs is back[1].knobs and back[0].ranks is back[1].ranks
+    assert Candidate.from_row(Candidate(5, ()).row()) == Candidate(5, ())
 
 
 class ListsHere:
@@ -239,7 +250,7 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     cands = with_known(candidates_of(plans, "float16", False, True),
                        sel.known_for("forward", "float16", "channels_last"))
     order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
-    assert configs == [(cands[i].engine_id, [tuple(k) for k in cands[i].knobs]) for i in order]
+    assert configs == [(cands[i].engine_id, tuple(cands[i].knobs)) for i in order]
     assert (origin, why) == ("predicted", "")
     d = h.decisions[0]
     assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
@@ -319,7 +330,7 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
     feats = problem_features(*query_problem(_query()))
     short = [cands[i] for i in sel.shortlist(feats, [c.encoded for c in cands], k)]
     assert timed_with == [[c.name for c in short]] and origin == "measured_top_k" and why == ""
-    assert configs[0] == (short[-1].engine_id, [tuple(k) for k in short[-1].knobs])
+    assert configs[0] == (short[-1].engine_id, tuple(short[-1].knobs))
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, by the thread
     assert [d.origin for d in h.decisions] == ["measured_top_k"] and h.decisions[0].timed_ms == (0.5,)
     h.close()

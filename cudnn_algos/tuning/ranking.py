@@ -6,6 +6,7 @@ cannot rebuild from its file."""
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -36,15 +37,29 @@ class Candidate:
         """What Selector.rank takes: engine id, knobs by name, positions by list."""
         return self.engine_id, self.named, dict(self.ranks)
 
-    def row(self) -> tuple[int, list[list[int]], list[list[Any]], bool]:
-        """Plain values (a reply of the helper process)."""
-        return self.engine_id, [list(k) for k in self.knobs], [list(r) for r in self.ranks], self.compiled
+    def row(self) -> tuple[Any, ...]:
+        """Plain values in one flat tuple (a reply of the helper process: Note [few objects per reply]): engine id,
+        compiled, the number of knobs, each knob's type and value, each position's list and place."""
+        return (self.engine_id, self.compiled, len(self.knobs), *itertools.chain.from_iterable(self.knobs),
+                *itertools.chain.from_iterable(self.ranks))
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> "Candidate":
-        e, knobs, ranks, compiled = row
-        return cls(int(e), tuple((int(t), int(v)) for t, v in knobs), tuple((str(n), int(r)) for n, r in ranks),
-                   bool(compiled))
+        e, compiled, n = row[:3]
+        end = 3 + 2 * int(n)
+        return cls(int(e), _pairs(tuple(row[3:end])), _pairs(tuple(row[end:])), bool(compiled))
+
+
+# Note [few objects per reply]: the model's process keeps each problem's ranking from the helper's reply until the
+# problem's next call, and in the first pass over new shapes hundreds of replies arrive. Python's collector counts
+# the container objects made: a reply of nested lists (about a dozen per candidate) made a young collection about
+# every problem, and enough of them a collection of the oldest generation, which walks every object of the process
+# (torch's, the model's, the user's) on whichever thread allocates: on the training step's (docs/selector.md). So a
+# candidate travels as one flat tuple (Candidate.row), and its knobs and positions come back as tuples made once per
+# process and shared (_pairs): a candidate read back is one new object.
+@functools.lru_cache(maxsize=1 << 14)
+def _pairs(flat: tuple[Any, ...]) -> tuple[tuple[Any, Any], ...]:
+    return tuple(zip(flat[::2], flat[1::2]))
 
 
 # a problem's candidates are new objects, their configurations mostly not: names made once per process

@@ -91,7 +91,7 @@ LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
 def _answer(ranked: Sequence[Candidate], origin: str, plan: Any = None) -> tuple:
     """The operator's answer: configurations most preferred first, origin, no why, and where the first's plan is
     built (a backend.Plan) [its extension object] (Note [plans the handler built])."""
-    configs = [(c.engine_id, [tuple(k) for k in c.knobs]) for c in ranked]
+    configs = [(c.engine_id, c.knobs) for c in ranked]  # the knobs' shared tuples (Note [few objects per reply])
     return (configs, origin, "") if plan is None else (configs, origin, "", [getattr(plan, "live", plan)])
 
 
