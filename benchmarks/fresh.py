@@ -9,6 +9,7 @@ import gc
 import json
 import subprocess
 import sys
+import time
 
 
 def run_worker(script: str, args: list[str], timeout: float) -> dict:
@@ -24,6 +25,28 @@ def run_worker(script: str, args: list[str], timeout: float) -> dict:
         named = next((ln for ln in reversed(err) if "Error" in ln), err[-1])
         return {"error": named[:300], "returncode": p.returncode, "stderr_tail": err[-40:]}
     return json.loads(lines[-1])
+
+
+class GcClock:
+    """Python's garbage collector in this process since the clock was made (gc.callbacks): seconds spent collecting,
+    and how many collections of the oldest generation (the ones that walk every tracked object)."""
+
+    def __init__(self):
+        self.seconds, self.oldest = 0.0, 0
+        self._t0 = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._t0
+        self.oldest += info.get("generation") == 2
+
+    def close(self) -> None:
+        """Stops counting (the callback removed)."""
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
 
 
 def parse_cpulist(text: str) -> set[int]:

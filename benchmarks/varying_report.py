@@ -24,6 +24,40 @@ def first_pass_line(results: dict, modes: Sequence[str]) -> str:
     return "first pass, median over fresh processes: " + "; ".join(parts)
 
 
+def first_pass_steps_line(results: dict, modes: Sequence[str], n: int) -> str:
+    """Each first-pass step's wall (ms) as the median over the mode's processes, and per mode its step-by-step
+    difference from benchmark off's medians: where in the first pass a mode's extra time lands."""
+    med: dict[str, list[float]] = {}
+    for m in modes:
+        procs = [r for r in [results.get(m, {})] + results.get(f"{m}{AGAIN}", []) if len(r.get("step_s", [])) >= n]
+        if procs:
+            med[m] = [1e3 * statistics.median(r["step_s"][i] for r in procs) for i in range(n)]
+    lines = [f"first pass step by step, median ms over processes (steps 1..{n}):"]
+    for m, steps in med.items():
+        diff = (" (- off's: " + " ".join(f"{x - y:+.0f}" for x, y in zip(steps, med["off"])) + ")"
+                if m != "off" and "off" in med else "")
+        lines.append(f"  {m:>13}: " + " ".join(f"{x:.0f}" for x in steps) + diff)
+    return "\n".join(lines)
+
+
+def first_pass_host_line(results: dict, modes: Sequence[str], n: int) -> str:
+    """With --why, per mode over its first pass (median over its processes): seconds in Python's garbage collector
+    and its oldest-generation collections, and the operator's host stages (apply()'s modes) in ms, largest first."""
+    parts = []
+    for m in modes:
+        procs = [r for r in [results.get(m, {})] + results.get(f"{m}{AGAIN}", []) if len(r.get("memory") or []) >= n]
+        if not procs:
+            continue
+        ends = [r["memory"][n - 1] for r in procs]
+        stages = {k: statistics.median(e.get("stages_us", {}).get(k, 0.0) for e in ends) / 1e3
+                  for k in ends[0].get("stages_us", {})}
+        top = sorted(((v, k) for k, v in stages.items() if v >= 1), reverse=True)
+        parts.append(f"  {m:>13}: gc {1e3 * statistics.median(e['gc_s'] for e in ends):.0f} ms "
+                     f"({statistics.median(e['gc_oldest'] for e in ends):.0f} oldest-generation)"
+                     + ("; operator stages, ms: " + ", ".join(f"{k} {v:.0f}" for v, k in top) if top else ""))
+    return "\n".join(["first pass host time, median over processes:", *parts])
+
+
 def added_line(results: dict) -> str:
     """What each mode added to benchmark off's wall over the same steps (its process against off's: the search it
     paid, in the first pass or later, where it chose), and against what benchmark on added."""

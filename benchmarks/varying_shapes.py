@@ -8,9 +8,11 @@ apply() on a database tuned beforehand for every shape; with --selector, also ap
 
 Per mode: the time of every step (host wall, synchronised), cumulative; the first pass over the shapes (where
 benchmark mode searches each new shape) and the steady cycle after every shape has been seen; for apply, how its
-calls ran. With --plot, the cumulative time against steps for the three modes. With --why, the benchmark-on process
-also records, per shape in its steady cycle, the caching allocator's reserved bytes and the number of cudaMalloc
-retries (workspace growth shows there), so the report can say where a steady-cycle difference comes from.
+calls ran. With --plot, the cumulative time against steps for the three modes. With --why, every mode's process
+also records, per step, the caching allocator's reserved bytes and the number of cudaMalloc retries (workspace
+growth shows there), the seconds in Python's garbage collector, and in apply()'s modes the operator's host stages,
+so the report can say where a steady-cycle or first-pass difference comes from. With --repeats N, each mode's first
+pass as the median over N fresh processes, step by step beside benchmark off's.
 
     python benchmarks/varying_shapes.py --batches 16,32,48,64 --sizes 192,224 --cycles 4 --db out/t.sqlite \\
         --json out/varying.json --plot out/varying.png
@@ -35,8 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh import block_order, forward_switch, paired_ratios, pin_to_gpu_cpus, run_worker  # noqa: E402
-from varying_report import AGAIN, added_line, first_pass_line, why_lines  # noqa: E402
+from fresh import GcClock, block_order, forward_switch, paired_ratios, pin_to_gpu_cpus, run_worker  # noqa: E402
+from varying_report import (AGAIN, added_line, first_pass_host_line, first_pass_line,  # noqa: E402
+                            first_pass_steps_line, why_lines)
 
 MODES = ("off", "on", "apply")
 UNSEEN_MODES = ("predict", "measure_top_k")  # apply() on an empty database, with --selector
@@ -165,7 +168,12 @@ def worker(a) -> dict:
                                    background={"on": True, "off": False}.get(a.background))
     elif a.mode == KEPT:
         handle = cudnn_algos.apply(model, str(Path(a.db).with_suffix(".measure_top_k.sqlite")))
+    if a.settle:  # every mode alike: apply()'s helper process (unseen modes) starts before the first step
+        time.sleep(a.settle)
     times, host, mem, busy = [], [], [], []
+    collector = GcClock() if a.why else None
+    if a.why and handle is not None:
+        handle.time_host(True)  # the operator's host stages (resolve: the lookup, a plan's build; torch_op) per step
     for step in range(a.cycles * len(cycle)):
         h, w = tr.step(cycle[step % len(cycle)])
         host.append(h)
@@ -175,7 +183,9 @@ def worker(a) -> dict:
             st = torch.cuda.memory_stats()
             mem.append({"reserved": st.get("reserved_bytes.all.current", 0),
                         "retries": st.get("num_alloc_retries", 0),
-                        "cuda_mallocs": st.get("num_device_alloc", 0), "cuda_frees": st.get("num_device_free", 0)})
+                        "cuda_mallocs": st.get("num_device_alloc", 0), "cuda_frees": st.get("num_device_free", 0),
+                        "gc_s": collector.seconds, "gc_oldest": collector.oldest,
+                        "stages_us": handle.host_stages()["us"] if handle is not None else {}})
     n = len(cycle)
     until = max((i + 1 for i, b in enumerate(busy) if b), default=0)
     out = {"mode": a.mode, "cpus": cpus, "step_s": times, "host_s": host, "first_pass_s": sum(times[:n]),
@@ -364,7 +374,8 @@ def main(argv=None) -> int:
     p.add_argument("--tune-search", default="full", choices=["full", "quick"], help="tune()'s search (default full)")
     p.add_argument("--tune-budget-s", type=float, default=None, help="tune: start no search after this many seconds "
                    "(problems left untuned run torch's op under apply(), counted as fallbacks)")
-    p.add_argument("--why", action="store_true", help="record the allocator's reserved bytes and retries per step")
+    p.add_argument("--why", action="store_true", help="record per step the allocator's reserved bytes and retries, "
+                   "the garbage collector's seconds and the operator's host stages")
     p.add_argument("--background", choices=["default", "on", "off"], default="default",
                    help="predict / measure_top_k: choose in background threads or at the first call (default: apply's)")
     p.add_argument("--selector", help="a selector (.npz), or 'shipped' (the package's for this GPU): also the modes "
@@ -379,6 +390,9 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1, metavar="N",
                    help="N fresh processes per mode but 'on' (one), in turn (off, predict, ..., off, predict, ...): "
                    "each mode's first pass as the median over its processes")
+    p.add_argument("--settle", type=float, default=0.0, metavar="S",
+                   help="each mode's process waits S seconds after apply() before its first step (in the unseen modes "
+                   "the helper process has started by then: what its start costs the first pass)")
     p.add_argument("--paired-max-cycles", type=int, default=40, help="--paired: cycles to wait for the choosing")
     p.add_argument("--blocks", type=int, default=8, help="--paired: blocks (cycles) per process, a multiple of 4")
     p.add_argument("--json")
@@ -394,7 +408,8 @@ def main(argv=None) -> int:
         return 0
     common = ["--model", a.model, "--config", a.config, "--batches", a.batches, "--sizes", a.sizes,
               "--cycles", str(a.cycles),
-              "--db", a.db, "--tune-search", a.tune_search, "--background", a.background] + (["--why"] if a.why else [])
+              "--db", a.db, "--tune-search", a.tune_search, "--background", a.background, "--settle", str(a.settle)
+              ] + (["--why"] if a.why else [])
     tune_args = ["--tune-budget-s", str(a.tune_budget_s)] if a.tune_budget_s is not None else []
     modes = (tuple(m for m in a.modes.split(",") if m) if a.modes is not None
              else MODES + (UNSEEN_MODES if a.selector else ()))
@@ -443,6 +458,9 @@ def main(argv=None) -> int:
     print(why_lines(results, n))
     if a.repeats > 1:
         print(first_pass_line(results, modes))
+        print(first_pass_steps_line(results, modes, n))
+    if a.why:
+        print(first_pass_host_line(results, modes, n))
     if "off" in results and "step_s" in results["off"]:
         print(added_line(results))
     if a.paired:

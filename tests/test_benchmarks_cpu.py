@@ -85,6 +85,49 @@ def test_varying_shapes_first_pass_is_the_median_over_each_modes_processes():
         "predict 3.60 s [3.30, 3.90] (1.20x off's)")
 
 
+def test_varying_shapes_first_pass_steps_and_host_time_are_medians_over_each_modes_processes():
+    """Per step of the first pass (n = 2): the median over a mode's processes and its difference from off's; with
+    --why, the collector's seconds and oldest collections at the pass's last step and the operator's stages (those
+    under 1 ms left out), medians over processes; a failed process is left out."""
+    vs = _load("varying_shapes")
+
+    def mem(gc_s, oldest, stages):
+        start = {"gc_s": 0.0, "gc_oldest": 0, "stages_us": {}}
+        return [start, {"gc_s": gc_s, "gc_oldest": oldest, "stages_us": stages}]
+
+    res = {"off": {"step_s": [0.30, 0.20, 0.02], "memory": mem(0.001, 0, {})},
+           "off_again": [{"step_s": [0.32, 0.24, 0.02], "memory": mem(0.003, 0, {})}, {"error": "x"}],
+           "predict": {"step_s": [0.40, 0.25, 0.02], "memory": mem(0.2, 1, {"resolve": 30e3, "torch_op": 2e6,
+                                                                              "count": 500.0})},
+           "predict_again": [{"step_s": [0.36, 0.21, 0.02], "memory": mem(0.1, 0, {"resolve": 50e3, "torch_op": 1e6,
+                                                                                  "count": 900.0})}]}
+    assert vs.first_pass_steps_line(res, ("off", "predict"), 2).splitlines() == [
+        "first pass step by step, median ms over processes (steps 1..2):",
+        "            off: 310 220", "        predict: 380 230 (- off's: +70 +10)"]
+    assert vs.first_pass_host_line(res, ("off", "predict"), 2).splitlines() == [
+        "first pass host time, median over processes:", "            off: gc 2 ms (0 oldest-generation)",
+        "        predict: gc 150 ms (0 oldest-generation); operator stages, ms: torch_op 1500, resolve 40"]
+
+
+def test_gc_clock_counts_the_collectors_time_and_oldest_collections():
+    import gc
+
+    fresh = _load("fresh")
+    clock = fresh.GcClock()
+    try:
+        junk = [[i] for i in range(50_000)]  # objects for the full collection to walk
+        before, spent = clock.oldest, clock.seconds
+        gc.collect()
+        assert clock.oldest == before + 1 and clock.seconds > spent
+        gc.collect(0)  # a young collection: not the oldest generation's
+        assert clock.oldest == before + 1 and len(junk) == 50_000
+    finally:
+        clock.close()
+    n = clock.oldest
+    gc.collect()
+    assert clock.oldest == n  # closed: no longer counting
+
+
 def test_varying_shapes_paired_lines_take_each_processes_median_ratio():
     """--paired: blocks torch, apply, apply, torch: each apply cycle over the torch cycle beside it; per flag the
     median over processes of each process's median ratio; a process that failed is named, not averaged."""
