@@ -54,9 +54,9 @@ class Candidate:
 # problem's next call, and in the first pass over new shapes hundreds of replies arrive. Python's collector counts
 # the container objects made: a reply of nested lists (about a dozen per candidate) made a young collection about
 # every problem, and enough of them a collection of the oldest generation, which walks every object of the process
-# (torch's, the model's, the user's) on whichever thread allocates: on the training step's (docs/selector.md). So a
+# (torch's, the model's, the user's) with the GIL held: the training step waits for it (docs/selector.md). So a
 # candidate travels as one flat tuple (Candidate.row), and its knobs and positions come back as tuples made once per
-# process and shared (_pairs): a candidate read back is one new object.
+# process and shared (_pairs): what lives on of a candidate read back is the one Candidate.
 @functools.lru_cache(maxsize=1 << 14)
 def _pairs(flat: tuple[Any, ...]) -> tuple[tuple[Any, Any], ...]:
     return tuple(zip(flat[::2], flat[1::2]))
