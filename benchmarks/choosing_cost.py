@@ -33,6 +33,7 @@ def one(direction: str, problem, args) -> dict[str, float]:
 
     from cudnn_algos import backend
     from cudnn_algos.measure import operand_sets
+    from cudnn_algos.tuning.shortlist_clock import time_on
 
     cp = backend.conv_problem(problem)
     row: dict[str, float] = {}
@@ -50,17 +51,8 @@ def one(direction: str, problem, args) -> dict[str, float]:
             direction, cp, (), exact=exact, build_threads=threads, runtime_compiled=False))
     plans = [p for p in built.plans if p.status == "SUCCESS"]
     sets, row["operands"] = _ms(lambda: operand_sets(problem, "warm", 0))
-    s = sets[0]
-
-    def clock():
-        for p in plans:
-            p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)
-            for _ in range(args.samples):
-                p.time_calls([s["x"]], [s["w"]], [s["y"]], args.calls)
-
-    _, row["timing"] = _ms(clock)
+    _, row["timing"] = _ms(lambda: time_on(plans, sets[0], args.calls, args.samples))
     row["plans timed"] = float(len(plans))
-    del sets, s, plans, built
     torch.cuda.synchronize()
     return row
 

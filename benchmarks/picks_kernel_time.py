@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,18 +24,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DTYPE, FMT = "float16", "channels_last"
-
-
-def kernel_ms(plans, s, calls: int, samples: int) -> list[float | None]:
-    out: list[float | None] = []
-    for p in plans:
-        if p is None or p.status != "SUCCESS":
-            out.append(None)
-            continue
-        p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)
-        out.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], calls).gpu_ms
-                                     for _ in range(samples)) / calls)
-    return out
 
 
 def one(sel, spec, shape, direction: str, a) -> dict | str:
@@ -48,7 +35,7 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     from cudnn_algos.selector import problem_features
     from cudnn_algos.selector.model import name_key
     from cudnn_algos.tuning.ranking import candidates_of, rank
-    from cudnn_algos.tuning.shortlist_clock import rows_for
+    from cudnn_algos.tuning.shortlist_clock import rows_for, time_on
 
     problem = make_problem(spec, shape, DTYPE, FMT)
     cp = backend.conv_problem(problem)
@@ -69,11 +56,11 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     orders = {k: v[:4] for k, v in orders.items()}
     want = [c for v in orders.values() for c in v] + short
     uniq = list({c.name: c for c in reversed(want)}.values())  # a configuration named twice is built once
-    out = backend.engine_search(direction, cp, (), exact=[(c.engine_id, [tuple(k) for k in c.knobs]) for c in uniq],
+    out = backend.engine_search(direction, cp, (), exact=[(c.engine_id, list(c.knobs)) for c in uniq],
                                 build_threads=4)
     rows = rows_for(uniq, out.plans)
     s = operand_sets(problem, "warm", 0)[0]
-    by_name = dict(zip((c.name for c in uniq), kernel_ms([rows.get(c) for c in uniq], s, a.calls, a.samples)))
+    by_name = dict(zip((c.name for c in uniq), time_on([rows.get(c) for c in uniq], s, a.calls, a.samples)))
     row = {"shape": list(shape), "layer": f"{spec.in_channels}->{spec.out_channels} k{spec.kernel_size[0]} "
            f"s{spec.stride[0]}", "direction": direction}
     for k, v in orders.items():

@@ -55,8 +55,8 @@ def rows_for(cands: Sequence[Candidate], rows: Sequence[Any]) -> dict[Candidate,
 
 
 def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int) -> list[float | None]:
-    """Per plan, its ms per call: the median over `samples` runs of `calls` back-to-back calls (device events)
-    after one warm-up call, every plan on the same fresh random operands; None for a missing or unbuilt plan."""
+    """Per plan, its ms per call (time_on), every plan on the same fresh random operands for the query's problem;
+    None for a missing or unbuilt plan."""
     import torch
 
     from ..measure import operand_sets
@@ -66,17 +66,24 @@ def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int) -> list[f
         return [None] * len(plans)
     spec, shape, dtype, fmt, _ = query_problem(q)
     sets = operand_sets(make_problem(spec, shape, dtype, fmt), "warm", int(q.device))
-    s = sets[0]
-    ms: list[float | None] = []
     with torch.cuda.device(int(q.device)):
-        for p in plans:
-            if p is None or p.status != "SUCCESS":
-                ms.append(None)
-                continue
-            p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
-            ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], calls).gpu_ms
-                                        for _ in range(samples)) / calls)
-    del sets, s
+        ms = time_on(plans, sets[0], calls, samples)
+    del sets
+    return ms
+
+
+def time_on(plans: Sequence[Any], operands: dict[str, Any], calls: int, samples: int) -> list[float | None]:
+    """Per plan, its ms per call on `operands` (an operand set: x, w, y): the median over `samples` runs of `calls`
+    back-to-back calls (device events) after one warm-up call; None for a missing or unbuilt plan."""
+    s = operands
+    ms: list[float | None] = []
+    for p in plans:
+        if p is None or p.status != "SUCCESS":
+            ms.append(None)
+            continue
+        p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
+        ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], calls).gpu_ms
+                                    for _ in range(samples)) / calls)
     return ms
 
 
@@ -86,4 +93,4 @@ def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tup
     return [cands[i] for i in order], [ms[i] for i in order]  # type: ignore[misc]
 
 
-__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "time_plans", "fastest_first"]
+__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "time_plans", "time_on", "fastest_first"]
