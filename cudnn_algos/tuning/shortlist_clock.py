@@ -93,4 +93,5 @@ def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tup
     return [cands[i] for i in order], [ms[i] for i in order]  # type: ignore[misc]
 
 
-__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "time_plans", "time_on", "fastest_first"]
+__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "time_plans", "time_on",
+           "fastest_first"]
