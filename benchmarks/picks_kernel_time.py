@@ -33,7 +33,7 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     from cudnn_algos.measure import operand_sets
     from cudnn_algos.problem import make_problem
     from cudnn_algos.selector import problem_features
-    from cudnn_algos.selector.model import name_key
+    from cudnn_algos.selector.model import listed
     from cudnn_algos.tuning.ranking import candidates_of, rank
     from cudnn_algos.tuning.shortlist_clock import rows_for, time_on
 
@@ -47,12 +47,12 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     ranked, short = rank(lists, sel, feats, 3, sel.known_for(direction, DTYPE, FMT, False, True))
     # the trees' own order, before Note [known configurations first] (cuDNN's outside the reach, as predict's)
     enc = [c.encoded for c in ranked]
-    trees = ([ranked[i] for i in np.argsort(sel.predict(feats, enc), kind="stable")] if sel.within_reach(feats)
-             else ranked)
-    orders = {"predict": ranked, "trees": trees, "lists": [c for c in trees if c.ranks], "off": instant[:4]}
+    idx = ([int(i) for i in np.argsort(sel.predict(feats, enc), kind="stable")] if sel.within_reach(feats)
+           else list(range(len(ranked))))
+    trees = [ranked[i] for i in idx]
+    orders = {"predict": ranked, "trees": trees, "lists": [c for c in trees if listed(c.encoded)], "off": instant[:4]}
     for d in a.near:  # the rule at other radii
-        won = sel.neighbours.won_near(feats, d)
-        orders[f"near{d:g}"] = [c for c in trees if c.ranks or name_key(c.name) in won]
+        orders[f"near{d:g}"] = [ranked[i] for i in sel.known_first(feats, enc, idx, d)]
     orders = {k: v[:4] for k, v in orders.items()}
     want = [c for v in orders.values() for c in v] + short
     uniq = list({c.name: c for c in reversed(want)}.values())  # a configuration named twice is built once

@@ -354,14 +354,16 @@ class Selector:
             return heuristic_order(candidates), None
         predicted = self.predict(problem, candidates)
         order = [int(i) for i in np.argsort(predicted, kind="stable")]
-        return self._measured_first(problem, candidates, order), predicted
+        return self.known_first(problem, candidates, order), predicted
 
-    def _measured_first(self, problem: Sequence[float], candidates: Sequence[tuple], order: list[int]) -> list[int]:
+    def known_first(self, problem: Sequence[float], candidates: Sequence[tuple], order: list[int],
+                    radius: float | None = None) -> list[int]:
         """Note [known configurations first]: `order` with its first candidate that a list names or that won a
-        training problem within KNOWN_NEAR moved to the front (`order` itself where its first already is)."""
+        training problem within `radius` (default KNOWN_NEAR) moved to the front (`order` itself where its first
+        already is)."""
         if not order or listed(candidates[order[0]]):
             return order
-        won = self.neighbours.won_near(problem, KNOWN_NEAR)
+        won = self.neighbours.won_near(problem, KNOWN_NEAR if radius is None else radius)
         at = next((j for j, i in enumerate(order) if listed(candidates[i]) or self._key(candidates[i]) in won), 0)
         return [order[at]] + order[:at] + order[at + 1:]
 
