@@ -9,13 +9,18 @@ from typing import Sequence
 AGAIN = "_again"  # results[mode + AGAIN]: the mode's further processes (varying_shapes.py --repeats)
 
 
+def processes(results: dict, mode: str) -> list[dict]:
+    """A mode's processes' results: its first run and its AGAIN runs (a failed one included: it has no times)."""
+    return [results.get(mode, {})] + results.get(f"{mode}{AGAIN}", [])
+
+
 def first_pass_line(results: dict, modes: Sequence[str]) -> str:
     """Each mode's first pass as the median over its processes (the first run and its AGAIN runs; a failed one left
     out), the runs in brackets, and that median against benchmark off's."""
     med = {}
     parts = []
     for m in modes:
-        procs = [results.get(m, {})] + results.get(f"{m}{AGAIN}", [])
+        procs = processes(results, m)
         runs = [r["first_pass_s"] for r in procs if "first_pass_s" in r]
         if runs:
             med[m] = statistics.median(runs)
@@ -29,7 +34,7 @@ def first_pass_steps_line(results: dict, modes: Sequence[str], n: int) -> str:
     difference from benchmark off's medians: where in the first pass a mode's extra time lands."""
     med: dict[str, list[float]] = {}
     for m in modes:
-        procs = [r for r in [results.get(m, {})] + results.get(f"{m}{AGAIN}", []) if len(r.get("step_s", [])) >= n]
+        procs = [r for r in processes(results, m) if len(r.get("step_s", [])) >= n]
         if procs:
             med[m] = [1e3 * statistics.median(r["step_s"][i] for r in procs) for i in range(n)]
     lines = [f"first pass step by step, median ms over processes (steps 1..{n}):"]
@@ -45,7 +50,7 @@ def first_pass_host_line(results: dict, modes: Sequence[str], n: int) -> str:
     and its oldest-generation collections, and the operator's host stages (apply()'s modes) in ms, largest first."""
     parts = []
     for m in modes:
-        procs = [r for r in [results.get(m, {})] + results.get(f"{m}{AGAIN}", []) if len(r.get("memory") or []) >= n]
+        procs = [r for r in processes(results, m) if len(r.get("memory") or []) >= n]
         if not procs:
             continue
         ends = [r["memory"][n - 1] for r in procs]
