@@ -497,6 +497,44 @@ def test_show_selector_beside_a_saved_profile(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].count("--selector") == 1, r.stderr
 
 
+def test_show_selector_ranks_the_known_configurations_as_apply_does():
+    """selector_picks ranks the lists' rows and the selector's known configurations together (apply()'s candidates):
+    a known configuration the profile timed (a refined row no list named) that the selector ranks first is the pick;
+    one it did not time, ranked first, is flagged and the next timed one counted. A stand-in selector's rank puts
+    the known ones first (no GPU: the committed profile's rows)."""
+    import dataclasses
+
+    from cudnn_algos.results import load_json
+    from cudnn_algos.selector.features import positions
+    from cudnn_algos.selector.model import listed
+    from cudnn_algos.selector.report import selector_picks
+
+    rep = load_json("tests/fixtures/profile_resnet50_fp16-nhwc_b32_engines.json.gz")
+    p = rep.problems[0]
+    d, r = sorted(p.engines.items())[0]
+    refined = next(row for row in r.rows if row.ok and not row.torch_filter and row.kernel_ms is not None
+                   and not any(v is not None for v in positions(row.rank).values()))
+    untimed = "eng9999{TILE_SIZE=1}"
+
+    @dataclasses.dataclass(frozen=True)
+    class KnownFirst(Selector):
+        names: tuple = ()
+
+        def known_for(self, *a, **k):
+            return self.names
+
+        def rank(self, problem, candidates):  # the ones no list names (the known ones) first, in their order
+            return sorted(range(len(candidates)), key=lambda i: (listed(candidates[i]), i))
+
+    base = {f.name: getattr(shipped(), f.name) for f in dataclasses.fields(Selector)}
+    one = [x for x in selector_picks(rep, KnownFirst(**base, names=(refined.name,))) if x.problem == 0]
+    assert one[0].direction == d and one[0].pick == refined.name and not one[0].untimed_first
+    two = [x for x in selector_picks(rep, KnownFirst(**base, names=(untimed, refined.name))) if x.problem == 0]
+    assert two[0].pick == refined.name and two[0].untimed_first
+    plain = [x for x in selector_picks(rep, shipped()) if x.problem == 0]
+    assert plain[0].pick != refined.name or refined.name in shipped().known_for(d, p.dtype, p.memory_format)
+
+
 def test_the_answer_log_names_each_answer_before_it_runs(fake_lists, monkeypatch, tmp_path):
     """$CUDNN_ALGOS_UNSEEN_LOG: a line per answer (key, origin, first configurations), on disk at once (to find the
     problem and configuration a crashed process ran last)."""

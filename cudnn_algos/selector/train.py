@@ -206,7 +206,7 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     enc = [c.encoded for c in more]
     # one ranking of every candidate: each candidate's place depends on it alone, so the lists' candidates and the
     # timed ones keep their relative order within it
-    untimed = [_encoded_by_name(n) for n in known if n not in timed]
+    untimed = [encoded_by_name(n) for n in known if n not in timed]
     t0 = time.perf_counter()
     ranked, predicted = selector.ranked(feats, enc + untimed)
     rank_ms = 1e3 * (time.perf_counter() - t0)
@@ -229,7 +229,7 @@ def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
     return {r["candidate"] for r in rows if "RUNTIME_COMPILATION" in str(r.get("note") or "").split(",")}
 
 
-def _encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
+def encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
     """A configuration's name as Selector.rank's candidate (engine id, knobs by name, in no list)."""
     from ..engines import named_knobs, parse_config
 
@@ -336,5 +336,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 __all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
            "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "SELECTOR_METHODS",
-           "targets", "Candidate", "engine_candidates", "class_of", "known_configurations", "train", "choose",
+           "targets", "Candidate", "engine_candidates", "encoded_by_name", "class_of", "known_configurations", "train", "choose",
            "with_selector", "score", "group_of", "leave_one_out"]
