@@ -66,7 +66,7 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     for k, v in orders.items():
         got = next((c for c in v if by_name.get(c.name) is not None), None)
         if got is None:
-            return f"no configuration of {k}'s first {len(v)} built"
+            return f"none of the first {len(v)} of the {k!r} order built"
         row[k], row[f"{k}_name"] = by_name[got.name], got.name
     short_ms = [by_name[c.name] for c in short if by_name.get(c.name) is not None]
     if not short_ms:
