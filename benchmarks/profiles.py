@@ -10,7 +10,8 @@ table covers all jobs, by kernel size class and row kind.
     python benchmarks/profiles.py --jobs resnet50:fp16-nhwc,resnet50:fp32 --check-clock --out out
     python benchmarks/profiles.py --jobs torchvision:mobilenet_v3_large:fp16-nhwc:8 --legacy --check-clock
 
-A job is MODEL:CONFIG[:BATCH[:DIRECTIONS]], MODEL as `cudnn-algos profile` takes it, CONFIG fp16-nhwc | fp32 |
+A job is MODEL:CONFIG[:BATCH[:DIRECTIONS]], MODEL as `cudnn-algos profile` takes it (a FILE.py:factory's example
+input sets its batch), CONFIG fp16-nhwc | fp32 |
 bf16-nhwc, DIRECTIONS e.g. forward+backward_data (default: all three). Prints a summary last.
 """
 from __future__ import annotations
@@ -33,15 +34,15 @@ CONFIGS = {"fp16-nhwc": (torch.float16, True), "fp32": (torch.float32, False), "
 
 def parse_job(text: str) -> dict:
     parts = text.split(":")
-    if parts[0] == "torchvision":
-        parts = ["torchvision:" + parts[1]] + parts[2:]
+    if parts[0] == "torchvision" or parts[0].endswith(".py"):  # torchvision:NAME, FILE.py:factory
+        parts = [parts[0] + ":" + parts[1]] + parts[2:]
     model, config = parts[0], parts[1] if len(parts) > 1 else "fp16-nhwc"
     if config not in CONFIGS:
         raise SystemExit(f"job {text!r}: config {config!r} is not one of {', '.join(CONFIGS)}")
     batch = int(parts[2]) if len(parts) > 2 and parts[2] else 32
     dirs = tuple(parts[3].split("+")) if len(parts) > 3 else cudnn_algos.DIRECTIONS
     return {"model": model, "config": config, "batch": batch, "directions": dirs,
-            "label": f"{model.replace('torchvision:', '')}_{config}_b{batch}"}
+            "label": f"{model.rsplit(':', 1)[-1]}_{config}_b{batch}"}
 
 
 def run_job(job: dict, args) -> tuple[cudnn_algos.ModelReport, float]:
