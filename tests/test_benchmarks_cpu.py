@@ -45,6 +45,24 @@ def test_profiles_job_parsing():
     assert j["directions"] == ("forward", "backward_data") and j["label"] == "mobilenet_v3_small_fp16-nhwc_b16"
     with pytest.raises(SystemExit, match="config"):
         pr.parse_job("resnet50:fp8")
+    j = pr.parse_job("benchmarks/unseen_models.py:inception_v3:fp16-nhwc")
+    assert j["model"] == "benchmarks/unseen_models.py:inception_v3" and j["label"] == "inception_v3_fp16-nhwc_b32"
+
+
+def test_unseen_models_are_outside_the_corpus():
+    """benchmarks/unseen_models.py's models: none is a model of the dataset's corpus, and each loads as `profile`
+    takes a FILE:factory (its example input at batch 32)."""
+    from cudnn_algos.corpus import FAMILIES
+    from cudnn_algos.models import load_model
+
+    um = _load("unseen_models")
+    names = [n for n in vars(um) if not n.startswith("_") and callable(getattr(um, n)) and n != "annotations"]
+    assert names == ["inception_v3", "efficientnet_b4"]
+    corpus = {m.split(".")[0] for models in FAMILIES.values() for m in models}
+    assert not corpus & set(names)
+    for n in names:
+        model, example, name = load_model(f"benchmarks/unseen_models.py:{n}")
+        assert name == n and example.shape[0] == 32 and example.shape[1] == 3
 
 
 def test_varying_shapes_why_lines_count_allocator_calls_after_the_first_pass():
