@@ -11,8 +11,8 @@ table covers all jobs, by kernel size class and row kind.
     python benchmarks/profiles.py --jobs torchvision:mobilenet_v3_large:fp16-nhwc:8 --legacy --check-clock
 
 A job is MODEL:CONFIG[:BATCH[:DIRECTIONS]], MODEL as `cudnn-algos profile` takes it (a FILE.py:factory's example
-input sets its batch), CONFIG fp16-nhwc | fp32 |
-bf16-nhwc, DIRECTIONS e.g. forward+backward_data (default: all three). Prints a summary last.
+input sets its batch), CONFIG fp16-nhwc | fp32 | bf16-nhwc, DIRECTIONS e.g. forward+backward_data (default: all
+three). Prints a summary last.
 """
 from __future__ import annotations
 

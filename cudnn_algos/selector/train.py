@@ -336,5 +336,5 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 __all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
            "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "SELECTOR_METHODS",
-           "targets", "Candidate", "engine_candidates", "encoded_by_name", "class_of", "known_configurations", "train", "choose",
-           "with_selector", "score", "group_of", "leave_one_out"]
+           "targets", "Candidate", "engine_candidates", "encoded_by_name", "class_of", "known_configurations", "train",
+           "choose", "with_selector", "score", "group_of", "leave_one_out"]
