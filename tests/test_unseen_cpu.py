@@ -489,10 +489,11 @@ def test_show_selector_beside_a_saved_profile(tmp_path):
     picks = selector_picks(rep, shipped())
     assert len(picks) == sum(len(p.engines) for p in rep.problems)
     assert all(x.pick_ms >= x.best_ms * 0.999 and x.shortlist_ms <= x.pick_ms for x in picks)
+    assert all(x.auto_ms >= x.best_ms * 0.999 for x in picks)  # k="auto"'s shortlist: timed rows of the profile
     lines = selector_lines(picks, shipped())
     assert lines[-1].lstrip().startswith("all") and max(map(len, lines)) <= 120
     r = run_cli("show", path, "--selector", "shipped")
-    assert r.returncode == 0 and "measure_top_3" in r.stdout, r.stderr
+    assert r.returncode == 0 and "measure_top_3" in r.stdout and "k=auto" in r.stdout, r.stderr
     r = run_cli("show", path, "--selector", str(tmp_path / "none.npz"))
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].count("--selector") == 1, r.stderr
 

@@ -2,7 +2,8 @@
 would pick (apply(unseen="predict"): the configurations heuristic lists A and B named and the selector's known
 configurations of the problem's class, ranked as apply() ranks them), the best of its shortlist
 (unseen="measure_top_k"), and cuDNN's INSTANT first (torch with benchmark off), each as its measured kernel time over
-the best configuration torch would accept; summed over the model's layer uses. A known configuration the profile did
+the best configuration torch would accept; summed over the model's layer uses. Beside k=3's shortlist, k="auto"'s
+(Note [the automatic shortlist]), once its runtime-compiled additions are timed. A known configuration the profile did
 not time cannot be scored: where the selector ranks one first, its first timed one is counted and the row says so."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .features import positions, problem_features
-from .model import Selector
+from .model import AUTO, Selector
 from .train import MEASURE_K, encoded_by_name
 
 
@@ -25,6 +26,7 @@ class SelectorPick:
     shortlist_ms: float | None  # the fastest of the shortlist (unseen="measure_top_k")
     instant_ms: float | None  # INSTANT's first that built and torch accepts (torch, benchmark off)
     untimed_first: bool = False  # the selector's first was a known configuration the profile did not time
+    auto_ms: float | None = None  # the fastest of k="auto"'s shortlist (its runtime-compiled additions timed too)
 
 
 def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[SelectorPick]:
@@ -39,20 +41,22 @@ def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[
             timed = [row for row in r.rows if row.ok and not row.torch_filter and row.kernel_ms is not None]
             inst = sorted((row for row in timed if row.rank("heuristic_instant") is not None),
                           key=lambda row: row.rank("heuristic_instant"))
-            pick, short, untimed = _ranked(selector, p, d, timed, k)
+            pick, short, auto, untimed = _ranked(selector, p, d, timed, k)
             out.append(SelectorPick(pi, d, p.count, best.kernel_ms, pick.name if pick else None,
                                     pick.kernel_ms if pick else None, short, inst[0].kernel_ms if inst else None,
-                                    untimed))
+                                    untimed, auto))
     return out
 
 
-def _ranked(selector: Selector, p: Any, direction: str, timed: Sequence[Any], k: int) -> tuple[Any, Any, bool]:
-    """(the selector's first timed pick, the fastest of its shortlist's timed ones, whether its first was untimed)
+def _ranked(selector: Selector, p: Any, direction: str, timed: Sequence[Any], k: int
+            ) -> tuple[Any, float | None, float | None, bool]:
+    """(the selector's first timed pick, the fastest timed one of its shortlist of k and of k=AUTO's, whether its
+    first was untimed)
     among the rows the lists named and the known configurations (timed rows or, untimed, by name), as apply()
     ranks them (tuning.ranking.with_known: none added where the lists named nothing)."""
     listed = [row for row in timed if any(v is not None for v in positions(row.rank).values())]
     if not listed:
-        return None, None, False
+        return None, None, None, False
     by_name = {row.name: row for row in timed}
     have = {row.name for row in listed}
     known = [n for n in selector.known_for(direction, p.dtype, p.memory_format) if n not in have]
@@ -63,8 +67,9 @@ def _ranked(selector: Selector, p: Any, direction: str, timed: Sequence[Any], k:
     feats = problem_features(p.spec, p.input_shape, p.dtype, p.memory_format, direction)
     order = selector.rank(feats, enc)
     first = next(i for i in order if rows[i] is not None)
-    short = [rows[i].kernel_ms for i in selector.shortlist(feats, enc, k, order) if rows[i] is not None]
-    return rows[first], min(short) if short else None, rows[order[0]] is None
+    shortest = [min((rows[i].kernel_ms for i in selector.shortlist(feats, enc, n, order) if rows[i] is not None),
+                    default=None) for n in (k, AUTO)]
+    return rows[first], shortest[0], shortest[1], rows[order[0]] is None
 
 
 def selector_lines(picks: Sequence[SelectorPick], selector: Selector) -> list[str]:
@@ -75,16 +80,17 @@ def selector_lines(picks: Sequence[SelectorPick], selector: Selector) -> list[st
     if untimed:
         lines.append(f"  (in {untimed} of {len(picks)} the selector's first is a known configuration this profile "
                      "did not time: its first timed one is counted)")
+    methods = (("predict", "pick_ms"), (f"measure_top_{MEASURE_K}", "shortlist_ms"), ("k=auto", "auto_ms"),
+               ("INSTANT", "instant_ms"))
+    lines.append(f"  {'':15s}" + "".join(f"{name:>17s}" for name, _ in methods) + f"{'best':>9s}")
     for d in sorted({x.direction for x in picks}) + ["all"]:
-        xs = [x for x in picks if (d == "all" or x.direction == d) and None not in (x.pick_ms, x.shortlist_ms,
-                                                                                       x.instant_ms)]
+        xs = [x for x in picks if (d == "all" or x.direction == d)
+              and None not in [getattr(x, m) for _, m in methods]]
         if not xs:
             continue
         best = sum(x.best_ms * x.uses for x in xs)
-        tot = {m: sum(getattr(x, m) * x.uses for x in xs) for m in ("pick_ms", "shortlist_ms", "instant_ms")}
-        lines.append(f"  {d:15s} predict {tot['pick_ms']:.3f} ({tot['pick_ms'] / best:.3f}), measure_top_{MEASURE_K} "
-                     f"{tot['shortlist_ms']:.3f} ({tot['shortlist_ms'] / best:.3f}), INSTANT "
-                     f"{tot['instant_ms']:.3f} ({tot['instant_ms'] / best:.3f}), best {best:.3f}")
+        tot = [sum(getattr(x, m) * x.uses for x in xs) for _, m in methods]
+        lines.append(f"  {d:15s}" + "".join(f"{t:9.3f} ({t / best:.3f})" for t in tot) + f"{best:9.3f}")
     return lines
 
 
