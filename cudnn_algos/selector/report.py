@@ -51,9 +51,8 @@ def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[
 def _ranked(selector: Selector, p: Any, direction: str, timed: Sequence[Any], k: int
             ) -> tuple[Any, float | None, float | None, bool]:
     """(the selector's first timed pick, the fastest timed one of its shortlist of k and of k=AUTO's, whether its
-    first was untimed)
-    among the rows the lists named and the known configurations (timed rows or, untimed, by name), as apply()
-    ranks them (tuning.ranking.with_known: none added where the lists named nothing)."""
+    first was untimed) among the rows the lists named and the known configurations (timed rows or, untimed, by
+    name), as apply() ranks them (tuning.ranking.with_known: none added where the lists named nothing)."""
     listed = [row for row in timed if any(v is not None for v in positions(row.rank).values())]
     if not listed:
         return None, None, None, False
