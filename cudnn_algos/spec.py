@@ -6,6 +6,7 @@ Everything here is pure Python: it runs without a GPU and without the extension.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping, Set
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -33,7 +34,7 @@ def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}")
     if as_int(value) is not None:
         return (_fits(as_int(value), name),) * n
-    if isinstance(value, (str, bytes)):
+    if isinstance(value, (str, bytes, Mapping, Set)):  # a dict's keys or a set's order are no padding
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, not {value!r}")
     try:
         out = tuple(value)
@@ -123,6 +124,7 @@ class ConvSpec:
         if nd not in (1, 2, 3):
             raise ValueError(f"kernel_size={self.kernel_size!r}: only 1-, 2- and 3-d convolutions exist in cuDNN's legacy API here")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        self._check_one_value_tuples(nd)
         set_("kernel_size", _tuple(ks, nd, "kernel_size"))
         for name in ("stride", "dilation", "output_padding"):
             set_(name, _tuple(getattr(self, name), nd, name))
@@ -175,6 +177,25 @@ class ConvSpec:
                     )
         elif any(self.output_padding):
             raise ValueError("output_padding applies only to transposed convolutions")
+
+    def _check_one_value_tuples(self, nd: int) -> None:
+        """Note [one-value tuples]: torch broadcasts a one-value tuple such as ``padding=(1,)`` to every spatial dim
+        only where the convolution itself reads it. With a ``padding_mode`` other than zeros torch pads explicitly
+        first, from the tuple as given: a one-value ``padding`` is refused at its forward, and ``padding="same"``
+        with a one-value ``dilation`` pads the first spatial dim alone (its output is not the input's size). Neither
+        can be described as a layer cuDNN runs the way torch does, so both are refused here, naming the argument;
+        an int, or a tuple of one value per spatial dim, is what to give."""
+        if nd == 1 or self.padding_mode == "zeros" or not isinstance(self.padding_mode, str):
+            return
+        names = ("padding", "dilation") if self.padding == "same" else ("padding",)
+        for name in names:
+            v = getattr(self, name)
+            if not isinstance(v, (str, bytes)) and as_int(v) is None and hasattr(v, "__len__") and len(v) == 1:
+                raise ValueError(
+                    f"{name}={v!r} with padding_mode={self.padding_mode!r} on a {nd}-d convolution: torch does not "
+                    f"spread a one-value {name} over the dims there ("
+                    + ("it refuses it at its forward" if name == "padding" else "with padding='same' it pads the "
+                       "first spatial dim alone") + f"); give an int or {nd} values")
 
     # ------------------------------------------------------------------ construction
     @classmethod

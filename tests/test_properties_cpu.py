@@ -82,3 +82,80 @@ def test_the_cli_ends_in_a_usage_error_or_reaches_the_search(monkeypatch, comman
             return
     assert code == 2, (command, argv, code, err.getvalue())
     assert "error:" in err.getvalue() and "Traceback" not in err.getvalue(), (command, argv, err.getvalue())
+
+
+# Note [one-value tuples] (cudnn_algos/spec.py): the forms torch's modules take for each field, one-value tuples and
+# 'same' among them, against the shape torch's own module returns
+def _form(draw, values, nd):
+    v = draw(st.sampled_from(values))
+    kind = draw(st.sampled_from(["int", "one", "all"]))
+    return v if kind == "int" else (v,) if kind == "one" else tuple(draw(st.sampled_from(values)) for _ in range(nd))
+
+
+@st.composite
+def torch_layers(draw):
+    nd = draw(st.sampled_from([1, 2, 3]))
+    groups = draw(st.sampled_from([1, 2]))
+    kernel = tuple(draw(st.integers(1, 5)) for _ in range(nd))
+    stride = _form(draw, [1, 2], nd)
+    dilation = _form(draw, [1, 2, 3], nd)
+    padding_mode = draw(st.sampled_from(["zeros", "circular", "reflect", "replicate"]))
+    padding = draw(st.sampled_from(["same", "valid", "form"]))
+    if padding == "form":
+        padding = _form(draw, [0, 1, 2], nd)
+    elif padding == "same":
+        stride = 1
+    size = tuple(draw(st.integers(3, 12)) for _ in range(nd))
+    return dict(in_channels=2 * groups, out_channels=2 * groups, kernel_size=kernel, stride=stride, padding=padding,
+                dilation=dilation, groups=groups, padding_mode=padding_mode), size
+
+
+@settings(max_examples=400, deadline=None)
+@given(torch_layers())
+def test_convspec_takes_torchs_forms_and_gives_its_output_shape_or_refuses(case):
+    """Every field in every form torch's modules take: ConvSpec gives torch's output shape, or refuses with a
+    ValueError naming the argument; it refuses only what torch refuses or the one-value tuples of Note [one-value
+    tuples] (where torch's own output is not what the arguments say)."""
+    import warnings
+
+    kw, size = case
+    nd = len(kw["kernel_size"])
+    shape = (1, kw["in_channels"], *size)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = getattr(torch.nn, f"Conv{nd}d")(bias=False, **kw)
+            want = tuple(m(torch.randn(shape)).shape)
+    except (RuntimeError, ValueError, NotImplementedError):
+        want = None
+    try:
+        got = ConvSpec(**kw).shapes(shape).output_shape
+    except ValueError as e:
+        named = [k for k in ("padding", "dilation", "input_shape", "stride", "kernel_size") if f"{k}=" in str(e)]
+        assert named, str(e)
+        one_value = kw["padding_mode"] != "zeros" and nd > 1 and any(
+            isinstance(kw[k], tuple) and len(kw[k]) == 1 for k in ("padding", "dilation"))
+        assert want is None or one_value, f"torch gives {want}; ConvSpec refused: {e}"
+        return
+    assert got == want, f"ConvSpec {got}, torch {want}"
+
+
+@pytest.mark.parametrize("padding", [{1: 0, 2: 0}, {1, 2}, frozenset({0})])
+def test_convspec_refuses_a_mapping_or_a_set_as_a_tuple(padding):
+    """A dict's keys or a set's members are not paddings (they were taken as (1, 2))."""
+    with pytest.raises(TypeError, match=r"padding must be an int or a sequence of 2 ints"):
+        ConvSpec(3, 8, (3, 3), padding=padding)
+
+
+def test_convspec_one_value_tuples_with_explicit_padding_modes():
+    """Note [one-value tuples]: torch refuses a one-value padding with circular padding at its forward, and pads one
+    dim alone for 'same' with a one-value dilation; both are refused naming the argument. An int, a full tuple,
+    zeros padding and 1-d layers are taken as before."""
+    with pytest.raises(ValueError, match=r"padding=\(1,\) with padding_mode='circular'"):
+        ConvSpec(3, 8, (3, 3), padding=(1,), padding_mode="circular")
+    with pytest.raises(ValueError, match=r"dilation=\(2,\) with padding_mode='reflect'"):
+        ConvSpec(3, 8, (3, 3, 3), padding="same", dilation=(2,), padding_mode="reflect")
+    assert ConvSpec(3, 8, (3, 3, 3), padding="same", dilation=(2,)).shapes((1, 3, 9, 9, 9)).output_shape == \
+        (1, 8, 9, 9, 9)
+    assert ConvSpec(3, 8, (3, 3), padding=1, padding_mode="circular").padding == (1, 1)
+    assert ConvSpec(3, 8, (3,), padding=(1,), padding_mode="circular").padding == (1,)
