@@ -2,6 +2,7 @@
 that may be gzip-compressed, and the check that no output is written over an input."""
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -28,7 +29,10 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
         mode = os.stat(path).st_mode & 0o7777  # the file it replaces keeps its permissions
     except OSError:
         mode = 0o666 & ~_umask()  # a new one gets what open() would give it (mkstemp's is 0600)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    except FileNotFoundError:  # named for the caller's path, not the hidden temporary file's
+        raise FileNotFoundError(errno.ENOENT, f"the directory {path.parent} does not exist", str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

@@ -12,8 +12,35 @@ from conftest import run_cli
 from cudnn_algos import load_json
 from cudnn_algos.errors import ResultFileError
 from cudnn_algos.files import atomic_write, read_text
+from cudnn_algos.tuning import TuningDB
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = FIXTURES.parent.parent
+SHARD = sorted((ROOT / "data" / "sm_90-cudnn-9.19").glob("*.parquet"))[0]
+CORPUS = sorted((ROOT / "data" / "corpora").glob("*.json.gz"))[0]
+LAYER = ["--conv", "Conv2d(8, 8, 3)", "--input", "2,8,16,16"]
+
+
+def out_cases(saved):
+    """(argv with OUT where the output path goes) for every output file of every command. (Output directories,
+    `--plot DIR` and `dataset write --out DIR`, are made with their parents, as `mkdir -p` would.)"""
+    s = str(saved)
+    return [
+        ["find", *LAYER, "--json", "OUT"], ["engines", *LAYER, "--json", "OUT"],
+        ["show", s, "--csv", "OUT"], ["show", s, "--html", "OUT"], ["show", s, "--trace", "OUT"],
+        ["compare", s, s, "--csv", "OUT"],
+        ["profile", "resnet50", "--json", "OUT"], ["profile", "resnet50", "--store", "OUT"],
+        ["profile", "resnet50", "--csv", "OUT"], ["profile", "resnet50", "--html", "OUT"],
+        ["tune", "resnet50", "--db", "OUT"],
+        ["db", "export", "OUT", "--db", "DB"], ["db", "import", s, "--db", "OUT"], ["db", "clear", "--db", "OUT"],
+        ["db", "reselect", "--torch-margin", "0", "--db", "OUT"],
+        ["corpus", "--families", "decoders", "--json", "OUT"],
+        ["sweep", str(CORPUS), "--store", "OUT", "--dry-run"],
+        ["dataset", "keys", str(SHARD), "--out", "OUT"], ["dataset", "pack", str(SHARD), "--out", "OUT"],
+        ["dataset", "report", str(SHARD), "--plot", "OUT"], ["dataset", "report", str(SHARD), "--map", "OUT"],
+        ["dataset", "merge", "OUT", "--from", str(SHARD)],
+        ["selector", "train", str(SHARD), "--out", "OUT"], ["selector", "eval", str(SHARD), "--plot", "OUT"],
+    ]
 
 
 def _run(*args, cwd=None):
@@ -102,6 +129,31 @@ def test_outputs_are_checked_before_any_work_and_never_over_an_input(saved, tmp_
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
         assert __import__("re").search(match, r.stderr), (args, r.stderr)
     assert saved.read_bytes() == before
+
+
+def test_every_output_path_in_a_missing_folder_is_one_usage_line(saved, tmp_path):
+    """Every output path of every command (a --db a command would make included), given in a folder that does not
+    exist: exit 2 and one line naming the folder, before any work, and no folder made. (`db export` into one was an
+    "unexpected FileNotFoundError" naming a hidden temporary file; `db import`/`clear`/`reselect` made the folders.)"""
+    bad = []
+    for argv in out_cases(saved):
+        out = tmp_path / "nodir" / "sub" / "x.out"
+        db = tmp_path / "t.sqlite"
+        if not db.exists():
+                    TuningDB(db).close()
+        r = run_cli(*[str(out) if a == "OUT" else str(db) if a == "DB" else a for a in argv])
+        ok = r.returncode == 2 and str(out.parent) in r.stderr and "unexpected" not in r.stderr
+        if not ok:
+            bad.append((argv, r.returncode, r.stderr.strip()[-300:]))
+        if (tmp_path / "nodir").exists():
+            bad.append((argv, "made the folder"))
+            __import__("shutil").rmtree(tmp_path / "nodir")
+    assert not bad, "\n".join(map(str, bad))
+
+
+def test_atomic_write_into_a_missing_folder_names_the_path_not_its_temporary_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"the directory .*nodir does not exist: '.*nodir/x.jsonl'"):
+        atomic_write(tmp_path / "nodir" / "x.jsonl", "x")
 
 
 def test_show_trace_of_a_result_without_phases_is_refused(saved, tmp_path):

@@ -37,6 +37,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
 
     if a.predict and not os.path.isfile(a.predict):
         raise FileError(f"--predict {a.predict}: no such file")
+    check_outputs({"--predict": a.predict}, {"--db": a.db})  # a --db given is made only in a folder that exists
     model, example, _, directions, fmt = _model_from_args(a)
     device_index(a.device)
     search = "predict" if a.predict else "quick" if a.quick else "full"
@@ -69,9 +70,15 @@ def cmd_db(a: argparse.Namespace) -> int:
             check_distinct({"--db": path}, {"export FILE": a.file})
         except ValueError as e:
             raise UsageError(str(e)) from None
-    if a.action in ("info", "list") and not os.path.exists(path):
-        print(f"no tuning database at {path} yet (cudnn-algos tune ... makes it)")
-        return EXIT_OK
+        check_outputs({}, {"export FILE": a.file})
+    if not os.path.exists(path):
+        if a.action in ("info", "list"):
+            print(f"no tuning database at {path} yet (cudnn-algos tune ... makes it)")
+            return EXIT_OK
+        if a.action != "import":  # export, clear, reselect: nothing to read, and no database is made for them
+            raise FileError(f"--db {path}: no tuning database there (cudnn-algos tune ... makes it)")
+        if a.db:
+            check_outputs({"import FILE": a.file}, {"--db": a.db})
     with TuningDB(a.db, read_only=a.action in ("info", "list", "export")) as db:
         if a.action == "info":
             i = db.info()
