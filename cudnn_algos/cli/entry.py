@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Sequence
 
 from .commands import COMMANDS
@@ -19,13 +20,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     a = parser.parse_args(args)  # --help, --version and usage errors end here, before torch is imported
     from ..errors import (CudaError, CudaUnavailableError, CudnnError, ExtensionUnavailableError, ResultFileError,
-                          TuningDBError)
+                          TuningDBError, TuningDBForeign)
 
+    shown = warnings.showwarning
+    warnings.showwarning = _one_line_warning
     try:
         return COMMANDS[a.command](a)
     except UsageError as e:
         if e.show_usage:  # the command's own usage line, not the top-level one
             a._commands.get(a.command, parser).print_usage(sys.stderr)
+        print(f"cudnn-algos: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except TuningDBForeign as e:  # a --db that names another file: a bad input file, left as it was
         print(f"cudnn-algos: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (CudaUnavailableError, CudnnError, CudaError, ExtensionUnavailableError, TuningDBError,
@@ -47,6 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cudnn-algos: unexpected {type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]} (run again "
               "with --debug before the command for the traceback)", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        warnings.showwarning = shown
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning during a command (a database moved aside and salvaged, a lock waited for) as one line of the
+    CLI's, not Python's file:line form."""
+    print(f"cudnn-algos: warning: {message}", file=sys.stderr if file is None else file)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """The tuning database: one SQLite file (WAL) of stored winners and their measured candidates, per environment and
 problem key; what tune() writes and apply() reads.
 
-Nothing a user stored is lost here. Opening tells a damaged file from a passing failure: a file that is not SQLite
-at all, or an SQLite file of ours whose pages are damaged, is moved aside together with its -wal and -shm files
-(never deleted) and a fresh database is made; a lock held by another connection is waited for (with a warning,
-up to the timeout) and then refused; a directory, a path with no name, a missing permission or no file descriptors
-left is refused; another program's SQLite database, or another schema of ours, is refused and never written. A
-database whose file or directory is read-only opens read-only: reads work, writes say so. Writes are one
+Nothing a user stored is lost here. Opening tells a damaged file from a passing failure and from a file that is
+not a database: an SQLite file of ours whose pages are damaged is moved aside together with its -wal and -shm
+files (never deleted), a fresh database is made and what still reads of the old one is copied into it (salvage.py,
+with the counts of what came back and what did not); a file that does not begin with SQLite's header (another file
+given as the database) and another program's SQLite database, or another schema of ours, are refused and never
+moved or written; a lock held by another connection is waited for (with a warning, up to the timeout, also where
+SQLite answers busy at once) and then refused, saying how long it waited; a directory, a path with no name, a
+missing permission or no file descriptors left is refused. A database whose file or directory is read-only opens
+read-only: reads work (a WAL database in a directory nobody may write in too), writes say so. Writes are one
 transaction each (an import too: all of it or nothing), numbers must be finite, and an export is one consistent
 snapshot written to a temporary file and renamed, never over the database itself.
 """
@@ -19,18 +22,20 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import quote
 
 from ..errors import (TuningDBDamaged, TuningDBError, TuningDBForeign, TuningDBLocked, TuningDBReadOnly,
                      TuningDBUnavailable)
 from ..files import atomic_write, check_distinct
 from .policy import check_margin, reselected
+from .salvage import Salvaged, salvage
 from .entries import EXPORT_HEAD, SCHEMA, check_entry, read_export
 from .winner import CANDIDATE_COLS, WINNER_COLS, Winner, now
 
 ENV_VAR = "CUDNN_ALGOS_DB"
 QUICK_CHECK_MAX_BYTES = 256 << 20  # PRAGMA quick_check on open up to this size (it reads every page)
+T = TypeVar("T")
 LOCK_NOTICE_S = 2.0  # a lock held longer than this is waited for with a warning
 
 _TABLES = """
@@ -75,6 +80,7 @@ class TuningDB:
         self.timeout = float(timeout)
         self.read_only = bool(read_only)
         self.moved_aside: Path | None = None  # where a damaged file went, when this open moved it
+        self.salvaged: Salvaged | None = None  # what of it was read back into the fresh database
         self.con = self._open()
 
     # ---- opening
@@ -85,8 +91,10 @@ class TuningDB:
         else:
             if not self.read_only and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
                 self.read_only = True  # reads work; writes say read-only
-            if not _looks_like_sqlite(p):
-                return self._aside_and_fresh("is not an SQLite database")
+            if not _looks_like_sqlite(p):  # another file given as the database: never moved or written
+                raise TuningDBForeign(str(p), "is not an SQLite database (it does not begin with SQLite's header, "
+                                              "so it is not a damaged tuning database either): refused, nothing "
+                                              "was moved or written; give the tuning database's path, or a new one")
         try:
             return self._connect_checked()
         except _Damaged as e:
@@ -104,15 +112,29 @@ class TuningDB:
             raise TuningDBUnavailable(str(p), f"does not exist, and its directory {p.parent} is not writable")
 
     def _connect_checked(self) -> sqlite3.Connection:
-        """A connection whose file is ours (or new and now ours); waits for a lock with a warning."""
-        try:
-            return self._connect(min(self.timeout, LOCK_NOTICE_S))
-        except TuningDBLocked:
-            if self.timeout <= LOCK_NOTICE_S:
-                raise
-            warnings.warn(f"tuning database {self.path} is locked by another connection; waiting up to "
-                          f"{self.timeout:.0f} s", RuntimeWarning, stacklevel=4)
-            return self._connect(self.timeout)
+        """A connection whose file is ours (or new and now ours). A lock is waited for up to the timeout, with a
+        warning once it has lasted LOCK_NOTICE_S, and tried again where SQLite answered busy at once (Note [a lock
+        wait that waits], at _retry)."""
+        start = time.monotonic()
+        warned = False
+        delay = 0.002
+        while True:
+            waited = time.monotonic() - start
+            left = self.timeout - waited
+            try:
+                return self._connect(max(min(left, LOCK_NOTICE_S), 0.0))
+            except TuningDBLocked as e:
+                waited = time.monotonic() - start
+                if waited >= self.timeout:
+                    raise TuningDBLocked(str(self.path), e.reason.replace(
+                        e.reason.split(" (", 1)[0], f"still locked by another connection after {_seconds(waited)}",
+                        1)) from None
+                if not warned and waited >= LOCK_NOTICE_S:
+                    warnings.warn(f"tuning database {self.path} is locked by another connection; waiting up to "
+                                  f"{self.timeout:.0f} s", RuntimeWarning, stacklevel=4)
+                    warned = True
+                time.sleep(min(delay, max(self.timeout - waited, 0.0)))
+                delay = min(2 * delay, 0.1)
 
     def _connect(self, timeout: float, immutable: bool = False) -> sqlite3.Connection:
         try:
@@ -133,7 +155,7 @@ class TuningDB:
             if isinstance(e, sqlite3.DatabaseError) and _is_damage(e):
                 raise _Damaged(str(e)) from None
             wal = str(self.path) + "-wal"
-            if isinstance(e, sqlite3.Error) and self.read_only and not immutable and "unable to open" in str(e) \
+            if isinstance(e, sqlite3.Error) and self.read_only and not immutable and _cannot_make_shm(e) \
                     and (not os.path.exists(wal) or os.path.getsize(wal) == 0):
                 # a WAL database in a directory we cannot write: SQLite cannot make its -shm file to read it; with
                 # no WAL content left, the main file is the whole database and can be read as it is
@@ -148,7 +170,9 @@ class TuningDB:
         if 0 < size <= QUICK_CHECK_MAX_BYTES:  # damage first: a damaged meta looks foreign
             res = con.execute("PRAGMA quick_check").fetchone()
             if not res or res[0] != "ok":
-                raise _Damaged(f"quick_check: {res[0] if res else 'no answer'}")
+                found = [x for x in (res[0] if res else "no answer").splitlines() if not x.startswith("***")]
+                raise _Damaged(f"quick_check: {found[0] if found else res[0]}"
+                               + (f" and {len(found) - 1} more" if len(found) > 1 else ""))
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
             if self.read_only:
@@ -194,7 +218,8 @@ class TuningDB:
         return made
 
     def _aside_and_fresh(self, why: str) -> sqlite3.Connection:
-        """Moves the file and its -wal/-shm aside (never deletes them), warns, and opens a fresh database."""
+        """Moves the damaged file and its -wal/-shm aside (never deletes them), opens a fresh database, copies into
+        it what still reads of the old one (Note [salvage by rowid], salvage.py) and warns with the counts."""
         p = self.path
         if self.read_only:
             raise TuningDBDamaged(str(p), f"{why}; it is read-only here, so it was left as it is")
@@ -207,10 +232,12 @@ class TuningDB:
             raise TuningDBUnavailable(str(p), f"{why}, and it cannot be moved aside ({e.strerror or e}); nothing "
                                               "was changed") from None
         self.moved_aside = aside
-        warnings.warn(f"tuning database {p} {why}; moved aside to {aside.name} (with its -wal and -shm files), "
-                      "starting a fresh one", RuntimeWarning, stacklevel=4)
         self._prepare_new()
-        return self._connect_checked()
+        self.con = self._connect_checked()
+        self.salvaged = salvage(str(aside), lambda ws, cs: self._transaction(lambda: self._insert(ws, cs)))
+        warnings.warn(f"tuning database {p} {why}; moved aside to {aside.name} (with its -wal and -shm files) and "
+                      f"a fresh one started: {self.salvaged.line()}", RuntimeWarning, stacklevel=4)
+        return self.con
 
     def close(self) -> None:
         self.con.close()
@@ -222,54 +249,70 @@ class TuningDB:
         self.close()
 
     # ---- reading
-    @contextlib.contextmanager
-    def _reading(self):
-        try:
-            yield
-        except sqlite3.DatabaseError as e:
-            if _is_damage(e):
-                raise TuningDBDamaged(str(self.path), f"is damaged ({e}); opening it again moves it aside (with its "
-                                                      "-wal and -shm files) and starts a fresh one") from None
-            raise _translate(e, self.path, self.timeout) from None
+    def _retry(self, step: Callable[[], T]) -> T:
+        """`step` run until it gets past a lock or the timeout ends. Note [a lock wait that waits]: SQLite's busy
+        timeout does not cover every wait of a WAL database (a lock taken while another connection changes the
+        journal mode, a reader's snapshot during a checkpoint): some statements answer SQLITE_BUSY at once. Such an
+        answer is tried again here, with a growing sleep, until `timeout` seconds have passed since the first try;
+        TuningDBLocked then says how long it waited. Damage and other errors are translated at once."""
+        start = time.monotonic()
+        delay = 0.002
+        while True:
+            try:
+                return step()
+            except sqlite3.DatabaseError as e:
+                waited = time.monotonic() - start
+                if _is_damage(e):
+                    raise TuningDBDamaged(str(self.path), f"is damaged ({e}); opening it again moves it aside (with "
+                                                          "its -wal and -shm files), salvages what reads and starts "
+                                                          "again") from None
+                if not (_is_busy(e) and waited < self.timeout):
+                    raise _translate(e, self.path, waited) from None
+                time.sleep(min(delay, self.timeout - waited))
+                delay = min(2 * delay, 0.1)
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        return self._retry(lambda: self.con.execute(sql, args).fetchall())
 
     def winners(self, env: str | None = None) -> list[Winner]:
         """Stored winners (of one environment key, or all), newest first per (env, key)."""
         q = "SELECT * FROM winners" + (" WHERE env = ?" if env is not None else "") + " ORDER BY measured_at DESC"
-        with self._reading():
-            return [Winner.from_row(r) for r in self.con.execute(q, (env,) if env is not None else ())]
+        return [Winner.from_row(r) for r in self._query(q, (env,) if env is not None else ())]
 
     def winner(self, env: str, key: str) -> Winner | None:
-        with self._reading():
-            r = self.con.execute("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
-                                 (env, key)).fetchone()
-        return Winner.from_row(r) if r else None
+        r = self._query("SELECT * FROM winners WHERE env = ? AND key = ? ORDER BY measured_at DESC LIMIT 1",
+                        (env, key))
+        return Winner.from_row(r[0]) if r else None
 
     def candidates(self, env: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT * FROM candidates" + (" WHERE env = ?" if env is not None else "")
-        with self._reading():
-            return [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute(q, (env,) if env is not None else ())]
+        return [dict(zip(CANDIDATE_COLS, r)) for r in self._query(q, (env,) if env is not None else ())]
 
     def info(self) -> dict[str, Any]:
-        with self._reading():
-            envs = dict(self.con.execute("SELECT env, COUNT(*) FROM winners GROUP BY env").fetchall())
-            n = self.con.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
+        envs = dict(self._query("SELECT env, COUNT(*) FROM winners GROUP BY env"))
+        n = self._query("SELECT COUNT(*) FROM candidates")[0][0]
         return {"path": str(self.path), "schema": SCHEMA, "winners": sum(envs.values()), "candidates": n,
                 "environments": envs, "read_only": self.read_only}
 
     # ---- writing
-    @contextlib.contextmanager
-    def _writing(self):
-        """One write transaction (BEGIN IMMEDIATE: a concurrent writer waits), rolled back on any error."""
-        self._check_writable()
-        with self._reading():
-            self.con.execute("BEGIN IMMEDIATE")
+    def _transaction(self, body: Callable[[], T], *, write: bool = True) -> T:
+        """`body` inside one transaction (BEGIN IMMEDIATE for a write: a concurrent writer waits), committed, or
+        rolled back on any error; a lock is waited for as _retry says, the whole transaction tried again."""
+        if write:
+            self._check_writable()
+
+        def once() -> T:
+            self.con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                yield
+                out = body()
                 self.con.execute("COMMIT")
+                return out
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     self.con.execute("ROLLBACK")
                 raise
+
+        return self._retry(once)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -284,8 +327,7 @@ class TuningDB:
         check_entry("winner", winner)
         for c in candidates:
             check_entry("candidate", c)
-        with self._writing():
-            self._insert([winner], candidates)
+        self._transaction(lambda: self._insert([winner], candidates))
 
     def _insert(self, winners: Sequence[Winner | dict[str, Any]], candidates: Sequence[dict[str, Any]]) -> None:
         self.con.executemany(f"INSERT OR REPLACE INTO winners VALUES ({','.join('?' * len(WINNER_COLS))})",
@@ -296,10 +338,13 @@ class TuningDB:
     def clear(self, env: str | None = None) -> int:
         """Deletes the winners and candidates (of one environment key, or all); returns the winners deleted."""
         where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
-        with self._writing():
+
+        def body() -> int:
             n = self.con.execute("DELETE FROM winners" + where, args).rowcount
             self.con.execute("DELETE FROM candidates" + where, args)
-        return n
+            return n
+
+        return self._transaction(body)
 
     def reselect(self, torch_margin: float, env: str | None = None) -> dict[str, int]:
         """Applies Note [torch's op as the winner] again with another `torch_margin`, from what is stored (no GPU):
@@ -312,8 +357,9 @@ class TuningDB:
         unchanged, skipped (those)."""
         check_margin(torch_margin)
         where, args = (" WHERE env = ?", (env,)) if env is not None else ("", ())
-        counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
-        with self._writing():
+
+        def body() -> dict[str, int]:
+            counts = {"to_config": 0, "to_torch": 0, "unchanged": 0, "skipped": 0}
             for row in self.con.execute("SELECT * FROM winners" + where, args).fetchall():
                 w = Winner.from_row(row)
                 new = reselected(w, torch_margin, self._eligible(w))
@@ -333,7 +379,9 @@ class TuningDB:
                 self._insert([new], [])
                 self.con.execute("UPDATE OR REPLACE candidates SET settings = ? WHERE env = ? AND key = ? AND "
                                  "settings = ?", (new.settings, w.env, w.key, w.settings))
-        return counts
+            return counts
+
+        return self._transaction(body)
 
     def _eligible(self, w: Winner) -> list[dict[str, Any]]:
         """The stored candidates of `w`'s search that torch would accept and that were timed, fastest first."""
@@ -348,13 +396,9 @@ class TuningDB:
         consistent snapshot (one read transaction), to a temporary file renamed over `path`. Refuses a `path`
         that is this database (or its -wal/-shm). Returns the winners written."""
         check_distinct({"--db": self.path}, {"export": path})
-        with self._reading():
-            self.con.execute("BEGIN")
-            try:
-                ws = [Winner.from_row(r).as_dict() for r in self.con.execute("SELECT * FROM winners")]
-                cs = [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute("SELECT * FROM candidates")]
-            finally:
-                self.con.execute("COMMIT")
+        ws, cs = self._transaction(lambda: (
+            [Winner.from_row(r).as_dict() for r in self.con.execute("SELECT * FROM winners")],
+            [dict(zip(CANDIDATE_COLS, r)) for r in self.con.execute("SELECT * FROM candidates")]), write=False)
         lines = [json.dumps({EXPORT_HEAD: SCHEMA})]
         lines += [json.dumps({"winner": w}, allow_nan=False) for w in ws]
         lines += [json.dumps({"candidate": c}, allow_nan=False) for c in cs]
@@ -368,7 +412,8 @@ class TuningDB:
         (an int-like: the winners imported; an entry already here is replaced)."""
         self._check_writable()
         winners, candidates = read_export(path)
-        with self._writing():
+
+        def body() -> ImportCount:
             have = {(w["env"], w["key"], w["settings"]) for w in winners}
             keep, orphans = [], 0
             for c in candidates:
@@ -379,7 +424,9 @@ class TuningDB:
                 else:
                     orphans += 1
             self._insert(winners, keep)
-        return ImportCount(len(winners), len(keep), orphans)
+            return ImportCount(len(winners), len(keep), orphans)
+
+        return self._transaction(body)
 
 
 class ImportCount(int):
@@ -409,12 +456,25 @@ def _looks_like_sqlite(p: Path) -> bool:
         raise TuningDBUnavailable(str(p), f"cannot be read ({e.strerror or e})") from None
 
 
-def _translate(e: sqlite3.Error, path: Path, timeout: float) -> TuningDBError:
-    """sqlite3's error as the TuningDBError kind it means."""
+def _cannot_make_shm(e: sqlite3.Error) -> bool:
+    """A read-only connection to a WAL database refused because its -shm file cannot be made: "unable to open", or
+    SQLITE_READONLY_DIRECTORY ("attempt to write a readonly database", a user without write permission there)."""
+    text = str(e).lower()
+    return "unable to open" in text or getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY_DIRECTORY" or (
+        "readonly database" in text)
+
+
+def _is_busy(e: sqlite3.Error) -> bool:
+    low = str(e).lower()
+    return "locked" in low or "busy" in low
+
+
+def _translate(e: sqlite3.Error, path: Path, waited: float) -> TuningDBError:
+    """sqlite3's error as the TuningDBError kind it means (`waited`: the seconds a lock was waited for)."""
     text = str(e)
     low = text.lower()
-    if "locked" in low or "busy" in low:
-        return TuningDBLocked(str(path), f"still locked by another connection after {timeout:.0f} s ({text}); "
+    if _is_busy(e):
+        return TuningDBLocked(str(path), f"still locked by another connection after {_seconds(waited)} ({text}); "
                                          "nothing was changed: try again when it is free")
     if "readonly" in low or "read-only" in low:
         return TuningDBReadOnly(str(path), f"is read-only here ({text}): reads work, this write was refused")
@@ -422,6 +482,10 @@ def _translate(e: sqlite3.Error, path: Path, timeout: float) -> TuningDBError:
         return TuningDBUnavailable(str(path), f"cannot be opened ({text}): no permission, a missing directory, or "
                                               "no file descriptors left")
     return TuningDBError(str(path), f"{type(e).__name__}: {text}")
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 def open_db(db: "TuningDB | str | os.PathLike | None") -> tuple[TuningDB, bool]:
