@@ -46,6 +46,7 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 MAX_BUILD_THREADS = 64  # an engine search's plans are finalized by at most this many threads (build_threads)
 HEURISTICS = ("a", "b", "instant", "fallback")  # cuDNN's engine heuristic lists (modes A, B, INSTANT, FALLBACK)
 SEARCH_LISTS = ("instant", "a", "b", "fallback")  # every list, in the order a search asks them by default
+BUILTIN_MODEL_NAMES = ("resnet50",)  # the models zoo.BUILTIN_MODELS builds (no torchvision needed)
 L2_MODES = ("warm", "cold")  # one operand set, or sets that together exceed 3x the L2 cache
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from .choices import BUILTIN_MODEL_NAMES
 
-from .zoo import BUILTIN_MODELS
+if TYPE_CHECKING:
+    import torch
 
 _VIDEO = ("r3d_18", "mc3_18", "r2plus1d_18", "s3d", "mvit_v1_b", "mvit_v2_s", "swin3d_t", "swin3d_s", "swin3d_b")
 
@@ -22,13 +23,31 @@ class ModelSourceError(ValueError):
     pass
 
 
+def check_source(source: str) -> None:
+    """ModelSourceError where `source` names no model of any of the three kinds (no torch needed: a usage error
+    answers at once); a file's factory is looked at only when it is loaded."""
+    if source in BUILTIN_MODEL_NAMES or source.startswith("torchvision:"):
+        return
+    if ":" in source:
+        path = source.rsplit(":", 1)[0]
+        if not os.path.isfile(path):
+            raise ModelSourceError(f"{source!r}: no file {path!r}")
+        return
+    raise ModelSourceError(
+        f"model {source!r} is not one of: {', '.join(BUILTIN_MODEL_NAMES)}, torchvision:<name>, path/file.py:factory")
+
+
 def load_model(source: str, batch: int = 32, input_shape: tuple[int, ...] | None = None
-               ) -> tuple[torch.nn.Module, Any, str]:
+               ) -> tuple["torch.nn.Module", Any, str]:
     """(model, example input on the CPU, display name). `input_shape` (without batch... or with) overrides."""
     if input_shape is not None and len(input_shape) >= 3:
         shape = tuple(input_shape)
     else:
         shape = None
+    import torch
+
+    from .zoo import BUILTIN_MODELS
+
     if source in BUILTIN_MODELS:
         factory, chw = BUILTIN_MODELS[source]
         model = factory()
@@ -69,5 +88,5 @@ def load_model(source: str, batch: int = 32, input_shape: tuple[int, ...] | None
         if not isinstance(model, torch.nn.Module):
             raise ModelSourceError(f"{source!r}: {factory_name}() did not return a torch.nn.Module")
         return model, example, factory_name
-    raise ModelSourceError(
-        f"model {source!r} is not one of: {', '.join(BUILTIN_MODELS)}, torchvision:<name>, path/file.py:factory")
+    check_source(source)
+    raise ModelSourceError(f"model {source!r}: no model of that name")  # (check_source refuses what reaches here)

@@ -237,19 +237,41 @@ def test_info_writes_cuda_versions_as_people_do():
 FIXTURE = "tests/fixtures/profile_resnet50_fp16-nhwc_b32_engines.json.gz"
 
 
-@pytest.mark.parametrize("flag", ["--help", "--version", "find --help", "--versoin", f"show {FIXTURE}",
-                                  f"show {FIXTURE} --fidelity", "db --help"])
-def test_help_version_usage_errors_and_show_do_not_import_torch(flag):
+LAYER_ERRORS = [  # argument errors of the commands that take a layer or a model (each took 5-8 s importing torch)
+    ["find", "--conv", "Conv2d(8, 8, 3)", "--input", "2,9,16,16"],
+    ["engines", "--conv", "Conv2d(8, 8, 3, groups=3)", "--input", "2,8,16,16"],
+    ["find", "--conv", "Conv2d(8, 8, 3, nope=1)"], ["engines", "--conv", "Conv2d(8, 8, (3,))"],
+    ["find", "--conv", "Conv2d(8, 8, 3)", "--input", "2,8,2,2"], ["engines", "--input", "2,x,y"],
+    ["engines", "--exhaustive", "-1"], ["profile", "resnet50", "--batch", "0"],
+    ["profile", "resnet50", "--directions", "fwd"], ["tune", "resnet50", "--input", "2,3,a"],
+    ["tune", "nosuchmodel"], ["profile", "missing.py:make"],
+]
+
+
+@pytest.mark.parametrize("argv", [f.split() for f in ["--help", "--version", "find --help", "--versoin",
+                                                        f"show {FIXTURE}", f"show {FIXTURE} --fidelity",
+                                                        "db --help"]] + LAYER_ERRORS)
+def test_help_version_usage_errors_and_show_do_not_import_torch(argv):
     """CPU: parsing imports nothing heavy, so --help, --version and a usage error answer without torch (seconds to
-    import), and saved results load and print without it; a command that needs torch imports it when it runs."""
+    import): also a wrong --conv, --input, --batch or model, checked without torch before the command imports it;
+    saved results load and print without it; a command that needs torch imports it when it runs."""
     import subprocess
     import sys
 
-    code = ("import sys\nfrom cudnn_algos.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print('TORCH', 'torch' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code, *flag.split()], capture_output=True, text=True, timeout=60,
+    code = ("import sys\nfrom cudnn_algos.cli import main\ntry:\n    rc = main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    rc = e.code\nprint('TORCH', 'torch' in sys.modules, 'RC', rc)")
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60,
                        cwd=Path(__file__).parent.parent)
     assert "TORCH False" in r.stdout and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    if argv in LAYER_ERRORS:
+        assert "RC 2" in r.stdout and r.stderr.strip().splitlines()[-1].startswith("cudnn-algos: error: "), r.stderr
+
+
+def test_the_builtin_model_names_are_the_zoos():
+    from cudnn_algos.choices import BUILTIN_MODEL_NAMES
+    from cudnn_algos.zoo import BUILTIN_MODELS
+
+    assert tuple(BUILTIN_MODELS) == BUILTIN_MODEL_NAMES
 
 
 def test_every_repro_command_parses_with_the_cli(make):

@@ -8,13 +8,13 @@ import os
 from .checks import as_flags, check_outputs, needs, stop_status
 from .data_commands import cmd_corpus, cmd_dataset, cmd_sweep
 from .selector_commands import cmd_selector
-from .parsing import EXIT_FAILED, EXIT_OK, FileError, UsageError, parse_conv, parse_shape
+from .parsing import (EXIT_FAILED, EXIT_OK, FileError, UsageError, parse_conv, parse_layer,
+                      parse_shape)
 
 def _model_from_args(a: argparse.Namespace) -> tuple:
     """(model, example input, name, directions, memory format) from _add_model_args' arguments; UsageError naming
     the flag when one is wrong."""
-    from ..models import ModelSourceError, load_model
-    from ..problem import DIRECTIONS
+    from ..choices import DIRECTIONS
 
     if a.batch <= 0:
         raise UsageError(f"--batch {a.batch} must be positive")
@@ -22,9 +22,12 @@ def _model_from_args(a: argparse.Namespace) -> tuple:
     for d in directions:
         if d not in DIRECTIONS:
             raise UsageError(f"--directions: {d!r} is not one of {', '.join(DIRECTIONS)}")
+    shape = parse_shape(a.input) if a.input else None  # usage errors before torch is imported
+    from ..models import ModelSourceError, check_source, load_model
+
     try:
-        model, example, name = load_model(a.model, batch=a.batch,
-                                          input_shape=parse_shape(a.input) if a.input else None)
+        check_source(a.model)
+        model, example, name = load_model(a.model, batch=a.batch, input_shape=shape)
     except ModelSourceError as e:
         raise UsageError(str(e)) from None
     fmt = ("channels_last_3d" if example.dim() == 5 else "channels_last") if a.channels_last else None
@@ -32,13 +35,13 @@ def _model_from_args(a: argparse.Namespace) -> tuple:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    from ..problem import device_index
-    from ..tuning import tune
-
     if a.predict and not os.path.isfile(a.predict):
         raise FileError(f"--predict {a.predict}: no such file")
     check_outputs({"--predict": a.predict}, {"--db": a.db})  # a --db given is made only in a folder that exists
     model, example, _, directions, fmt = _model_from_args(a)
+    from ..problem import device_index
+    from ..tuning import tune
+
     device_index(a.device)
     search = "predict" if a.predict else "quick" if a.quick else "full"
     try:
@@ -124,9 +127,6 @@ def cmd_db(a: argparse.Namespace) -> int:
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
-    from ..problem import device_index
-    from ..model import profile
-
     for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
                                 ("--plot", a.plot, "matplotlib")):
         if given:
@@ -135,6 +135,9 @@ def cmd_profile(a: argparse.Namespace) -> int:
     check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
                    {"--json": a.json, "--csv": a.csv, "--html": a.html, "--store": store}, {"--plot": a.plot})
     model, example, name, directions, fmt = _model_from_args(a)
+    from ..model import profile
+    from ..problem import device_index
+
     device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
     try:
         report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, repeats=a.repeats,
@@ -265,16 +268,18 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 def _layer(a: argparse.Namespace):
     """(module, input shape, memory format) from --conv, --input and --channels-last."""
-    conv, shape = parse_conv(a.conv), parse_shape(a.input)
+    shape = parse_shape(a.input)
+    parse_layer(a.conv, shape)  # a wrong layer or shape is a usage error at once, before torch is imported
+    conv = parse_conv(a.conv)
     fmt = ("channels_last_3d" if len(shape) == 5 else "channels_last") if a.channels_last else None
     return conv, shape, fmt
 
 
 def cmd_find(a: argparse.Namespace) -> int:
-    from ..api import find, validate
-
     check_outputs({}, {"--json": a.json})
     conv, shape, fmt = _layer(a)
+    from ..api import find, validate
+
     kwargs = dict(direction=a.direction, dtype=a.dtype, memory_format=fmt, math=a.math, mode=a.mode,
                   workspace_limit=a.workspace_limit, device=a.device)
     try:
@@ -301,14 +306,14 @@ _ENGINES_FLAGS = {"heuristics": "--heuristics", "refine_max": "--refine-max", "r
 
 
 def cmd_engines(a: argparse.Namespace) -> int:
+    check_outputs({}, {"--json": a.json})
+    if a.exhaustive < 0:
+        raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
+    conv, shape, fmt = _layer(a)
     from ..engines import find_engines, validate_engines
     from ..problem import DIRECTIONS
     from ..results import EngineSearches
 
-    check_outputs({}, {"--json": a.json})
-    conv, shape, fmt = _layer(a)
-    if a.exhaustive < 0:
-        raise UsageError(f"--exhaustive {a.exhaustive} must be >= 0")
     heur = None if a.heuristics is None else tuple(h for h in a.heuristics.split(",") if h)
     kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
                   max_configs=a.exhaustive or 64,

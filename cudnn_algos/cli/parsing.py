@@ -44,11 +44,8 @@ class FileError(UsageError):
     show_usage = False
 
 
-def parse_conv(text: str):
-    """'Conv2d(64, 128, 3, padding=1)' -> that torch module, built on the meta device. Only literal arguments are
-    accepted (nothing is evaluated)."""
-    import torch
-
+def _conv_call(text: str) -> tuple[str, list, dict]:
+    """--conv's call read without evaluating anything: (class name, positional and keyword literal arguments)."""
     if not isinstance(text, str) or not text.strip():  # argparse hands `--conv=--` over as a list
         raise UsageError(f"--conv {text!r}: give a call such as Conv2d(64, 128, 3, padding=1)")
     if len(text) > 1000:
@@ -67,6 +64,56 @@ def parse_conv(text: str):
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         raise UsageError(f"--conv {text!r}: arguments must be literals") from None
+    return name, args, kwargs
+
+
+# the constructors' positional parameters after the channels and kernel, as torch's modules order them
+_CONV_POSITIONAL = ("stride", "padding", "dilation", "groups", "bias", "padding_mode")
+_TRANSPOSE_POSITIONAL = ("stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode")
+
+
+def parse_layer(text: str, input_shape: tuple[int, ...] | None = None):
+    """--conv (and --input's shape, when given) checked as a layer without importing torch: a ConvSpec, or a
+    UsageError naming what is wrong, at once (a usage error must not wait seconds for torch). What torch's own
+    constructor would refuse beyond ConvSpec's rules is still caught where the module is built (parse_conv)."""
+    from ..spec import ConvSpec
+
+    name, args, kwargs = _conv_call(text)
+    transposed = name.startswith("ConvTranspose")
+    nd = int(name[-2])
+    names = ("in_channels", "out_channels", "kernel_size") + (_TRANSPOSE_POSITIONAL if transposed
+                                                              else _CONV_POSITIONAL)
+    if len(args) > len(names):
+        raise UsageError(f"--conv {text!r}: {name} takes at most {len(names)} positional arguments")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k in given:
+            raise UsageError(f"--conv {text!r}: {name} got {k} twice")
+        given[k] = v
+    given.pop("bias", None)  # the search is of the convolution; torch adds a bias apart
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise UsageError(f"--conv {text!r}: {name} has no argument {unknown[0]!r}")
+    ks = given.get("kernel_size")
+    if isinstance(ks, int) and not isinstance(ks, bool):
+        given["kernel_size"] = (ks,) * nd
+    try:
+        spec = ConvSpec(transposed=transposed, **given)
+        if spec.ndim != nd:
+            raise ValueError(f"kernel_size={ks!r} must have {nd} values for a {name}")
+        if input_shape is not None:
+            spec.shapes(input_shape)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"--conv {text!r}: {e}" if "input_shape" not in str(e) else str(e)) from None
+    return spec
+
+
+def parse_conv(text: str):
+    """'Conv2d(64, 128, 3, padding=1)' -> that torch module, built on the meta device. Only literal arguments are
+    accepted (nothing is evaluated)."""
+    name, args, kwargs = _conv_call(text)
+    import torch
+
     kwargs.setdefault("bias", False)
     try:
         return getattr(torch.nn, name)(*args, device="meta", **kwargs)
