@@ -271,7 +271,8 @@ def run(
     sh = problem.shapes
     roles = _roles(spec, sh, direction, input, weight, grad_output)
     out_role = OUTPUT_OPERAND[cdir]
-    ops = {r: t.reshape(problem.lift(t.shape)).contiguous(memory_format=problem.torch_format) for r, t in roles.items()}
+    ops = {r: _aligned(t.reshape(problem.lift(t.shape)).contiguous(memory_format=problem.torch_format),
+                       problem.torch_format) for r, t in roles.items()}
     ops[out_role] = problem.poisoned_operand(out_role, dev)
     try:
         with torch.cuda.device(dev):
@@ -288,6 +289,12 @@ def run(
     if not spec.transposed and direction == "backward_data" and sh.has_pre_pad:
         result = _unpad_grad(result, sh)
     return result
+
+
+def _aligned(t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
+    """`t`, or a copy of it where its first element is not 16-byte aligned (a view at a storage offset): the plans
+    are built for 16-byte aligned operands (Note [16-byte operands], csrc/pinned/ops.cpp)."""
+    return t if t.data_ptr() % 16 == 0 else t.clone(memory_format=fmt)
 
 
 def _check_input_shape(input_shape, input) -> None:

@@ -377,3 +377,47 @@ def test_an_unseen_handler_that_fails_leaves_torchs_op_counted_with_the_reason(t
         c = h.counts()
     torch.testing.assert_close(out, ref_out)
     assert c and all(x["pinned"] == 0 and x["fallback"] > 0 and "broken selector" in x["reason"] for x in c), c
+
+
+@pytest.mark.parametrize("case", ["2d-fp16-nhwc", "2d-fp32", "1d-fp32"])
+def test_applied_winners_on_misaligned_operands_match_torch(case, tmp_path, tf32_as_in):
+    """Note [16-byte operands] (csrc/pinned/ops.cpp): the layer's input, weight and output gradient as views that
+    start one element into a larger buffer (dense, not 16-byte aligned): apply()'s forward and both gradients match
+    torch's on the same tensors, every call runs the stored winner (none falls back), and nothing crashes."""
+    model, x, dtype = _build(case)
+    fmt = torch.channels_last if x.dim() == 4 and not x.is_contiguous() else torch.contiguous_format
+    tol = TF32_TOL if dtype == torch.float32 and tf32_as_in else TOL[dtype]
+    db = tmp_path / "t.sqlite"
+    assert not cudnn_algos.tune(model, x, db, **FAST).failed
+
+    def misaligned(t):
+        dense = t.detach().contiguous(memory_format=fmt if t.dim() == 4 else torch.contiguous_format)
+        buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+        v = buf.as_strided(dense.size(), dense.stride(), storage_offset=1)
+        v.copy_(dense)
+        assert v.data_ptr() % 16
+        return v
+
+    def step(m, x_in):
+        x_in = x_in.detach().requires_grad_(True)
+        m.zero_grad()
+        out = m(x_in)
+        g = misaligned(torch.randn(out.shape, generator=torch.Generator("cuda").manual_seed(1), device="cuda",
+                                   dtype=out.dtype))
+        out.backward(g)
+        return out.detach(), [x_in.grad] + [p.grad for p in m.parameters()]
+
+    for conv in (mod for mod in model if isinstance(mod, torch.nn.modules.conv._ConvNd)):
+        conv.weight = torch.nn.Parameter(misaligned(conv.weight))
+    xm = misaligned(x)
+    ref_out, ref_grads = step(model, xm)  # torch's op on the same misaligned tensors
+    with cudnn_algos.apply(model, db) as h:
+        h.reset_counts()
+        out, grads = step(model, xm)
+        torch.cuda.synchronize()
+        counts = h.counts()
+    for ours, theirs in zip([out] + grads, [ref_out] + ref_grads):
+        assert torch.isfinite(ours).all() and rel_err(ours, theirs) <= tol, rel_err(ours, theirs)
+    assert counts and all(c["fallback"] == 0 for c in counts), h.summary()
+    assert {c["key"].split(" ")[0] for c in counts if c["pinned"]} == {"forward", "backward_data",
+                                                                       "backward_filter"}, h.summary()

@@ -241,3 +241,38 @@ def test_a_sweep_task_sharing_its_gpu_measures_inside_its_turn(tmp_path):
     assert out["status"] == "done", out.get("reason")
     assert out["stages"]["gpu_wait"] >= 0
     assert any(r["candidate_kind"] == "engine" and (r.get("kernel_median_ms") or 0) > 0 for r in out["rows"])
+
+
+def _misaligned(t: torch.Tensor, fmt) -> torch.Tensor:
+    """`t`'s values in a dense view of its layout that starts one element into a larger buffer (2 bytes for fp16):
+    not 16-byte aligned, and not copied by .contiguous()."""
+    dense = t.contiguous(memory_format=fmt)
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    v = buf.as_strided(dense.size(), dense.stride(), storage_offset=1)
+    v.copy_(dense)
+    assert v.data_ptr() % 16 and v.is_contiguous(memory_format=fmt)
+    return v
+
+
+@pytest.mark.parametrize("name", ["3x3-fp16-nhwc", "3x3-fp32"])
+def test_run_on_misaligned_operands_matches_pytorch(name):
+    """Note [16-byte operands] (csrc/pinned/ops.cpp): every built plan of every direction run through run() on
+    operands that are views at an offset breaking 16-byte alignment: each matches PyTorch as on aligned operands
+    (the plans are declared for 16-byte aligned tensors; run() copies such an operand first)."""
+    module, shape, dtype, fmt = CASES[name]
+    spec = ConvSpec.from_module(module)
+    case = Case(spec, shape, dtype, fmt)
+    failures = []
+    for d in cudnn_algos.DIRECTIONS:
+        res = cudnn_algos.find_engines(spec, shape, direction=d, dtype=dtype, memory_format=fmt,
+                                       runtime_compiled=False)
+        ref = case.reference(d)
+        tol = max(TOL[dtype], ERR_FACTOR * rel_err(case.torch_gpu(d), ref))
+        kw = {k: (_misaligned(v, fmt) if isinstance(v, torch.Tensor) and v.dim() == 4 else v)
+              for k, v in case.run_kwargs(d).items()}
+        assert any(isinstance(v, torch.Tensor) for v in kw.values())
+        for row in res.succeeded:
+            out = cudnn_algos.run(spec, row, direction=d, **kw)
+            if not torch.isfinite(out).all() or (e := rel_err(out, ref)) > tol:
+                failures.append(f"{d} {row.name}: {'non-finite' if not torch.isfinite(out).all() else f'{e:.2e}'}")
+    assert not failures, "\n".join(failures)

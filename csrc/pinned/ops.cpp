@@ -25,6 +25,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 
@@ -87,6 +88,18 @@ at::MemoryFormat conv_format(const at::Tensor& x, const at::Tensor& w) {
   return x.suggest_memory_format() == cl || w.suggest_memory_format() == cl ? cl : at::MemoryFormat::Contiguous;
 }
 
+// Note [16-byte operands]: the engine search declares every tensor 16-byte aligned (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT,
+// engine_search.cpp), and kernels chosen under that promise may use 16-byte loads; the plan key does not carry
+// alignment. A dense operand can still start anywhere: a view at a storage offset (x[1:], a slice of a larger
+// buffer, a narrow() along the batch) is contiguous and is not copied by .contiguous(). Such an operand is copied
+// into a fresh tensor from torch's caching allocator (which aligns every block far beyond 16 bytes) before the plan
+// runs, so the stored winner runs on what it was built for; outputs are always fresh tensors.
+at::Tensor aligned(const at::Tensor& t, at::MemoryFormat format) {
+  if (!t.defined() || !t.is_cuda() || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
+  at::Tensor copy = at::empty(t.sizes(), t.options().memory_format(format));
+  return copy.copy_(t);
+}
+
 // The operands of a call with layer input `in`, weight `w_in` and, for a transposed layer's backward, `grad_out`
 // (the layer output's gradient: cuDNN's x); nullopt (with `why`) where cuDNN's path does not apply and torch's op
 // must run.
@@ -116,7 +129,7 @@ std::optional<Operands> operands(const at::Tensor& in, const at::Tensor& w_in, c
     o.lifted = true;
   }
   o.format = conv_format(in, w_in);
-  o.w = lift(w_in).contiguous(o.format);
+  o.w = aligned(lift(w_in).contiguous(o.format), o.format);
   ConvProblem& p = o.problem;
   p.layout = o.format == at::MemoryFormat::Contiguous ? Layout::NCHW : Layout::NHWC;
   p.w_dims = o.w.sizes().vec();
@@ -125,16 +138,16 @@ std::optional<Operands> operands(const at::Tensor& in, const at::Tensor& w_in, c
   p.dilation = dil;
   p.groups = static_cast<int>(a.groups);
   if (!a.transposed) {
-    o.x = lift(in).contiguous(o.format);
+    o.x = aligned(lift(in).contiguous(o.format), o.format);
     p.x_dims = o.x.sizes().vec();
     p.y_dims = output_dims(o.x.sizes(), o.w.sizes(), pad, str, dil);
   } else {
-    o.y = lift(in).contiguous(o.format);
+    o.y = aligned(lift(in).contiguous(o.format), o.format);
     p.y_dims = o.y.sizes().vec();
     p.x_dims = out_dims;
     if (grad_out.defined()) {
       if (grad_out.scalar_type() != in.scalar_type()) return *why = "dtype not handled", std::nullopt;
-      o.x = lift(grad_out).contiguous(o.format);
+      o.x = aligned(lift(grad_out).contiguous(o.format), o.format);
       if (o.x.sizes().vec() != p.x_dims) return *why = "arguments", std::nullopt;
     }
     // the mirrored convolution must give back the layer's input dims (not so where output_padding >= stride)
@@ -258,7 +271,7 @@ Grads conv_backward_cuda_any(const at::Tensor& gy_in, const at::Tensor& x, const
     if (mask[0]) gx = run_into_new(Direction::Forward, *o, nullptr, det, tf32, laps);
     if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, o->y.data_ptr(), det, tf32, laps);
   } else {
-    at::Tensor gy = (o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format);
+    at::Tensor gy = aligned((o->lifted ? gy_in.unsqueeze(2) : gy_in).contiguous(o->format), o->format);
     laps.lap(kOperands);
     if (mask[0]) gx = run_into_new(Direction::BackwardData, *o, gy.data_ptr(), det, tf32, laps);
     if (mask[1]) gw = run_into_new(Direction::BackwardFilter, *o, gy.data_ptr(), det, tf32, laps);
