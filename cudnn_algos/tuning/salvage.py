@@ -1,13 +1,14 @@
 """What still reads in a damaged tuning database, copied into the fresh one that replaces it.
 
-Note [salvage by rowid]: damage in the middle of a file leaves most of its rows readable, but a plain
-``SELECT * FROM winners`` stops at the first damaged page (with an error, or with none: a page whose cell pointers
-are damaged can end a scan early and silently), so a copy that reads table by table keeps nothing past it. Each
-table is read instead in order of rowid (the table's own b-tree, not its indexes), a batch at a time; where a read
-fails or ends before the table's last rowid, the next rowid that reads is found by steps that double, and the
-rowids skipped are read one at a time, so that only the rows of damaged pages are lost (the reads are bounded). A
-row comes back only when it is a whole entry as put() takes it (entries.check_entry), and a candidate only beside
-its winner. What did not come back is counted against the table's own count where SQLite can still give it, else said to be unknown."""
+Note [salvage by rowid]: damage in the middle of a file leaves most of its rows readable, but a plain ``SELECT *
+FROM winners`` stops at the first damaged page (with an error, or with none: a page whose cell pointers are damaged
+can end a scan early and silently), so a copy that reads table by table keeps nothing past it. Each table is read
+instead in order of rowid (the table's own b-tree, not its indexes), a batch at a time; where a read fails or ends
+early, the next rowid that reads is found by steps that double (up to SQLite's largest rowid: on a damaged file even
+MAX(rowid) can answer wrong without an error), and the rowids skipped are read one at a time, so that only the rows
+of damaged pages are lost (the reads are bounded). A row comes back only when it is a whole entry as put() takes it
+(entries.check_entry), and a candidate only beside its winner. What did not come back is counted against the table's
+own count where SQLite can still give it, else said to be unknown."""
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from .winner import CANDIDATE_COLS, WINNER_COLS
 
 MAX_READS = 200_000  # reads per table before the rest is given up
 BATCH = 512  # rows a read asks for
-_NO_ROWID = 2**62  # the upper bound searched when max(rowid) itself does not read
+_MAX_ROWID = 2**63 - 1  # SQLite's largest rowid: probes for the next row that reads go up to it
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,9 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
         count = con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     except sqlite3.DatabaseError:
         count = None
-    try:
-        hi = con.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
-    except sqlite3.DatabaseError:
-        hi = None
-    if hi is None:
-        hi = _NO_ROWID if count != 0 else 0
     out: list[tuple] = []
     pos, reads, size = 0, 0, BATCH
-    while pos < hi and reads < MAX_READS:
+    while reads < MAX_READS:
         got = _scan(con, table, pos, size)
         reads += 1
         if got is None and size > 1:  # a damaged page within the batch: smaller batches up to it
@@ -91,12 +86,11 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
             if len(got) == size:
                 size = min(2 * size, BATCH)
                 continue
-            if pos >= hi:
-                break
-        # cut short before the last rowid (an error, or a damaged page that ends a scan without one): the next
-        # rowid that reads, found by steps that double, then the rowids between, one at a time
+        # cut short: the end of the table, an error, or a damaged page that ends a scan without one (or that
+        # misleads MAX(rowid), so no upper bound is trusted): the next rowid that reads, by steps that double up to
+        # the largest rowid, then the rowids below that step, one at a time
         step, nxt = 1, None
-        while pos + step <= hi and reads < MAX_READS:
+        while pos + step < _MAX_ROWID and reads < MAX_READS:
             probe = _scan(con, table, pos + step - 1, 1)
             reads += 1
             if probe:
@@ -105,7 +99,7 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
             step *= 2
         if nxt is None:
             break
-        for m in range(pos + 1, nxt):
+        for m in range(pos + 1, min(nxt, pos + step)):
             if reads >= MAX_READS:
                 break
             one = _scan(con, table, m - 1, 1)
