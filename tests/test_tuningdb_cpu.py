@@ -150,6 +150,32 @@ def test_a_damaged_database_is_moved_aside_and_what_reads_comes_back(tmp_path):
     assert aside.stat().st_size > 0 and b"cfg-0399-" in aside.read_bytes()
 
 
+def test_damage_to_any_one_page_of_winners_loses_at_most_that_page(tmp_path):
+    """Each leaf page of the winners table damaged in turn (its cell pointers overwritten): salvage reads back every
+    winner but the page's own. (Damage to the table's last page made MAX(rowid) answer low without an error, and
+    the salvage stopped there: 256 of 400.)"""
+    from cudnn_algos.tuning.salvage import salvage
+
+    db = tmp_path / "t.sqlite"
+    with TuningDB(db) as d:
+        for i in range(400):
+            d.put(winner(i, config=f"cfg-{i:04d}-" + "x" * 40), [cand(i)])
+        d.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = db.read_bytes()
+    page = 4096
+    leaves = [off for off in range(page, len(raw), page) if raw[off] == 0x0D and b"cfg-" in raw[off: off + page]]
+    assert len(leaves) >= 10
+    for off in leaves:
+        bad = bytearray(raw)
+        per_page = int.from_bytes(bad[off + 3: off + 5], "big")
+        bad[off + 8: off + 64] = b"\xff" * 56
+        (tmp_path / "bad.sqlite").write_bytes(bytes(bad))
+        got = []
+        s = salvage(str(tmp_path / "bad.sqlite"), lambda w, c: got.extend(w))
+        assert len(got) == s.winners >= 400 - per_page, (off // page, len(got), per_page)
+        assert s.winners_lost in (None, 400 - s.winners)
+
+
 def test_damage_inside_the_file_is_found_on_open_and_on_read_never_a_raw_sqlite_error(tmp_path, monkeypatch):
     db = filled(tmp_path / "t.sqlite", n=200)
     with TuningDB(db) as d:

@@ -44,25 +44,41 @@ class Salvaged:
                 f"{lost(self.winners_lost)} winner(s) and {lost(self.candidates_lost)} candidate(s) did not")
 
 
-def _scan(con: sqlite3.Connection, table: str, after: int, limit: int) -> list[tuple] | None:
-    """Up to `limit` rows (rowid first) of `table` with rowid > `after`, in order; None where the read fails. Rows out
-    of order or range (a damaged page read as if whole) end what is kept."""
+def _entry(row: tuple, cols: tuple[str, ...], kind: str) -> dict[str, Any] | None:
+    """The entry a row (rowid first) holds, or None where it is not a whole entry as put() takes it."""
+    if len(row) != len(cols) + 1:
+        return None
+    e = {c: v for c, v in zip(cols, row[1:]) if v is not None}
     try:
-        rows = con.execute(f"SELECT rowid, * FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                           (after, limit)).fetchall()
+        check_entry(kind, e)
+    except ValueError:
+        return None
+    return e
+
+
+def _scan(con: sqlite3.Connection, table: str, cols: tuple[str, ...], kind: str, after: int,
+          limit: int) -> list[tuple[int, dict[str, Any]]] | None:
+    """Up to `limit` (rowid, entry) of `table` with rowid > `after`, in order; None where the read fails. A row out of
+    order, or not a whole entry (a damaged page read as if whole: its rowids can be anything), ends what is kept."""
+    try:
+        rows = con.execute(f"SELECT rowid, * FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT ?",
+                           (after + 1, limit)).fetchall()  # >= after + 1: the seek lands on that rowid's own page
     except sqlite3.DatabaseError:
         return None
-    keep, last = [], after
+    keep: list[tuple[int, dict[str, Any]]] = []
+    last = after
     for r in rows:
-        if not isinstance(r[0], int) or r[0] <= last:
+        e = _entry(r, cols, kind) if isinstance(r[0], int) and r[0] > last else None
+        if e is None:
             break
-        keep.append(r)
+        keep.append((r[0], e))
         last = r[0]
     return keep
 
 
-def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple], int | None]:
-    """(the rows of `table` that read, Note [salvage by rowid]; its count where that reads, else None)."""
+def _rows(con: sqlite3.Connection, table: str, cols: tuple[str, ...],
+          kind: str) -> tuple[list[dict[str, Any]], int | None]:
+    """(the whole entries of `table` that read, Note [salvage by rowid]; its count where that reads, else None)."""
     try:
         if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
             return [], None
@@ -72,10 +88,10 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
         count = con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     except sqlite3.DatabaseError:
         count = None
-    out: list[tuple] = []
+    out: list[tuple[int, dict[str, Any]]] = []
     pos, reads, size = 0, 0, BATCH
     while reads < MAX_READS:
-        got = _scan(con, table, pos, size)
+        got = _scan(con, table, cols, kind, pos, size)
         reads += 1
         if got is None and size > 1:  # a damaged page within the batch: smaller batches up to it
             size //= 2
@@ -91,7 +107,7 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
         # the largest rowid, then the rowids below that step, one at a time
         step, nxt = 1, None
         while pos + step < _MAX_ROWID and reads < MAX_READS:
-            probe = _scan(con, table, pos + step - 1, 1)
+            probe = _scan(con, table, cols, kind, pos + step - 1, 1)
             reads += 1
             if probe:
                 nxt = probe[0][0]
@@ -102,24 +118,12 @@ def _rows(con: sqlite3.Connection, table: str, ncols: int) -> tuple[list[tuple],
         for m in range(pos + 1, min(nxt, pos + step)):
             if reads >= MAX_READS:
                 break
-            one = _scan(con, table, m - 1, 1)
+            one = _scan(con, table, cols, kind, m - 1, 1)
             reads += 1
             if one and one[0][0] == m:
                 out.append(one[0])
         pos, size = nxt - 1, BATCH
-    return [r[1:] for r in out if len(r) == ncols + 1], count
-
-
-def _entries(rows: list[tuple], cols: tuple[str, ...], kind: str) -> list[dict[str, Any]]:
-    keep = []
-    for r in rows:
-        e = {c: v for c, v in zip(cols, r) if v is not None}
-        try:
-            check_entry(kind, e)
-        except ValueError:
-            continue
-        keep.append(e)
-    return keep
+    return [e for _, e in out], count
 
 
 def salvage(aside: str, insert: Callable[[list, list], None]) -> Salvaged:
@@ -137,13 +141,13 @@ def salvage(aside: str, insert: Callable[[list, list], None]) -> Salvaged:
         except (OSError, sqlite3.Error):
             return Salvaged(0, 0, None, None)
         try:
-            w_rows, w_count = _rows(con, "winners", len(WINNER_COLS))
-            c_rows, c_count = _rows(con, "candidates", len(CANDIDATE_COLS))
+            w_rows, w_count = _rows(con, "winners", WINNER_COLS, "winner")
+            c_rows, c_count = _rows(con, "candidates", CANDIDATE_COLS, "candidate")
         finally:
             con.close()
-    winners = _entries(w_rows, WINNER_COLS, "winner")
+    winners = w_rows
     have = {(w["env"], w["key"], w["settings"]) for w in winners}
-    cands = [c for c in _entries(c_rows, CANDIDATE_COLS, "candidate") if (c["env"], c["key"], c["settings"]) in have]
+    cands = [c for c in c_rows if (c["env"], c["key"], c["settings"]) in have]
     insert(winners, cands)
     return Salvaged(len(winners), len(cands), None if w_count is None else max(w_count - len(winners), 0),
                     None if c_count is None else max(c_count - len(cands), 0))
