@@ -1,0 +1,134 @@
+// The binding's shared helpers (glue.h): names parsed into enums, problems made and checked, operands checked.
+#include "glue.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <stdexcept>
+#include <utility>
+
+#include "../common/check.h"
+#include "../common/dtypes.h"
+
+namespace cudnn_algos::bind {
+
+namespace {
+
+template <typename E, size_t N>
+E parse(const std::string& value, const char* arg, const std::array<std::pair<const char*, E>, N>& table) {
+  std::string valid;
+  for (const auto& [name, e] : table) {
+    if (value == name) return e;
+    valid += (valid.empty() ? "" : ", ") + std::string(name);
+  }
+  throw std::invalid_argument(std::string(arg) + "='" + value + "' is not one of: " + valid);
+}
+
+constexpr std::array<std::pair<const char*, cudnnMathType_t>, 4> kMaths{
+    {{"default", CUDNN_DEFAULT_MATH},
+     {"tensor_op", CUDNN_TENSOR_OP_MATH},
+     {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+     {"fma", CUDNN_FMA_MATH}}};
+constexpr std::array<std::pair<const char*, Layout>, 2> kLayouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
+
+// The name of `value` in `table` (the inverse of parse).
+template <typename E, size_t N>
+const char* name_of(E value, const std::array<std::pair<const char*, E>, N>& table) {
+  for (const auto& [name, e] : table)
+    if (e == value) return name;
+  throw std::invalid_argument("a value with no name in its table");
+}
+
+// The tensors must be exactly what the problem describes: CUDA, one device, the dtype, the dims, and packed in the
+// problem's layout (strides of size-1 dims are not compared: they never address memory).
+void check_operand(const ConvProblem& p, const at::Tensor& t, const std::vector<int64_t>& dims, const char* name,
+                   int device) {
+  if (!t.defined() || !t.is_cuda())
+    throw std::invalid_argument(std::string(name) + " must be a CUDA tensor");
+  if (t.get_device() != device)
+    throw std::invalid_argument(std::string(name) + " is on cuda:" + std::to_string(t.get_device()) +
+                                ", the other operands on cuda:" + std::to_string(device));
+  const c10::ScalarType dtype = dtype_info(p.dtype)->scalar;  // p.dtype came from dtype_info(name)
+  if (t.scalar_type() != dtype)
+    throw std::invalid_argument(std::string(name) + " has dtype " + std::string(c10::toString(t.scalar_type())) +
+                                ", the problem needs " + std::string(c10::toString(dtype)));
+  if (t.sizes().vec() != dims)
+    throw std::invalid_argument(std::string(name) + " has shape " + join(t.sizes().vec()) + ", the problem needs " +
+                                join(dims));
+  const auto want = p.strides_of(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] > 1 && t.stride(i) != want[i])
+      throw std::invalid_argument(std::string(name) + " has strides " + join(t.strides().vec()) + ", the " +
+                                  (p.layout == Layout::NCHW ? "contiguous" : "channels-last") + " layout needs " +
+                                  join(want));
+}
+
+}  // namespace
+
+Direction parse_direction(const std::string& s) {
+  static const std::array<std::pair<const char*, Direction>, 3> t{{{"forward", Direction::Forward},
+                                                                  {"backward_data", Direction::BackwardData},
+                                                                  {"backward_filter", Direction::BackwardFilter}}};
+  return parse(s, "direction", t);
+}
+
+Mode parse_mode(const std::string& s) {
+  static const std::array<std::pair<const char*, Mode>, 3> t{
+      {{"find", Mode::Find}, {"find_ex", Mode::FindEx}, {"heuristic", Mode::Heuristic}}};
+  return parse(s, "mode", t);
+}
+
+cudnnMathType_t parse_math(const std::string& s) {
+  return parse(s, "math", kMaths);
+}
+
+ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
+                         std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
+                         std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math) {
+  ConvProblem p;
+  p.dtype = dtype_info(dtype).cudnn;
+  p.layout = parse(layout, "layout", kLayouts);
+  p.x_dims = std::move(x);
+  p.w_dims = std::move(w);
+  p.y_dims = std::move(y);
+  p.padding = std::move(padding);
+  p.stride = std::move(stride);
+  p.dilation = std::move(dilation);
+  p.groups = groups;
+  p.math = parse_math(math);
+  p.validate();
+  return p;
+}
+
+Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device) {
+  if (!x.defined() || !x.is_cuda()) throw std::invalid_argument("x must be a CUDA tensor");
+  *device = x.get_device();
+  check_operand(p, x, p.x_dims, "x", *device);
+  check_operand(p, w, p.w_dims, "w", *device);
+  check_operand(p, y, p.y_dims, "y", *device);
+  return Buffers{x.data_ptr(), w.data_ptr(), y.data_ptr()};
+}
+
+std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Tensor>& xs,
+                                 const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& ys, int* device) {
+  if (xs.empty() || xs.size() != ws.size() || xs.size() != ys.size())
+    throw std::invalid_argument("xs, ws, ys must be non-empty lists of one length");
+  std::vector<Buffers> sets;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    int dev_i = 0;
+    sets.push_back(buffers_of(p, xs[i], ws[i], ys[i], &dev_i));
+    if (i == 0) *device = dev_i;
+    else if (dev_i != *device) throw std::invalid_argument("all buffer sets must be on one device");
+  }
+  return sets;
+}
+
+const char* math_name(cudnnMathType_t m) {
+  return name_of(m, kMaths);
+}
+
+const char* layout_name(Layout l) {
+  return name_of(l, kLayouts);
+}
+
+}  // namespace cudnn_algos::bind

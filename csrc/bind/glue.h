@@ -1,0 +1,44 @@
+// What the binding's parts share (csrc/bind/*.cpp; the module itself is csrc/bindings.cpp): pybind11 with torch's
+// tensor casters (not <torch/extension.h>, whose C++ frontend a binding does not use: each part compiles in a
+// fraction of the time, and the parts compile side by side), names parsed into enums, problems and operand checks.
+#pragma once
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
+#include <pybind11/stl.h>
+
+#include <cudnn.h>
+
+#include <string>
+#include <vector>
+
+#include "../common/conv_params.h"
+#include "../common/directions.h"
+#include "../search/engine_search.h"
+#include "../search/legacy_search.h"
+
+namespace cudnn_algos::bind {
+
+namespace py = pybind11;
+
+Direction parse_direction(const std::string& s);
+Mode parse_mode(const std::string& s);
+cudnnMathType_t parse_math(const std::string& s);
+const char* math_name(cudnnMathType_t m);
+const char* layout_name(Layout l);
+
+ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
+                         std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
+                         std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math);
+
+// The operands' buffers after checking each is exactly what the problem describes (device set from x).
+Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device);
+std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Tensor>& xs,
+                                 const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& ys, int* device);
+
+void bind_problem(py::module_& m);  // problem.cpp
+void bind_search(py::module_& m);   // search.cpp
+void bind_clock(py::module_& m);    // clock.cpp
+void bind_pinned(py::module_& m);   // pinned.cpp
+
+}  // namespace cudnn_algos::bind

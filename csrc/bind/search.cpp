@@ -1,0 +1,163 @@
+// The binding's search part: the legacy API's search, execution and timed loop; the graph API's engine search and
+// its plans.
+#include "glue.h"
+
+#include <optional>
+
+namespace cudnn_algos::bind {
+
+namespace {
+
+py::dict row_to_dict(const AlgoRow& r) {
+  py::dict d;
+  d["algo_id"] = r.algo_id;
+  d["algo"] = r.algo;
+  d["status"] = r.status;
+  d["status_code"] = r.status_code;
+  d["time_ms"] = r.time_ms < 0 ? py::object(py::none()) : py::object(py::float_(r.time_ms));
+  d["workspace_bytes"] = r.workspace_bytes < 0 ? py::object(py::none()) : py::object(py::int_(r.workspace_bytes));
+  d["deterministic"] = r.deterministic < 0 ? py::object(py::none()) : py::object(py::bool_(r.deterministic == 1));
+  d["math_type"] = r.math_type.empty() ? py::object(py::none()) : py::object(py::str(r.math_type));
+  d["rank"] = r.rank < 0 ? py::object(py::none()) : py::object(py::int_(r.rank));
+  d["note"] = r.note;
+  return d;
+}
+
+py::dict search(const std::string& direction, const ConvProblem& p, const std::string& mode,
+                std::optional<at::Tensor> x, std::optional<at::Tensor> w, std::optional<at::Tensor> y,
+                int64_t workspace_limit, int device) {
+  const Direction dir = parse_direction(direction);
+  const Mode m = parse_mode(mode);
+  Buffers b;
+  const Buffers* bp = nullptr;
+  if (m == Mode::FindEx) {
+    if (!x || !w || !y) throw std::invalid_argument("mode='find_ex' needs the x, w and y tensors");
+    b = buffers_of(p, *x, *w, *y, &device);
+    bp = &b;
+  }
+  SearchOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = legacy_search(dir, p, m, bp, workspace_limit, device);
+  }
+  py::list rows;
+  for (const auto& r : out.rows) rows.append(row_to_dict(r));
+  py::dict d;
+  d["rows"] = rows;
+  d["workspace_given"] = out.workspace_given < 0 ? py::object(py::none()) : py::object(py::int_(out.workspace_given));
+  d["search_ms"] = out.search_ms;
+  d["returned"] = out.returned;
+  return d;
+}
+
+void execute(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
+             const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int64_t workspace_limit) {
+  const Direction dir = parse_direction(direction);
+  const cudnnMathType_t mt = parse_math(math);
+  int device = 0;
+  const Buffers b = buffers_of(p, x, w, y, &device);
+  py::gil_scoped_release nogil;
+  legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
+}
+
+py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
+                    const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+                    const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
+  const Direction dir = parse_direction(direction);
+  const cudnnMathType_t mt = parse_math(math);
+  int device = 0;
+  const std::vector<Buffers> sets = buffer_sets(p, xs, ws, ys, &device);
+  CallTiming t;
+  {
+    py::gil_scoped_release nogil;
+    t = legacy_time_calls(dir, p, algo_id, mt, sets, iters, workspace_limit, device);
+  }
+  py::dict d;
+  d["host_ms"] = t.host_ms;
+  d["gpu_ms"] = t.gpu_ms;
+  return d;
+}
+
+py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
+                          bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
+                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
+                          bool build, int build_threads) {
+  EngineSearchOptions opt;
+  opt.build = build;
+  opt.build_threads = build_threads;
+  opt.seeds = std::move(seeds);
+  opt.exact = std::move(exact);
+  opt.heuristics = std::move(heuristics);
+  opt.exhaustive = exhaustive;
+  opt.max_configs = max_configs;
+  opt.runtime_compiled = runtime_compiled;
+  const Direction dir = parse_direction(direction);
+  EngineSearchOutput out;
+  {
+    py::gil_scoped_release nogil;
+    out = engine_search(dir, p, opt, device);
+  }
+  py::dict d;
+  d["plans"] = out.plans;
+  d["engine_count"] = out.engine_count;
+  d["search_ms"] = out.search_ms;
+  d["heuristic_query_ms"] = out.heuristic_query_ms;
+  return d;
+}
+
+}  // namespace
+
+// The legacy API's search, execution and timed loop; the graph API's engine search and its plans.
+void bind_search(py::module_& m) {
+  m.def("search", &search, py::arg("direction"), py::arg("problem"), py::arg("mode"), py::arg("x") = py::none(),
+        py::arg("w") = py::none(), py::arg("y") = py::none(), py::arg("workspace_limit") = -1,
+        py::arg("device") = 0);
+  m.def("execute", &execute, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
+        py::arg("x"), py::arg("w"), py::arg("y"), py::arg("workspace_limit") = -1);
+  m.def("time_calls", &time_calls, py::arg("direction"), py::arg("problem"), py::arg("algo_id"), py::arg("math"),
+        py::arg("xs"), py::arg("ws"), py::arg("ys"), py::arg("iters"), py::arg("workspace_limit") = -1);
+  py::class_<EnginePlan, std::shared_ptr<EnginePlan>>(m, "EnginePlan")
+      .def_readonly("engine_id", &EnginePlan::engine_id)
+      .def_readonly("knobs", &EnginePlan::knobs)
+      .def_readonly("numerical_notes", &EnginePlan::numerical_notes)
+      .def_readonly("behavior_notes", &EnginePlan::behavior_notes)
+      .def_readonly("sources", &EnginePlan::sources)
+      .def_readonly("heuristic_ranks", &EnginePlan::heuristic_ranks)
+      .def_readonly("status", &EnginePlan::status)
+      .def_readonly("stage", &EnginePlan::stage)
+      .def_readonly("workspace_bytes", &EnginePlan::workspace_bytes)
+      .def_readonly("plan_json", &EnginePlan::plan_json)
+      .def("execute",
+           [](EnginePlan& pl, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
+             int device = 0;
+             const Buffers b = buffers_of(pl.problem(), x, w, y, &device);
+             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+             py::gil_scoped_release nogil;
+             pl.execute(b);
+           })
+      .def("time_calls",
+           [](EnginePlan& pl, const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+              const std::vector<at::Tensor>& ys, int iters) {
+             int device = 0;
+             const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
+             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+             CallTiming t;
+             {
+               py::gil_scoped_release nogil;
+               t = pl.time_calls(sets, iters);
+             }
+             py::dict d;
+             d["host_ms"] = t.host_ms;
+             d["gpu_ms"] = t.gpu_ms;
+             return d;
+           });
+  m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
+        py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
+        py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
+        py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
+        py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
+        py::arg("build") = true, py::arg("build_threads") = 1);
+}
+
+}  // namespace cudnn_algos::bind
