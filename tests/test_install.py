@@ -42,9 +42,13 @@ def test_fresh_venv_install(tmp_path):
     py = str(venv / "bin" / "python")
     # the README's install, word for word: its `pip install` lines (torch is the machine's, seen by the venv)
     lines = readme_install_lines()
-    assert len(lines) == 2 and lines[1][-2:] == ["-e", "."], lines
+    assert len(lines) == 2 and lines[1][-2] == "-e" and lines[1][-1].startswith("."), lines
     for args in lines:
-        _run(py, "-m", *args[:2], "-q", *[str(tree) if a == "." else a for a in args[2:]])
+        _run(py, "-m", *args[:2], "-q", *[str(tree) + a[1:] if a.startswith(".") else a for a in args[2:]])
     r = _run(py, "-c", "from cudnn_algos import info; print(info().extension)", cwd=tmp_path)
     assert r.stdout.startswith("installed (") and str(tree) in r.stdout
     assert _run(str(venv / "bin" / "cudnn-algos"), "--version").stdout.startswith("cudnn-algos ")
+    # every optional module a command checks for imports after that install (compare, --plot, sweeps, selector)
+    from cudnn_algos.cli.checks import OPTIONAL
+
+    _run(py, "-c", "; ".join(f"import {m}" for m in OPTIONAL), cwd=tmp_path)

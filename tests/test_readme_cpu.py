@@ -63,3 +63,34 @@ def test_every_name_the_api_block_calls_is_public():
     (block,) = [b for b in _blocks("python") if "cudnn_algos.profile" in b]
     for name in set(re.findall(r"cudnn_algos\.(\w+)", block)):
         assert name in cudnn_algos.__all__ and hasattr(cudnn_algos, name), name
+
+
+def test_the_readmes_install_line_brings_every_optional_package_a_command_checks_for():
+    """Every module a command checks for with `needs()` (each flag's literal in cli/) is in cli.checks.OPTIONAL, and
+    the extras of the README's `pip install ... -e ".[...]"` line hold its package (pyproject.toml's extras,
+    followed through `cudnn_algos[...]`). (`compare` and `--plot` said "needs the pandas package" after the
+    README's install, which was `-e .`.)"""
+    import tomllib
+
+    from cudnn_algos.cli.checks import OPTIONAL
+
+    src = "".join(p.read_text() for p in (ROOT / "cudnn_algos" / "cli").glob("*.py"))
+    checked = set(re.findall(r'needs\([^()]*?,\s*"(\w+)"\)', src))
+    checked |= set(re.findall(r'\("--[\w-]+", a\.\w+, "(\w+)"\)', src))  # (flag, given, module) tuples
+    assert {"pandas", "matplotlib", "pyarrow", "sklearn"} <= checked and checked <= set(OPTIONAL), checked
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def packages(names: str) -> set[str]:
+        out = set()
+        for name in names.split(","):
+            for req in extras[name.strip()]:
+                inner = re.fullmatch(r"cudnn_algos\[(.*)\]", req)
+                out |= packages(inner.group(1)) if inner else {req}
+        return out
+
+    install = [ln for ln in README.splitlines() if ln.startswith("pip install") and " -e " in ln]
+    assert len(install) == 1, install
+    given = re.search(r'-e "?\.\[([\w,]+)\]"?', install[0])
+    assert given, f"the README's install line installs no extras: {install[0]}"
+    have = packages(given.group(1))
+    assert all(OPTIONAL[m][0] in have and OPTIONAL[m][0] in packages(OPTIONAL[m][1]) for m in OPTIONAL), have

@@ -33,12 +33,21 @@ def stop_status(stopped_by: str, resume: str) -> int:
     return EXIT_INTERRUPTED
 
 
+# each optional module a command checks for: (the package pip installs, the cudnn_algos extra that holds it); the
+# README's install line installs every extra named here (tests/test_install_cpu.py keeps the two together)
+OPTIONAL = {"pandas": ("pandas", "report"), "matplotlib": ("matplotlib", "report"), "rich": ("rich", "report"),
+            "pyarrow": ("pyarrow", "sweep"), "distributed": ("dask[distributed]", "sweep"),
+            "sklearn": ("scikit-learn", "selector")}
+
+
 def needs(flag: str, module: str) -> None:
     """An optional package a flag needs, checked before any GPU work (a missing one must not cost a whole run)."""
     import importlib.util
 
+    package, extra = OPTIONAL[module]
     if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{flag} needs the {module} package: pip install {module}")
+        raise UsageError(f"{flag} needs the {package} package, in the [{extra}] and [all] extras: pip install "
+                         f"'{package}' (or, in a checkout, pip install --no-build-isolation -e '.[all]')")
 
 
 def as_flags(message: str, flags: dict[str, str]) -> str:
