@@ -69,6 +69,10 @@ def test_a_worker_killed_mid_sweep_costs_only_its_task(corpus, tmp_path, monkeyp
     with SweepStore(db) as s:
         keys = [t.key for t in s.tasks()]
         assert len(keys) == len(set(keys)) == 48  # 0 lost, 0 twice
+    # the summary names the worker that died and the task it was running (it said nothing of either)
+    assert sum(r.died.values()) == 1 and set(r.died) <= {"w0", "w1"} and len(r.retried) == 1, (r.died, r.retried)
+    assert r.retried[0] in keys
+    assert f"worker(s) died: {next(iter(r.died))}; 1 task(s) they were running were run again: " in str(r)
 
 
 def test_the_budget_stops_submitting_and_a_rerun_continues(corpus, tmp_path):

@@ -35,6 +35,8 @@ class SweepResult:
     engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
     repeats: int = 0  # of the problem-directions run, those measured a second time (the noise floor's sample)
     stages: dict[str, float] = field(default_factory=dict)  # seconds per step summed over tasks (measure_task's)
+    died: dict[str, int] = field(default_factory=dict)  # worker -> how often it died (SIGKILL, a crash, OOM)
+    retried: tuple[str, ...] = ()  # the tasks running on a worker when it died (run again; failed past the limit)
 
     @property
     def rate(self) -> float:
@@ -50,7 +52,15 @@ class SweepResult:
                  if self.stages and n else "")
         return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
                 f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
-                + (f"; per worker: {per}" if per else "") + steps + stop)
+                + (f"; per worker: {per}" if per else "") + steps + self._deaths() + stop)
+
+    def _deaths(self) -> str:
+        if not self.died:
+            return ""
+        who = ", ".join(f"{w}" + (f" ({n} times)" if n > 1 else "") for w, n in sorted(self.died.items()))
+        shown = "; ".join(self.retried[:3]) + (f"; and {len(self.retried) - 3} more" if len(self.retried) > 3 else "")
+        return (f"; worker(s) died: {who}; {len(self.retried)} task(s) they were running were run again"
+                + (f": {shown}" if shown else ""))
 
 
 def worker_names(n_workers: int, gpus: bool = True, per_gpu: int = 1) -> list[tuple[str, int | None]]:
@@ -126,9 +136,10 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         elapsed = time.perf_counter() - t0
         bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
 
+    deaths = Deaths()
     try:
         engine, stopped = _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run,
-                               workers_per_gpu)
+                               workers_per_gpu, deaths)
     finally:
         bar.close()
         if own:
@@ -138,7 +149,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
                        skipped=len(all_tasks) - len(todo) - left_out + len(repeats),
                        left=left, repeats=min(len(repeats), len(todo)),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
-                       engine=engine, stages=dict(stages))
+                       engine=engine, stages=dict(stages), died=dict(deaths.died), retried=tuple(deaths.retried))
 
 
 def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str],
@@ -152,8 +163,9 @@ def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str]
 
 
 def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run,
-         per_gpu=1) -> tuple[str, str]:
-    """Runs the tasks on Dask (or in this process without it); returns (engine, what stopped it early or "")."""
+         per_gpu=1, deaths: Deaths | None = None) -> tuple[str, str]:
+    """Runs the tasks on Dask (or in this process without it); returns (engine, what stopped it early or ""); the
+    workers that died on the way go into `deaths`."""
     try:
         import dask
         from distributed import Client
@@ -174,9 +186,12 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
             cluster = local_cluster(n, gpus=not dry_run, per_gpu=per_gpu)
             client, engine = Client(cluster), f"dask, {n} local worker(s)" + (
                 f", {per_gpu} per GPU taking turns" if per_gpu > 1 else "")
+        watch = deaths if deaths is not None else Deaths()
+        watch.names(client)
         try:
-            return engine, _collect(client, todo, fn, options, record, deadline)
+            return engine, _collect(client, todo, fn, options, record, deadline, watch)
         finally:
+            watch.read(client, todo)
             client.close()
             if cluster is not None:
                 cluster.close()
@@ -187,7 +202,7 @@ def dask_key(i: int) -> str:
     return f"cudnn-algos-{i}"
 
 
-def _collect(client, todo, fn, options, record, deadline) -> str:
+def _collect(client, todo, fn, options, record, deadline, deaths: Deaths) -> str:
     """Note [the budget's end]: the tasks go to the scheduler a window at a time, as many as the cluster has worker
     threads, topped up as each one finishes; so a task submitted is a task a worker runs now. When the budget is
     spent nothing more is submitted and the tasks in flight (at most one per worker thread) finish and are stored,
@@ -218,6 +233,7 @@ def _collect(client, todo, fn, options, record, deadline) -> str:
             if not over:
                 top_up()  # before storing: the worker that just finished gets its next task sooner
             record(key_of.pop(fut), _outcome(fut))
+            deaths.names(client, every_s=1.0)
             if over:
                 _drain(client, key_of, record)
                 return "budget"
@@ -225,6 +241,46 @@ def _collect(client, todo, fn, options, record, deadline) -> str:
         client.cancel(list(key_of))
         return "ctrl-c"
     return ""
+
+
+class Deaths:
+    """The workers that died during a sweep and the tasks they were running, from the scheduler's own event log
+    (each unexpected "remove-worker" event names the worker's address and the keys it was processing), with the
+    workers' names as the scheduler listed them while they lived."""
+
+    def __init__(self) -> None:
+        self.since = time.time()
+        self.name_of: dict[str, str] = {}
+        self._looked = 0.0
+        self.died: Counter = Counter()
+        self.retried: list[str] = []
+
+    def names(self, client, every_s: float = 0.0) -> None:
+        now = time.perf_counter()
+        if now - self._looked < every_s:
+            return
+        self._looked = now
+        try:
+            workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        except Exception:  # noqa: BLE001 (names are a courtesy: the address stands in)
+            return
+        self.name_of.update({a: str(w.get("name", a)) for a, w in workers.items()})
+
+    def read(self, client, todo: list[dict[str, Any]]) -> None:
+        try:
+            events = client.get_events("all")
+        except Exception:  # noqa: BLE001 (a scheduler that is gone: nothing more is known)
+            return
+        index = {dask_key(i): t for i, t in enumerate(todo)}
+        for stamp, msg in events:
+            if (stamp < self.since or not isinstance(msg, dict) or msg.get("action") != "remove-worker"
+                    or msg.get("expected")):
+                continue
+            mine = [index[k] for k in msg.get("processing-tasks", ()) if k in index]
+            if not mine and msg.get("worker") not in self.name_of:
+                continue  # another client's worker, on a shared scheduler
+            self.died[self.name_of.get(msg.get("worker"), msg.get("worker", "?"))] += 1
+            self.retried += [t["key"] for t in mine]
 
 
 def _outcome(fut) -> dict[str, Any]:
