@@ -236,3 +236,25 @@ def find_build_config() -> BuildConfig:
 
 def sources(root: Path) -> list[str]:
     return sorted(str(p) for p in (root / "csrc").rglob("*.cpp"))
+
+
+STAMP = Path("build") / "bootstrap-sources.sha1"  # under the checkout: what the last build here was built from
+
+
+def sources_digest(root: Path) -> str:
+    """A digest of everything a build reads from the checkout (csrc/, this file, setup.py: paths and contents), so
+    that scripts/bootstrap.sh rebuilds only when one changed (file times are no guide in a tree copied afresh)."""
+    import hashlib
+
+    files = sorted(p for p in (root / "csrc").rglob("*") if p.is_file())
+    files += [root / "cudnn_algos" / "_build.py", root / "setup.py"]
+    h = hashlib.sha1()
+    for p in files:
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+if __name__ == "__main__":  # scripts/bootstrap.sh: `python cudnn_algos/_build.py digest`
+    if sys.argv[1:] != ["digest"]:
+        sys.exit("usage: python cudnn_algos/_build.py digest")
+    print(sources_digest(Path(__file__).resolve().parent.parent))

@@ -48,7 +48,8 @@ install_optional "distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" 
 echo "bootstrap: optional packages checked after ${SECONDS}s" >&2
 # (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
 # hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)
-sources_hash=$(find csrc cudnn_algos/_build.py setup.py -type f -print0 | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum)
+# (cudnn_algos/_build.py's sources_digest; setup.py writes the same stamp after an editable build)
+sources_hash=$("$PY" cudnn_algos/_build.py digest)
 stamp=build/bootstrap-sources.sha1
 so=$(ls cudnn_algos/_C*.so 2>/dev/null | head -n1 || true)
 if [ -z "$so" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sources_hash $so" ] \
