@@ -89,7 +89,7 @@ class Corpus(Saved):
         n = len(self.problems)
         lines = [f"corpus: {n} distinct problems, {n * DIRECTIONS_PER_PROBLEM} problem-directions, from "
                  f"{sum(map(len, self.models.values()))} models of {len(self.models)} families; batches "
-                 f"{','.join(map(str, self.batches))}; {', '.join(self.configs)} ({self.seconds:.0f} s to discover)"]
+                 f"{self._batches_text()}; {', '.join(self.configs)} ({self.seconds:.0f} s to discover)"]
         fam_models = {f: len(m) for f, m in self.models.items()}
         lines += [f"  {f:<34} {c:6d} problems  ({fam_models.get(f, 0)} models)" for f, c in self.per_family().items()]
         lines.append("shared: " + ", ".join(f"{c} problems in {k} famil{'y' if k == 1 else 'ies'}"
@@ -99,6 +99,10 @@ class Corpus(Saved):
 
     def __str__(self) -> str:
         return "\n".join(self.summary_lines())
+
+    def _batches_text(self) -> str:
+        b = self.batches
+        return ",".join(map(str, b)) if len(b) <= 8 else f"{min(b)} to {max(b)} ({len(b)} sizes)"
 
     def at_batches(self, batches: Sequence[int]) -> "Corpus":
         """The same layers at other batch sizes, no discovery: a convolution's input shape changes only in N, so

@@ -20,7 +20,21 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         batches = list(BATCHES) if a.batches is None else [int(b) for b in split(a.batches)]
     except ValueError:
         raise UsageError(f"--batches {a.batches!r} must be comma-separated ints, e.g. 1,8,32,128") from None
-    if a.source:
+    if a.sample is None and (a.seed or a.held_out):
+        raise UsageError(f"{'--seed' if a.seed else '--held-out'} goes with --sample N")
+    if a.sample is not None:
+        given = [f for f, v in (("--families", a.families), ("--models", a.models), ("--configs", a.configs),
+                                ("--batches", a.batches), ("--from", a.source)) if v]
+        if given:
+            raise UsageError(f"{', '.join(given)} with --sample: a sample draws its own (cudnn_algos.sampling.SPACE)")
+        from ..sampling import sample_corpus
+
+        try:
+            corpus = sample_corpus(a.sample, a.seed, held_out=a.held_out == "only",
+                                   exclude_held_out=a.held_out == "exclude")
+        except (ValueError, TypeError) as e:
+            raise UsageError(as_flags(str(e), {"n": "--sample", "seed": "--seed"})) from None
+    elif a.source:
         given = [f for f, v in (("--families", a.families), ("--models", a.models), ("--configs", a.configs)) if v]
         if given:
             raise UsageError(f"{', '.join(given)} with --from {a.source}: the corpus file's are used")

@@ -289,6 +289,15 @@ def _add_corpus_parser(sub) -> None:
     c.add_argument("--from", dest="source", metavar="CORPUS",
                    help="no discovery: the layers of a corpus file at --batches (e.g. data/corpora/...batch1... at "
                         "32); --families, --models and --configs are the file's")
+    c.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="no discovery: N problems drawn across the space a user can run (cudnn_algos.sampling: "
+                        "channels, sizes, batch, kernels, stride, dilation, groups, transposed, dtype, weighted "
+                        "toward what models use)")
+    c.add_argument("--seed", type=int, default=0, help="with --sample: the draw's seed (the same N and seed, the same "
+                                                       "problems)")
+    c.add_argument("--held-out", choices=("only", "exclude"), default=None,
+                   help="with --sample: only the held-out ranges (odd channel counts above 8, odd sizes), or none of "
+                        "them (a training set)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     w = sub.add_parser("sweep", help="measure a corpus's problem-directions across GPUs (Dask) into a store",
                        description="Measures every problem-direction of a corpus (cudnn-algos corpus --json) that the "
