@@ -137,6 +137,16 @@ def test_cli_sweep(corpus, tmp_path):
                        ((tmp_path / "c.json", "--store", tmp_path / "no" / "s.sqlite"), "does not exist")):
         r = run_cli("sweep", *args)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    from types import SimpleNamespace
+
+    import cudnn_algos.sweep
+
+    asked = {}
+    with pytest.MonkeyPatch.context() as mp:  # --no-legacy reaches the task's options (measure_task's "legacy")
+        mp.setattr(cudnn_algos.sweep, "sweep", lambda *a, **k: asked.update(k["options"]) or SimpleNamespace(stopped_by=""))
+        for flags, legacy in (((), True), (("--no-legacy",), False)):
+            assert run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "t.sqlite", *flags).returncode == 0
+            assert asked["legacy"] is legacy
     (tmp_path / "x.json").write_text(json.dumps({"schema": 3, "kind": "engine_search"}))
     r = run_cli("sweep", tmp_path / "x.json", "--store", tmp_path / "s.sqlite")
     assert r.returncode == 2 and "x.json" in r.stderr

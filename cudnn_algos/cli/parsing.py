@@ -322,6 +322,10 @@ def _add_corpus_parser(sub) -> None:
                    help="also every engine's knob choices, up to N configurations per problem-direction")
     w.add_argument("--build-threads", type=int, default=1, metavar="N",
                    help="threads that build each task's plans, before any is timed (default 1; docs/sweep.md)")
+    w.add_argument("--no-legacy", action="store_true",
+                   help="no legacy search per task (find_ex's timing and the legacy heuristic's ranking: about a "
+                        "third of a task's time; a selector's data needs neither, the regret report's legacy "
+                        "columns do)")
     w.add_argument("--known", default=None, metavar="MODEL",
                    help="also time the known configurations of this selector ('shipped' or a .npz) for each "
                         "problem's class, so `selector eval` can score them (Note [known configurations])")
