@@ -18,6 +18,7 @@ import torch
 
 from . import backend
 from .choices import HEURISTICS, MAX_BUILD_THREADS, SEARCH_LISTS, split_config_name
+from .errors import CudaContextLost, is_context_lost
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
@@ -267,12 +268,19 @@ def find_engines(
     if not (measure or compare_torch):
         return result
     bench = torch.backends.cudnn.benchmark if torch_benchmark is None else torch_benchmark
-    with gpu_turn or nullcontext(), torch.cuda.device(dev):
-        if not measure:
-            return _identify(result, problem, bench, dev)
-        cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)
-        return _measured(result, problem, cfg, screen, confirm, refine, refine_max, runtime_compiled,
-                         compare_torch, bench, dev, build_threads)
+    try:
+        with gpu_turn or nullcontext(), torch.cuda.device(dev):
+            if not measure:
+                return _identify(result, problem, bench, dev)
+            cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)
+            return _measured(result, problem, cfg, screen, confirm, refine, refine_max, runtime_compiled,
+                             compare_torch, bench, dev, build_threads)
+    except CudaContextLost:
+        raise
+    except Exception as e:  # a fault reported outside a candidate's own calls (operands, torch's op, ...)
+        if is_context_lost(e):
+            raise CudaContextLost.after(f"{problem.describe(direction)} (the search's own calls)", e) from e
+        raise
 
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,

@@ -63,6 +63,43 @@ class CudaError(RuntimeError):
         self.error = error
 
 
+# what CUDA says when a kernel faulted: the error stays with the process's CUDA context for its life (Note [a lost
+# context]); matched in the message, as torch raises these as AcceleratorError/RuntimeError text
+_STICKY = ("illegal memory access", "cudaErrorIllegalAddress", "unspecified launch failure", "cudaErrorLaunchFailure",
+           "misaligned address", "cudaErrorMisalignedAddress", "illegal instruction", "cudaErrorIllegalInstruction",
+           "hardware stack error", "device-side assert", "uncorrectable ECC")
+
+
+def is_context_lost(e: BaseException) -> bool:
+    """Whether `e` is CUDA reporting a faulted kernel (an illegal address, a launch failure, ...): after it, every
+    GPU call of this process fails the same way."""
+    return isinstance(e, CudaContextLost) or any(s in str(e) for s in _STICKY)
+
+
+class CudaContextLost(CudaError):
+    """A kernel faulted (an illegal memory access, a launch failure) and the process's CUDA context is lost: CUDA
+    keeps the error for the life of the process, so no more GPU work can run in it; a fresh process can.
+
+    Note [a lost context]: CUDA reports a fault at the next call that synchronizes, so ``culprit`` (what was
+    running when it was reported: a problem, direction and configuration) is that call or the one before it. A
+    search raises this instead of turning every later candidate into a failed row; a profile stops with it, a sweep
+    stores the task as failed with it and restarts the worker."""
+
+    def __init__(self, message: str, error: str = "", culprit: str = ""):
+        super().__init__(message, error)
+        self.culprit = culprit
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.error, self.culprit))
+
+    @classmethod
+    def after(cls, culprit: str, e: BaseException) -> "CudaContextLost":
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        return cls(f"the CUDA context is lost ({type(e).__name__}: {first}) while running {culprit}: a kernel "
+                   "faulted (CUDA reports a fault at the next synchronizing call: this one or the one before); "
+                   "this process can run no more GPU work, a fresh one can", "context lost", culprit)
+
+
 class CudaUnavailableError(RuntimeError):
     """No usable CUDA GPU: says what was looked for and what was found."""
 

@@ -244,7 +244,7 @@ LAYER_ERRORS = [  # argument errors of the commands that take a layer or a model
     ["find", "--conv", "Conv2d(8, 8, 3)", "--input", "2,8,2,2"], ["engines", "--input", "2,x,y"],
     ["engines", "--exhaustive", "-1"], ["profile", "resnet50", "--batch", "0"],
     ["profile", "resnet50", "--directions", "fwd"], ["tune", "resnet50", "--input", "2,3,a"],
-    ["tune", "nosuchmodel"], ["profile", "missing.py:make"],
+    ["tune", "nosuchmodel"], ["profile", "missing.py:make"], ["profile", "resnet50", "--build-threads", "0"],
 ]
 
 

@@ -123,3 +123,70 @@ def test_a_directory_as_the_store_is_one_clear_error(make, tmp_path):
 
     with pytest.raises(ResultFileError, match="is a directory"):
         ResultStore(str(tmp_path), make.env)
+
+
+def test_build_threads_reach_every_search_and_leave_the_store_key_alone(fake_gpu, tmp_path, monkeypatch, make):
+    """build_threads changes how fast plans are built, not which rows a search has: every search gets it, and a
+    store written with one count is taken whole by a re-run with another."""
+    calls, _ = fake_gpu
+    seen = []
+
+    def fake_find_engines(spec, shape, *, direction, build_threads, **kw):
+        seen.append(build_threads)
+        calls.append((str(spec), direction))
+        return make.engine_result(direction=direction, spec=spec, shape=shape)
+
+    monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    store = tmp_path / "run.jsonl"
+    kw = dict(directions=("forward",), torch_off=False, end_to_end_check=False, progress=False, store=str(store))
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), build_threads=5, **kw)
+    assert seen == [5, 5, 5]
+    seen.clear()
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), **kw)
+    assert seen == [], "the store's searches are reused whatever build_threads was"
+    store.unlink()
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), **kw)
+    assert seen == [profiling.default_build_threads()] * 3 and 1 <= seen[0] <= 8
+    for bad, err in ((0, ValueError), (65, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(err, match="build_threads"):
+            model.profile(_Net(), torch.randn(2, 8, 8, 8), build_threads=bad, **kw)
+
+
+def test_a_lost_cuda_context_stops_the_profile_with_what_was_done_and_says_where(fake_gpu, tmp_path, monkeypatch,
+                                                                                  make):
+    """CPU (find_engines replaced; the fault is CudaContextLost, as the measuring pipeline raises it): after a
+    kernel fault no GPU work can run in the process, so the profile stops at once (it went on failing every later
+    search), keeps the finished searches, and its report and the failed search say what ran."""
+    from cudnn_algos.errors import CudaContextLost
+
+    calls, _ = fake_gpu
+
+    def fake_find_engines(spec, shape, *, direction, **kw):
+        calls.append((str(spec), direction))
+        if len(calls) == 2:
+            raise CudaContextLost.after(f"{spec} {direction} | eng20{{TILE_SIZE=6,USE_TEX=1}} (accuracy check)",
+                                        RuntimeError("CUDA error: an illegal memory access was encountered"))
+        return make.engine_result(direction=direction, spec=spec, shape=shape)
+
+    monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    r = model.profile(_Net(), torch.randn(2, 8, 8, 8), directions=("forward", "backward_data"), torch_off=False,
+                      end_to_end_check=False, progress=False, store=str(tmp_path / "run.jsonl"))
+    assert len(calls) == 2 and r.interrupted and r.stopped_by == "context-lost"
+    assert len(r.problems) == 1 and "eng20{TILE_SIZE=6,USE_TEX=1}" in r.problems[0].errors["backward_data"]
+    assert "the CUDA context is lost" in str(r) and "STOPPED EARLY (a kernel faulted" in str(r)
+
+
+def test_a_candidate_whose_fault_lost_the_context_is_no_row_but_an_error_naming_it():
+    """CPU: measure_rows turns a candidate's failure into a row saying so; a fault that lost the CUDA context
+    (every later call fails the same way) is raised instead, naming the candidate, and other failures stay rows."""
+    from cudnn_algos.errors import CudaContextLost, is_context_lost
+    from cudnn_algos.measure import pipeline
+    from cudnn_algos.measure.runnable import Runnable
+
+    r = Runnable(call=None, loop=None, output=None, label="Conv2d(8, 8, 3) forward | eng20{USE_TEX=1}")
+    with pytest.raises(CudaContextLost, match=r"eng20\{USE_TEX=1\} \(accuracy check\)") as e:
+        pipeline._failed(r, RuntimeError("CUDA error: an illegal memory access was encountered"), 0, "accuracy check")
+    assert is_context_lost(e.value) and e.value.culprit.startswith("Conv2d(8, 8, 3)")
+    row = pipeline._failed(r, RuntimeError("CUDNN_STATUS_NOT_SUPPORTED"), 0, "first timed call")
+    assert row.error.startswith("first timed call: RuntimeError")
+    assert not is_context_lost(ValueError("out of memory"))

@@ -293,3 +293,44 @@ def test_a_keys_only_store_carries_what_to_skip_and_merges_back_what_it_adds(cor
         assert SweepStore(tmp_path / "empty.sqlite").counts()["done"] == 0  # the refused merge copied nothing
     p = run_cli("dataset", "keys", str(full), "--out", str(keys))
     assert p.returncode == 2 and "exists" in p.stderr
+
+
+def test_a_task_that_loses_its_cuda_context_fails_alone_and_its_worker_is_restarted(corpus, tmp_path):
+    """CPU (dry runs; the fault stands in for a kernel's illegal memory access: dry_run_measure's lose_context).
+    A fault poisons the worker process's CUDA context for its life: a sweep on an H200 stored 437 later tasks of
+    that worker as failed with the same error. Now the faulting task alone is stored failed, saying what ran, the
+    worker is restarted (a fresh process, a fresh context), and every other task is measured."""
+    key = tasks_of(corpus.problems)[7]["key"]
+    db = tmp_path / "s.sqlite"
+    r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False,
+              options={"lose_context": key, "seconds": 0.02})
+    assert (r.done, r.failed, r.left) == (47, 1, 0), str(r)
+    with SweepStore(db) as s:
+        failed = [t for t in s.tasks() if t.status == "failed"]
+    assert [t.key for t in failed] == [key]
+    assert "CUDA context is lost" in failed[0].reason and "illegal memory access" in failed[0].reason
+    assert sum(r.restarted.values()) == 1 and not r.died, (r.restarted, r.died)
+    assert "restarted after a kernel fault lost their CUDA context" in str(r) and "died" not in str(r)
+
+
+def test_after_a_lost_context_a_worker_hands_tasks_back_and_in_process_sweeps_stop(corpus, tmp_path, monkeypatch):
+    """CPU: the tasks a poisoned process is given after its fault come back unrun (the driver runs them again
+    elsewhere), and a sweep without Dask stops at the fault with what it stored (the same command continues)."""
+    from cudnn_algos.sweep import driver, tasks
+
+    monkeypatch.setattr(tasks, "_LOST", {})
+    all_tasks = tasks_of(corpus.problems)
+    opts = {"lose_context": all_tasks[2]["key"]}
+    assert tasks.dry_run_measure(all_tasks[1], opts)["status"] == "done"
+    lost = tasks.dry_run_measure(all_tasks[2], opts)
+    assert lost["status"] == "failed" and lost["context_lost"]
+    later = tasks.dry_run_measure(all_tasks[3], opts)
+    assert later["status"] == tasks.NOT_RUN and "lost by an earlier task" in later["reason"]
+    monkeypatch.setattr(tasks, "_LOST", {})
+    stored = []
+    stop = driver._in_process(all_tasks, tasks.dry_run_measure, opts, lambda t, o: stored.append((t["key"], o)),
+                              None)
+    assert stop == "context-lost" and [k for k, _ in stored] == [t["key"] for t in all_tasks[:3]]
+    assert stored[-1][1]["status"] == "failed"
+    assert "stopped: a kernel faulted and this process's CUDA context is lost" in str(
+        driver.SweepResult(2, 1, 0, 45, 1.0, stopped_by="context-lost"))

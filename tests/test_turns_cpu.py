@@ -89,7 +89,7 @@ def test_two_workers_per_gpu_overlap_everything_but_their_turns(tmp_path):
     def spans_of(per_gpu):
         db = tmp_path / f"s{per_gpu}.sqlite"
         r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, workers_per_gpu=per_gpu, progress=False,
-                  limit=16, options={"seconds": 0.05, "turn_dir": str(tmp_path)})
+                  limit=16, options={"seconds": 0.25, "turn_dir": str(tmp_path)})
         assert (r.done, r.failed) == (16, 0) and len(r.per_worker) == 2, r
         with SweepStore(db) as s:
             notes = [s.rows(t.key)[0]["note"] for t in s.tasks()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .parsing import EXIT_BUDGET, EXIT_INTERRUPTED, FileError, UsageError
+from .parsing import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, FileError, UsageError
 
 
 def check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None:
@@ -26,6 +26,10 @@ def check_outputs(inputs: dict, outputs: dict, dirs: dict | None = None) -> None
 def stop_status(stopped_by: str, resume: str) -> int:
     """The exit status of a run that stopped early, with its last line saying so (on stderr, so that a --json or
     table on stdout stays clean)."""
+    if stopped_by == "context-lost":
+        print(f"cudnn-algos: stopped: a kernel faulted and this process's CUDA context is lost (the failed search "
+              f"says where): {resume}", file=sys.stderr)
+        return EXIT_FAILED
     if stopped_by == "budget":
         print(f"cudnn-algos: stopped at the time budget (--budget-s) as planned: {resume}", file=sys.stderr)
         return EXIT_BUDGET

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..choices import MAX_BUILD_THREADS
 from .checks import as_flags, check_outputs, needs, stop_status
 from .data_commands import cmd_corpus, cmd_dataset, cmd_sweep
 from .selector_commands import cmd_selector
@@ -127,6 +128,8 @@ def cmd_db(a: argparse.Namespace) -> int:
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
+    if a.build_threads is not None and not 1 <= a.build_threads <= MAX_BUILD_THREADS:
+        raise UsageError(f"--build-threads {a.build_threads} must be in [1, {MAX_BUILD_THREADS}]")
     for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
                                 ("--plot", a.plot, "matplotlib")):
         if given:
@@ -145,7 +148,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
                          runtime_compiled=not a.no_runtime_compiled,
                          torch_off=not a.no_torch_off, check_clock=a.check_clock, end_to_end_check=not a.no_e2e,
                          progress=not a.no_progress, device=a.device, name=name,
-                         store=store, budget_s=a.budget_s)
+                         store=store, budget_s=a.budget_s, build_threads=a.build_threads)
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
     if a.json:  # the primary file first: a report that fails later must not lose the run

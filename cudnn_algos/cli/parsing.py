@@ -255,6 +255,8 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--legacy", action="store_true", help="also search the legacy algorithms (legacy_best columns)")
     pr.add_argument("--no-runtime-compiled", action="store_true",
                     help="skip engines that compile at run time (torch's benchmark mode tries them)")
+    pr.add_argument("--build-threads", type=int, default=None, metavar="N",
+                    help="threads that build each search's plans: the same rows, sooner (default: cores, at most 8)")
     pr.add_argument("--no-torch-off", action="store_true", help="skip torch with benchmark off (a fresh process)")
     pr.add_argument("--check-clock", action="store_true",
                     help="also time every row with the independent clock (torch.profiler) and print the fidelity")

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from ..choices import L2_MODES
+from ..errors import CudaContextLost, is_context_lost
 from ..problem import Problem, check_choice, check_int
 from ..results import MeasureConfig, Measurement, Stats
 from .accuracy import errors
@@ -111,11 +112,15 @@ def _add_error(m: Measurement, err: str) -> Measurement:
 
 
 def _failed(r: Runnable, e: Exception, device: int, stage: str) -> Measurement:
-    """The row of a candidate whose `stage` raised: its error names the stage, the type and the message."""
+    """The row of a candidate whose `stage` raised: its error names the stage, the type and the message. A fault
+    that lost the CUDA context is no row: CudaContextLost naming the candidate (Note [a lost context])."""
+    lost = is_context_lost(e)
     try:
         torch.cuda.synchronize(device)
-    except Exception:  # noqa: S110 (the row already says what failed)
-        pass
+    except Exception as e2:  # the row already says what failed, unless the context is gone
+        lost = lost or is_context_lost(e2)
+    if lost:
+        raise CudaContextLost.after(f"{r.label or 'a candidate'} ({stage})", e) from e
     return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0, kernel_clock="none",
                        heuristic_rank=r.heuristic_rank, error=f"{stage}: {type(e).__name__}: {str(e)[:200]}")
 
@@ -192,6 +197,8 @@ def _kernel_session(runnables: Sequence[Runnable], plan: dict[int, tuple[int, in
                     wins[i] = [s.window(functools.partial(runnables[i].loop, min(k, KERNEL_CALLS)))
                                for _ in range(n)]
             except Exception as e:
+                if is_context_lost(e):
+                    raise CudaContextLost.after(f"{runnables[i].label or 'a candidate'} (kernel clock)", e) from e
                 torch.cuda.synchronize(device)
                 failed[i] = f"kernel clock: {type(e).__name__}: {str(e)[:150]}"
     return s, wins, failed
@@ -205,6 +212,8 @@ def _reference_pass(runnables: Sequence[Runnable], out: list[Measurement], plan:
     try:
         ref_ms = reference_kernel_ms(jobs, device)
     except Exception as e:  # the profiler is unavailable: say so on every row
+        if is_context_lost(e):
+            raise CudaContextLost.after("the reference clock's pass", e) from e
         for i in plan:
             out[i] = _add_error(out[i], f"reference clock failed: {type(e).__name__}: {str(e)[:100]}")
         return

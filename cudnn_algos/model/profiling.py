@@ -7,6 +7,7 @@ model; plus the end-to-end benchmark-mode check (per-step time off vs on, and it
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 from dataclasses import replace
 from typing import Any, Iterable
@@ -15,8 +16,9 @@ import torch
 
 from ..api import find
 from ..backend import environment
+from ..choices import MAX_BUILD_THREADS
 from ..engines import find_engines, mark_torch_run
-from ..errors import CudaError, CudnnError
+from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
 from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
 from ..progress import Progress
@@ -27,7 +29,7 @@ from .store import ResultStore
 from .torch_off import torch_off_runs
 
 
-def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s
+def _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s, build_threads
                         ) -> tuple[str, ...]:
     if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
                                  or not budget_s > 0):
@@ -44,7 +46,16 @@ def _check_profile_args(model, directions, repeats, screen, confirm, refine, ref
     check_int("confirm", confirm, 1)
     check_int("refine", refine, 0)
     check_int("refine_max", refine_max, 1)
+    if build_threads is not None:
+        check_int("build_threads", build_threads, 1)
+        if build_threads > MAX_BUILD_THREADS:
+            raise ValueError(f"build_threads={build_threads} must be <= {MAX_BUILD_THREADS}")
     return directions
+
+
+def default_build_threads() -> int:
+    """Threads that build a profile's plans unless told: this machine's cores, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def profile(
@@ -70,6 +81,7 @@ def profile(
     name: str | None = None,
     store: str | None = None,
     budget_s: float | None = None,
+    build_threads: int | None = None,
 ) -> ModelReport:
     """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
     engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
@@ -91,8 +103,11 @@ def profile(
     a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
     (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
+    build_threads: threads that build each search's plans (find_engines's build_threads: the same rows, less wall
+    time where runtime-compiled engines are built); default: this machine's cores, at most 8.
     """
-    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s)
+    directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s,
+                                     build_threads)
     dt = parse_dtype(dtype) if dtype is not None else None
     t_start = time.perf_counter()
     uses = discover(model, example_input)
@@ -107,7 +122,8 @@ def profile(
     problems, torch_search, stopped_by = _search_problems(
         keyed, directions, bar, dev, legacy, check_clock,
         dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
-             runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s)
+             runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s,
+        build_threads or default_build_threads())
     interrupted = bool(stopped_by)
     if torch_off and problems and not interrupted:
         problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
@@ -133,11 +149,13 @@ class _BudgetSpent(Exception):
 
 
 def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, legacy: bool, check_clock: bool,
-                     options: dict, store: ResultStore | None, deadline: float | None = None
-                     ) -> tuple[list[ProblemEntry], float, str]:
+                     options: dict, store: ResultStore | None, deadline: float | None = None,
+                     build_threads: int = 1) -> tuple[list[ProblemEntry], float, str]:
     """Each distinct problem and direction searched (find_engines, and find with legacy), or taken from `store`
     when it holds it: (entries, Σ torch's benchmark-on first calls in ms, what stopped it early: "" (nothing),
-    "ctrl-c", or "budget" (the `deadline`, perf_counter: no new search starts after it))."""
+    "ctrl-c", "budget" (the `deadline`, perf_counter: no new search starts after it), or "context-lost" (a kernel
+    faulted: the failed search's error says where, Note [a lost context])). `options` are
+    find_engines's settings that shape the results (and key the store); build_threads only changes how fast."""
     problems: list[ProblemEntry] = []
     torch_search = 0.0
     stopped_by = ""
@@ -153,7 +171,8 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                                              lambda: _without_plans(find_engines(
                                                  spec, shape, direction=d, dtype=dname, memory_format=fmt,
                                                  measure=True, compare_torch=True, torch_benchmark=True,
-                                                 check_clock=check_clock, device=dev, **options)))
+                                                 check_clock=check_clock, device=dev,
+                                                 build_threads=build_threads, **options)))
                         torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
                         if legacy:
                             legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
@@ -161,6 +180,10 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                                                                  memory_format=fmt, measure=True,
                                                                  repeats=options["repeats"], check_clock=check_clock,
                                                                  device=dev))
+                    except CudaContextLost as e:  # no more GPU work in this process: stop with what was done
+                        errors[d] = f"{type(e).__name__}: {str(e)[:400]}"
+                        stopped_by = "context-lost"
+                        break
                     except (CudnnError, CudaError, torch.OutOfMemoryError) as e:  # one problem; the model goes on
                         errors[d] = f"{type(e).__name__}: {str(e)[:300]}"
                     bar.update(f"{spec} {d}")

@@ -143,7 +143,8 @@ class ModelReport(Saved):
     e2e: EndToEnd | None = None
     interrupted: bool = False
     search_s: float = 0.0  # wall seconds of the searches (enumerate, build, time, check)
-    stopped_by: str = ""  # with interrupted: "budget" (budget_s ran out: a re-run with the store continues) or "ctrl-c"
+    stopped_by: str = ""  # with interrupted: "budget" (budget_s ran out: a re-run with the store continues), "ctrl-c"
+    # or "context-lost" (a kernel faulted; errors say where)
     torch_search_ms: float = 0.0  # Σ torch's benchmark-on first calls of each problem (its search), this process
     wall_s: float = 0.0
     n_conv_calls: int = 0
@@ -208,7 +209,9 @@ class ModelReport(Saved):
                  f"{', '.join(self.directions)}; cuDNN's engine configurations beside torch's convolution; kernel "
                  "clock: CUPTI"]
         if self.interrupted:
-            why = {"budget": "the time budget ran out", "ctrl-c": "Ctrl-C"}.get(self.stopped_by,
+            why = {"budget": "the time budget ran out", "ctrl-c": "Ctrl-C",
+                   "context-lost": "a kernel faulted and the CUDA context is lost: see the failed search"
+                   }.get(self.stopped_by,
                                                                                  "Ctrl-C or the time budget")
             lines.append(f"STOPPED EARLY ({why}): the report covers only the searches done before it stopped")
         failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]

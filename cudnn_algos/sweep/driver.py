@@ -13,8 +13,12 @@ from typing import Any, Callable, Iterable
 
 from ..progress import Progress
 from .store import SweepStore
-from .tasks import dry_run_measure, measure_task, repeats_of, tasks_of
+from .tasks import NOT_RUN, dry_run_measure, measure_task, repeats_of, tasks_of
 
+WORKERS_UP_S = 120.0  # the longest wait for a local cluster's workers to start before the first tasks go
+RESTART_S = 120.0
+FORGET_S = 5.0  # the longest wait for the scheduler to release a faulted task's result before its worker restarts  # the longest wait for a worker restarted after it lost its CUDA context
+NOT_RUN_MAX = 3  # times a task is handed back unrun (its worker's context was lost) before it is stored as failed
 DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks in flight then (Note [the budget's end])
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
            "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
@@ -31,12 +35,13 @@ class SweepResult:
     left: int
     seconds: float
     per_worker: dict[str, int] = field(default_factory=dict)
-    stopped_by: str = ""  # "budget" or "ctrl-c"
+    stopped_by: str = ""  # "budget", "ctrl-c" or "context-lost" (in-process: a kernel faulted)
     engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
     repeats: int = 0  # of the problem-directions run, those measured a second time (the noise floor's sample)
     stages: dict[str, float] = field(default_factory=dict)  # seconds per step summed over tasks (measure_task's)
     died: dict[str, int] = field(default_factory=dict)  # worker -> how often it died (SIGKILL, a crash, OOM)
     retried: tuple[str, ...] = ()  # the tasks running on a worker when it died (run again; failed past the limit)
+    restarted: dict[str, int] = field(default_factory=dict)  # worker -> restarts after a task lost its CUDA context
 
     @property
     def rate(self) -> float:
@@ -45,14 +50,23 @@ class SweepResult:
     def __str__(self) -> str:
         per = ", ".join(f"{w}: {n}" for w, n in sorted(self.per_worker.items()))
         stop = {"budget": "; stopped: the time budget ran out (the same command continues)",
-                "ctrl-c": "; stopped: Ctrl-C (the same command continues)"}.get(self.stopped_by, "")
+                "ctrl-c": "; stopped: Ctrl-C (the same command continues)",
+                "context-lost": "; stopped: a kernel faulted and this process's CUDA context is lost (the same "
+                                "command continues in a fresh process)"}.get(self.stopped_by, "")
         rep = f" ({self.repeats} of them again, for the noise floor)" if self.repeats else ""
         n = self.done + self.failed
         steps = ("; per problem-direction: " + ", ".join(f"{k} {v / n:.2f} s" for k, v in self.stages.items())
                  if self.stages and n else "")
         return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
                 f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
-                + (f"; per worker: {per}" if per else "") + steps + self._deaths() + stop)
+                + (f"; per worker: {per}" if per else "") + steps + self._deaths() + self._restarts() + stop)
+
+    def _restarts(self) -> str:
+        if not self.restarted:
+            return ""
+        who = ", ".join(f"{w}" + (f" ({n} times)" if n > 1 else "") for w, n in sorted(self.restarted.items()))
+        return (f"; worker(s) restarted after a kernel fault lost their CUDA context: {who} (the faulting tasks are "
+                "stored failed, saying what ran)")
 
     def _deaths(self) -> str:
         if not self.died:
@@ -149,7 +163,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
                        skipped=len(all_tasks) - len(todo) - left_out + len(repeats),
                        left=left, repeats=min(len(repeats), len(todo)),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
-                       engine=engine, stages=dict(stages), died=dict(deaths.died), retried=tuple(deaths.retried))
+                       engine=engine, stages=dict(stages), died=dict(deaths.died), retried=tuple(deaths.retried),
+                       restarted=dict(deaths.restarted))
 
 
 def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str],
@@ -186,6 +201,10 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
             cluster = local_cluster(n, gpus=not dry_run, per_gpu=per_gpu)
             client, engine = Client(cluster), f"dask, {n} local worker(s)" + (
                 f", {per_gpu} per GPU taking turns" if per_gpu > 1 else "")
+            try:  # every local worker up before the first window of tasks is sized (one per worker thread)
+                client.wait_for_workers(n, timeout=WORKERS_UP_S)
+            except TimeoutError:
+                pass  # the window grows as workers join
         watch = deaths if deaths is not None else Deaths()
         watch.names(client)
         try:
@@ -213,29 +232,44 @@ def _collect(client, todo, fn, options, record, deadline, deaths: Deaths) -> str
     from distributed import as_completed
 
     queue = iter(enumerate(todo))
+    again: list[tuple[int, dict[str, Any]]] = []  # handed back unrun (Note [a lost context]): first to go again
+    unrun: Counter = Counter()
     flying = as_completed()
-    key_of: dict[Any, dict[str, Any]] = {}
+    key_of: dict[Any, tuple[int, dict[str, Any]]] = {}
 
     def top_up() -> None:
         window = max(sum(client.nthreads().values()), 1)
         while flying.count() < window:
-            nxt = next(queue, None)
+            nxt = again.pop(0) if again else next(queue, None)
             if nxt is None:
                 return
-            fut = client.submit(fn, nxt[1], options, key=dask_key(nxt[0]), pure=False)
-            key_of[fut] = nxt[1]
+            fut = client.submit(fn, nxt[1], options, key=f"{dask_key(nxt[0])}-again{unrun[nxt[0]]}"
+                                if unrun[nxt[0]] else dask_key(nxt[0]), pure=False)
+            key_of[fut] = nxt
             flying.add(fut)
+
+    def take(fut) -> None:
+        i, task = key_of.pop(fut)
+        out = _outcome(fut)
+        fut.release()  # a result the cluster still held would be computed again if its worker went (a restart)
+        if out.get("status") == NOT_RUN and unrun[i] < NOT_RUN_MAX:
+            unrun[i] += 1
+            again.append((i, task))
+        else:
+            record(task, {**out, "status": "failed"} if out.get("status") == NOT_RUN else out)
+        if out.get("context_lost"):  # the task that faulted, or one its poisoned worker handed back
+            _restart(client, out.get("worker"), deaths, fut.key)
 
     try:
         top_up()
         for fut in flying:
             over = deadline is not None and time.perf_counter() > deadline
+            take(fut)
             if not over:
-                top_up()  # before storing: the worker that just finished gets its next task sooner
-            record(key_of.pop(fut), _outcome(fut))
+                top_up()
             deaths.names(client, every_s=1.0)
             if over:
-                _drain(client, key_of, record)
+                _drain(client, key_of, take)
                 return "budget"
     except KeyboardInterrupt:
         client.cancel(list(key_of))
@@ -254,6 +288,7 @@ class Deaths:
         self._looked = 0.0
         self.died: Counter = Counter()
         self.retried: list[str] = []
+        self.restarted: Counter = Counter()  # worker name -> restarts the driver asked for (not deaths)
 
     def names(self, client, every_s: float = 0.0) -> None:
         now = time.perf_counter()
@@ -272,13 +307,19 @@ class Deaths:
         except Exception:  # noqa: BLE001 (a scheduler that is gone: nothing more is known)
             return
         index = {dask_key(i): t for i, t in enumerate(todo)}
+        restarts = Counter(self.restarted)
         for stamp, msg in events:
             if (stamp < self.since or not isinstance(msg, dict) or msg.get("action") != "remove-worker"
                     or msg.get("expected")):
                 continue
-            mine = [index[k] for k in msg.get("processing-tasks", ()) if k in index]
+            keys = [str(k).split("-again")[0] for k in msg.get("processing-tasks", ())]  # a task handed back: its own
+            mine = [index[k] for k in keys if k in index]
             if not mine and msg.get("worker") not in self.name_of:
                 continue  # another client's worker, on a shared scheduler
+            name = self.name_of.get(msg.get("worker"), msg.get("worker", "?"))
+            if restarts[name] > 0:  # a restart the driver asked for: counted there
+                restarts[name] -= 1
+                continue
             self.died[self.name_of.get(msg.get("worker"), msg.get("worker", "?"))] += 1
             self.retried += [t["key"] for t in mine]
 
@@ -296,7 +337,33 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _drain(client, key_of, record, grace_s: float = DRAIN_S) -> None:
+def _restart(client, worker: str | None, deaths: Deaths, key: str | None = None) -> None:
+    """Restarts the worker (by name) whose task lost its CUDA context: a fresh process has a fresh context. First
+    the scheduler must have forgotten that task (released): a result it still wants when its worker goes is
+    computed again on another worker, which would fault there too."""
+    if not worker:
+        return
+    if key is not None:
+        until = time.perf_counter() + FORGET_S
+        while time.perf_counter() < until:
+            try:
+                if not client.run_on_scheduler(_scheduler_has, key):
+                    break
+            except Exception:  # noqa: BLE001 (the restart goes ahead; a second fault is handled the same way)
+                break
+            time.sleep(0.02)
+    try:
+        client.restart_workers([worker], timeout=RESTART_S, raise_for_error=False)
+    except Exception:  # noqa: BLE001 (a worker that cannot restart hands its tasks back unrun; the sweep goes on)
+        return
+    deaths.restarted[worker] += 1
+
+
+def _scheduler_has(key: str, dask_scheduler=None) -> bool:
+    return key in dask_scheduler.tasks
+
+
+def _drain(client, key_of, take, grace_s: float = DRAIN_S) -> None:
     """The tasks in flight at the budget's end finish and are stored; those still running after `grace_s` are
     cancelled (Note [the budget's end])."""
     from distributed import wait
@@ -308,7 +375,7 @@ def _drain(client, key_of, record, grace_s: float = DRAIN_S) -> None:
         pass
     for fut in pending:
         if fut.done():
-            record(key_of.pop(fut), _outcome(fut))
+            take(fut)
     if key_of:
         client.cancel(list(key_of))
 
@@ -318,7 +385,12 @@ def _in_process(todo, fn, options, record, deadline) -> str:
         for task in todo:
             if deadline is not None and time.perf_counter() > deadline:
                 return "budget"
-            record(task, fn(task, options))
+            out = fn(task, options)
+            if out.get("status") == NOT_RUN:  # this process lost its context before: nothing more runs here
+                return "context-lost"
+            record(task, out)
+            if out.get("context_lost"):
+                return "context-lost"
     except KeyboardInterrupt:
         return "ctrl-c"
     return ""

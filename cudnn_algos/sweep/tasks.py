@@ -17,6 +17,24 @@ from ..choices import DIRECTIONS, SEARCH_LISTS
 from .turns import GpuTurn
 
 DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker
+NOT_RUN = "not run"  # a task's status when its worker's CUDA context was lost before it: the driver runs it again
+_LOST: dict[str, str] = {}  # this process's lost CUDA context, once a task lost it: {"reason": ...}
+
+
+def _context_lost(base: dict[str, Any], e: BaseException, t0: float) -> dict[str, Any]:
+    """The task whose run lost this process's CUDA context: failed with the reason (what faulted), flagged so that
+    the driver restarts the worker; later tasks here are not run (Note [a lost context])."""
+    _LOST.setdefault("reason", f"{type(e).__name__}: {str(e)[:300]}")
+    return {**base, "status": "failed", "rows": [], "reason": f"{type(e).__name__}: {str(e)[:400]}",
+            "seconds": time.perf_counter() - t0, "context_lost": True}
+
+
+def _after_loss(base: dict[str, Any]) -> dict[str, Any] | None:
+    """A task given to a worker whose context an earlier task lost: not run, for the driver to run it elsewhere."""
+    if not _LOST:
+        return None
+    return {**base, "status": NOT_RUN, "rows": [], "context_lost": True,
+            "reason": f"this worker's CUDA context was lost by an earlier task ({_LOST['reason'][:200]})"}
 
 
 def task_key(spec: Any, input_shape: Iterable[int], dtype: str, memory_format: str, direction: str) -> str:
@@ -87,7 +105,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..api import find
     from ..backend import environment
     from ..engines import find_engines
-    from ..errors import CudaError, CudnnError
+    from ..errors import CudaContextLost, CudaError, CudnnError, is_context_lost
     from ..problem import CUDNN_DIRECTION
     from ..selector.model import problem_class
     from ..spec import ConvSpec
@@ -96,6 +114,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
             "share_gpu": False, **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
+    if (skip := _after_loss(base)) is not None:
+        return skip
     # host seconds per step of this task (the sweep prints their sums): engine_build, engine_timing, legacy_find_ex,
     # legacy_heuristic, disjoint; gpu_wait (sharing a GPU) is the part of the timing steps spent waiting for a turn
     stages: dict[str, float] = {}
@@ -126,6 +146,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                         r_legacy = find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
                                         repeats=opts["repeats"], **args)
                     rows += r_legacy.to_records(**context, stage=mode)
+                except CudaContextLost:
+                    raise
                 except (CudnnError, CudaError, torch.OutOfMemoryError) as e:
                     status = getattr(e, "status", "")
                     rows.append({"candidate_kind": "legacy", "candidate": f"legacy {mode}", "status": "FAILED",
@@ -136,16 +158,23 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
             stages["gpu_wait"] = turn.waited
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
                 "seconds": time.perf_counter() - t0, "stages": stages}
+    except CudaContextLost as e:
+        return _context_lost(base, e, t0)
     except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
         return {**base, "status": "failed", "rows": [], "reason": f"{type(e).__name__}: {str(e)[:300]}",
                 "seconds": time.perf_counter() - t0}
+    except Exception as e:  # torch's AcceleratorError after a fault outside find_engines' own calls
+        if is_context_lost(e):
+            return _context_lost(base, e, t0)
+        raise
 
 
 def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rows made from the task alone (no GPU, no torch): a cluster check. With $CUDNN_ALGOS_SWEEP_DIE_ONCE naming a
     file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would.
     options["seconds"]: how long it takes; options["started_dir"]: a folder where each task, as it starts, leaves
-    a file named by its key's SHA-1 (which tasks ran, stored or not)."""
+    a file named by its key's SHA-1 (which tasks ran, stored or not); options["lose_context"]: a task whose key
+    holds this text fails as a faulted kernel would, and its worker runs no more tasks (NOT_RUN) until restarted."""
     die = os.environ.get(DIE_ONCE_ENV)
     if die:
         try:
@@ -155,6 +184,14 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
         else:
             os.kill(os.getpid(), signal.SIGKILL)
     opts = options or {}
+    base = {"worker": worker_name(), "env": "dry run"}
+    if (skip := _after_loss(base)) is not None:
+        return skip
+    if opts.get("lose_context") and opts["lose_context"] in task["key"]:  # a fault, as a kernel's would be
+        from ..errors import CudaContextLost
+
+        return _context_lost(base, CudaContextLost.after(f"dry run of {task['key']}", RuntimeError(
+            "CUDA error: an illegal memory access was encountered")), time.perf_counter())
     if opts.get("started_dir"):
         open(os.path.join(opts["started_dir"], hashlib.sha1(task["key"].encode()).hexdigest()), "w").close()
     delay = float(opts.get("seconds", 0.0))
