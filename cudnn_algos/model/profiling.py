@@ -103,8 +103,7 @@ def profile(
     a re-run with the same store (same GPU, cuDNN, torch and settings) takes what it holds and searches the rest.
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
     (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
-    build_threads: threads that build each search's plans (find_engines's build_threads: the same rows, less wall
-    time where runtime-compiled engines are built); default: this machine's cores, at most 8.
+    build_threads: threads that build each search's plans (the same rows, sooner); default: cores, at most 8.
     """
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s,
                                      build_threads)
@@ -130,18 +129,25 @@ def profile(
     search_s = time.perf_counter() - t_search
     e2e = None
     if end_to_end_check and not interrupted:
-        try:
-            fmt = None if memory_format is None else parse_memory_format(memory_format, uses[0].spec.ndim)
-            e2e = end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt,
-                             fmt=fmt, device=dev, fresh_process=fresh_process)
-        except KeyboardInterrupt:
-            interrupted, stopped_by = True, "ctrl-c"
+        e2e, stopped_by = _whole_step(model, example_input, directions, dt, memory_format, uses[0].spec.ndim, dev,
+                                      fresh_process)
+        interrupted = bool(stopped_by)
     return ModelReport(
         model=name or type(model).__name__, problems=tuple(problems), directions=directions, env=environment(dev),
         e2e=e2e, interrupted=interrupted, stopped_by=stopped_by, search_s=search_s, torch_search_ms=torch_search,
         wall_s=time.perf_counter() - t_start, n_conv_calls=len(uses),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         measure=MeasureConfig(repeats=repeats, check_clock=check_clock))
+
+
+def _whole_step(model, example_input, directions, dt, memory_format, ndim: int, dev: int, fresh_process: bool):
+    """The end-to-end benchmark-mode check: (its result or None, "ctrl-c" when interrupted else "")."""
+    try:
+        fmt = None if memory_format is None else parse_memory_format(memory_format, ndim)
+        return end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt, fmt=fmt,
+                          device=dev, fresh_process=fresh_process), ""
+    except KeyboardInterrupt:
+        return None, "ctrl-c"
 
 
 class _BudgetSpent(Exception):
