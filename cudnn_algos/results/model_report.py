@@ -211,8 +211,7 @@ class ModelReport(Saved):
         if self.interrupted:
             why = {"budget": "the time budget ran out", "ctrl-c": "Ctrl-C",
                    "context-lost": "a kernel faulted and the CUDA context is lost: see the failed search"
-                   }.get(self.stopped_by,
-                                                                                 "Ctrl-C or the time budget")
+                   }.get(self.stopped_by, "Ctrl-C or the time budget")
             lines.append(f"STOPPED EARLY ({why}): the report covers only the searches done before it stopped")
         failed = [f"#{i} {d}: {e}" for i, p in enumerate(self.problems) for d, e in p.errors.items()]
         if failed:

@@ -16,8 +16,8 @@ from .store import SweepStore
 from .tasks import NOT_RUN, dry_run_measure, measure_task, repeats_of, tasks_of
 
 WORKERS_UP_S = 120.0  # the longest wait for a local cluster's workers to start before the first tasks go
-RESTART_S = 120.0
-FORGET_S = 5.0  # the longest wait for the scheduler to release a faulted task's result before its worker restarts  # the longest wait for a worker restarted after it lost its CUDA context
+RESTART_S = 120.0  # the longest wait for a worker restarted after it lost its CUDA context
+FORGET_S = 5.0  # the longest wait for the scheduler to release a faulted task's result before its worker restarts
 NOT_RUN_MAX = 3  # times a task is handed back unrun (its worker's context was lost) before it is stored as failed
 DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks in flight then (Note [the budget's end])
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
@@ -320,7 +320,7 @@ class Deaths:
             if restarts[name] > 0:  # a restart the driver asked for: counted there
                 restarts[name] -= 1
                 continue
-            self.died[self.name_of.get(msg.get("worker"), msg.get("worker", "?"))] += 1
+            self.died[name] += 1
             self.retried += [t["key"] for t in mine]
 
 
@@ -337,21 +337,20 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _restart(client, worker: str | None, deaths: Deaths, key: str | None = None) -> None:
+def _restart(client, worker: str | None, deaths: Deaths, key: str) -> None:
     """Restarts the worker (by name) whose task lost its CUDA context: a fresh process has a fresh context. First
     the scheduler must have forgotten that task (released): a result it still wants when its worker goes is
     computed again on another worker, which would fault there too."""
     if not worker:
         return
-    if key is not None:
-        until = time.perf_counter() + FORGET_S
-        while time.perf_counter() < until:
-            try:
-                if not client.run_on_scheduler(_scheduler_has, key):
-                    break
-            except Exception:  # noqa: BLE001 (the restart goes ahead; a second fault is handled the same way)
+    until = time.perf_counter() + FORGET_S
+    while time.perf_counter() < until:
+        try:
+            if not client.run_on_scheduler(_scheduler_has, key):
                 break
-            time.sleep(0.02)
+        except Exception:  # noqa: BLE001 (the restart goes ahead; a second fault is handled the same way)
+            break
+        time.sleep(0.02)
     try:
         client.restart_workers([worker], timeout=RESTART_S, raise_for_error=False)
     except Exception:  # noqa: BLE001 (a worker that cannot restart hands its tasks back unrun; the sweep goes on)
