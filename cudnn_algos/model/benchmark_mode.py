@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ import torch
 
 from ..measure import cudnn_benchmark
 from ..results import EndToEnd
+from .fresh import Waiting, run_fresh
 
 
 def example_to(example_input: Any, device: str, dtype: torch.dtype | None, fmt: str | None):
@@ -85,12 +85,13 @@ def time_steps(model, inp, backward: bool, iterations: int, benchmark: bool, dev
 
 
 def steps_fresh_process(model_file: str, input_file: str, backward: bool, benchmark: bool, device: int,
-                        iterations: int = 10, timeout: float = 600) -> tuple[float, float]:
+                        iterations: int = 10, timeout: float = 600, waiting: Waiting | None = None
+                        ) -> tuple[float, float]:
     """(seconds for the first step, median ms of the next `iterations` steps after 2 more warm-up steps) in a fresh
-    python process (cuDNN loading included in the first step) with cudnn.benchmark set from the start."""
-    r = subprocess.run([sys.executable, "-m", "cudnn_algos.model.benchmark_mode", model_file, input_file,
-                        str(int(backward)), str(int(benchmark)), str(int(device)), str(int(iterations))],
-                       capture_output=True, text=True, timeout=timeout)
+    python process (cuDNN loading included in the first step) with cudnn.benchmark set from the start; `waiting`:
+    that process, started before (fresh.Waiting for this module)."""
+    r = run_fresh("cudnn_algos.model.benchmark_mode", [model_file, input_file, int(backward), int(benchmark),
+                                                       int(device), int(iterations)], timeout, waiting)
     got = {}
     for line in r.stdout.splitlines():
         k, _, v = line.partition(" ")
@@ -103,10 +104,12 @@ def steps_fresh_process(model_file: str, input_file: str, backward: bool, benchm
 
 
 def end_to_end(model, example_input, *, backward: bool, dtype, fmt, device: int, iterations: int = 10,
-               fresh_process: bool = True) -> EndToEnd:
-    """Benchmark mode off vs on for the whole model, each in its own fresh process. Without a fresh process (or a
-    model that cannot be saved for one), only the step time with benchmark off is measured here: this process
-    cannot run benchmark mode's choice for shapes torch has already planned."""
+               fresh_process: bool = True, waiting: tuple[Waiting | None, Waiting | None] = (None, None)
+               ) -> EndToEnd:
+    """Benchmark mode off vs on for the whole model, each in its own fresh process (`waiting`: the two, off and on,
+    started before). Without a fresh process (or a model that cannot be saved for one), only the step time with
+    benchmark off is measured here: this process cannot run benchmark mode's choice for shapes torch has already
+    planned."""
     dev = f"cuda:{device}"
 
     def in_process(note: str) -> EndToEnd:
@@ -127,8 +130,8 @@ def end_to_end(model, example_input, *, backward: bool, dtype, fmt, device: int,
         except Exception as ex:  # e.g. a model class defined in __main__ or a lambda inside
             return in_process(f"the model could not be saved for a fresh process ({type(ex).__name__})")
         try:
-            first_off, off = steps_fresh_process(mf, xf, backward, False, device, iterations)
-            first_on, on = steps_fresh_process(mf, xf, backward, True, device, iterations)
+            first_off, off = steps_fresh_process(mf, xf, backward, False, device, iterations, waiting=waiting[0])
+            first_on, on = steps_fresh_process(mf, xf, backward, True, device, iterations, waiting=waiting[1])
         except Exception as ex:
             return in_process(str(ex)[:200])
     return EndToEnd(backward=backward, iterations=iterations, step_ms_off=off, step_ms_on=on,

@@ -25,6 +25,7 @@ from ..progress import Progress
 from ..results import MeasureConfig, ModelReport, ProblemEntry, TorchRun
 from .discovery import discover, distinct_problems
 from .benchmark_mode import end_to_end
+from .fresh import Prestarted, Waiting
 from .store import ResultStore
 from .torch_off import torch_off_runs
 
@@ -118,36 +119,44 @@ def profile(
                    unit="search")
     t_search = time.perf_counter()
     store = ResultStore(store, environment(dev)) if store else None
-    problems, torch_search, stopped_by = _search_problems(
-        keyed, directions, bar, dev, legacy, check_clock,
-        dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
-             runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s,
-        build_threads or default_build_threads())
-    interrupted = bool(stopped_by)
-    if torch_off and problems and not interrupted:
-        problems = _add_torch_off(problems, directions, repeats, check_clock, dev)
-    search_s = time.perf_counter() - t_search
-    e2e = None
-    if end_to_end_check and not interrupted:
-        e2e, stopped_by = _whole_step(model, example_input, directions, dt, memory_format, uses[0].spec.ndim, dev,
-                                      fresh_process)
-        interrupted = bool(stopped_by)
+    # the fresh processes of the passes after the search import torch while it runs (fresh.py)
+    with Prestarted(_fresh_processes(torch_off, end_to_end_check and fresh_process)) as pre:
+        problems, torch_search, stopped_by = _search_problems(
+            keyed, directions, bar, dev, legacy, check_clock,
+            dict(repeats=repeats, screen=screen, confirm=confirm, refine=refine, refine_max=refine_max,
+                 runtime_compiled=runtime_compiled), store, None if budget_s is None else t_search + budget_s,
+            build_threads or default_build_threads())
+        if torch_off and problems and not stopped_by:
+            problems = _add_torch_off(problems, directions, repeats, check_clock, dev, pre.take("torch_off"))
+        search_s = time.perf_counter() - t_search
+        e2e = None
+        if end_to_end_check and not stopped_by:
+            e2e, stopped_by = _whole_step(model, example_input, directions, dt, memory_format, uses[0].spec.ndim,
+                                          dev, fresh_process, (pre.take("e2e_off"), pre.take("e2e_on")))
     return ModelReport(
         model=name or type(model).__name__, problems=tuple(problems), directions=directions, env=environment(dev),
-        e2e=e2e, interrupted=interrupted, stopped_by=stopped_by, search_s=search_s, torch_search_ms=torch_search,
+        e2e=e2e, interrupted=bool(stopped_by), stopped_by=stopped_by, search_s=search_s, torch_search_ms=torch_search,
         wall_s=time.perf_counter() - t_start, n_conv_calls=len(uses),
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         measure=MeasureConfig(repeats=repeats, check_clock=check_clock))
 
 
-def _whole_step(model, example_input, directions, dt, memory_format, ndim: int, dev: int, fresh_process: bool):
+def _whole_step(model, example_input, directions, dt, memory_format, ndim: int, dev: int, fresh_process: bool,
+                waiting: tuple[Waiting | None, Waiting | None] = (None, None)):
     """The end-to-end benchmark-mode check: (its result or None, "ctrl-c" when interrupted else "")."""
     try:
         fmt = None if memory_format is None else parse_memory_format(memory_format, ndim)
         return end_to_end(model, example_input, backward=any(d != "forward" for d in directions), dtype=dt, fmt=fmt,
-                          device=dev, fresh_process=fresh_process), ""
+                          device=dev, fresh_process=fresh_process, waiting=waiting), ""
     except KeyboardInterrupt:
         return None, "ctrl-c"
+
+
+def _fresh_processes(torch_off: bool, e2e: bool) -> dict[str, str]:
+    """The fresh processes the passes after the search will run (name -> module), to start before it."""
+    return {**({"torch_off": "cudnn_algos.model.torch_off"} if torch_off else {}),
+            **({"e2e_off": "cudnn_algos.model.benchmark_mode", "e2e_on": "cudnn_algos.model.benchmark_mode"}
+               if e2e else {})}
 
 
 class _BudgetSpent(Exception):
@@ -227,12 +236,12 @@ def _without_plans(r):
     return replace(r, rows=tuple(replace(x, plan=None) for x in r.rows))
 
 
-def _add_torch_off(problems: list[ProblemEntry], directions, repeats: int, check_clock: bool, dev: int
-                   ) -> list[ProblemEntry]:
+def _add_torch_off(problems: list[ProblemEntry], directions, repeats: int, check_clock: bool, dev: int,
+                   waiting: Waiting | None = None) -> list[ProblemEntry]:
     items = [{"key": f"{pi}|{d}", "spec": p.spec.to_dict(), "input_shape": list(p.input_shape), "dtype": p.dtype,
               "memory_format": p.memory_format, "direction": d, "repeats": repeats, "check_clock": check_clock}
              for pi, p in enumerate(problems) for d in directions if d in p.engines]
-    runs, err = torch_off_runs(items, dev)
+    runs, err = torch_off_runs(items, dev, waiting=waiting)
     out = []
     for pi, p in enumerate(problems):
         eng = dict(p.engines)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -15,6 +14,7 @@ from ..measure import first_call_ms, measure_rows, operand_sets, reference_outpu
 from ..problem import make_problem
 from ..results import MeasureConfig, Measurement, TorchRun, decode, encode
 from ..spec import ConvSpec
+from .fresh import Waiting, run_fresh
 
 
 def torch_off_pass(problems_file: str, out_file: str, device: int) -> None:
@@ -41,15 +41,16 @@ def torch_off_pass(problems_file: str, out_file: str, device: int) -> None:
         json.dump(out, f)
 
 
-def torch_off_runs(items: list[dict], device: int, timeout: float = 900) -> tuple[dict[str, TorchRun], str]:
+def torch_off_runs(items: list[dict], device: int, timeout: float = 900, waiting: Waiting | None = None
+                   ) -> tuple[dict[str, TorchRun], str]:
     """torch's op with benchmark off for these problems, in one fresh process (this process may already hold plans
-    for them, and torch keeps the first plan per problem): key -> TorchRun (its kernels, measured); and an error."""
+    for them, and torch keeps the first plan per problem): key -> TorchRun (its kernels, measured); and an error.
+    waiting: that process, started before (fresh.Waiting for this module)."""
     with tempfile.TemporaryDirectory() as d:
         pin, pout = os.path.join(d, "problems.json"), os.path.join(d, "runs.json")
         with open(pin, "w") as f:
             json.dump(items, f)
-        r = subprocess.run([sys.executable, "-m", "cudnn_algos.model.torch_off", pin, pout, str(int(device))],
-                           capture_output=True, text=True, timeout=timeout)
+        r = run_fresh("cudnn_algos.model.torch_off", [pin, pout, int(device)], timeout, waiting)
         if r.returncode != 0 or not os.path.exists(pout):
             tail = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
             return {}, f"torch benchmark-off pass failed: {tail[:200]}"
@@ -65,5 +66,10 @@ def torch_off_runs(items: list[dict], device: int, timeout: float = 900) -> tupl
     return runs, ""
 
 
+def _main(argv: list[str]) -> None:
+    """The fresh process: PROBLEMS_FILE OUT_FILE DEVICE."""
+    torch_off_pass(argv[0], argv[1], int(argv[2]))
+
+
 if __name__ == "__main__":
-    torch_off_pass(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    _main(sys.argv[1:])
