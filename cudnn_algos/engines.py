@@ -226,10 +226,11 @@ def find_engines(
         configurations exist in all; engines that reject the problem are rows that do not count.
     runtime_compiled: build plans of engines that compile at run time (slow to build) too.
     measure: time and check every built plan (kernel/throughput/host clocks, accuracy), like find(measure=True).
-    screen: with measure, time every configuration with this many samples first, then re-measure the ``confirm``
-        fastest ones torch would accept (and torch's op) with ``repeats`` samples on fresh operands, in one
-        kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen samples
-        once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
+    screen: with measure, time every configuration with this many kernel-clock samples first (no throughput or
+        host samples: a screened row's host time is its first timed call's), then re-measure the ``confirm``
+        fastest ones torch would accept (and torch's op) with ``repeats`` samples of every clock on fresh operands,
+        in one kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen
+        samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
         kernels (the kernel clock's CUPTI records), and with ``measure`` time it in the same session as our best
         (default: = measure).
@@ -292,7 +293,7 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     sets = operand_sets(problem, cfg.l2, dev)
     ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
     cfg = replace(cfg, buffer_sets=len(sets))
-    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE) if screen else cfg
+    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE, throughput=False) if screen else cfg
     result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref, screen_cfg,
                       dev)
     if refine:

@@ -199,6 +199,26 @@ def test_a_session_finalized_part_way_is_caught_by_its_closing_marker(monkeypatc
 
 
 @NO_GPU
+def test_a_screen_without_throughput_samples_goes_to_the_kernel_clock_after_the_first_calls(monkeypatch):
+    """throughput=False (find_engines's screen): no warm-up or throughput/host samples, only the accuracy call and
+    the first timed call; the kernel clock's plan takes K from that call and `repeats` windows; pruning as before."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    plans = []
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", lambda runs, out, plan, dev, phases: plans.append(plan))
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(0.30), _fake(5.0)
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0, throughput=False)
+    m_fast, m_mid, m_slow = measure.measure_rows([fast, mid, slow], problem, cfg, None, 0, peak=False)
+    assert c_fast == c_mid == c_slow == [1]
+    assert plans == [{0: (20, 3), 1: (3, 3), 2: (1, 1)}]
+    assert m_fast.throughput_ms is None and m_fast.host_ms.n == 1 and m_fast.calls_per_sample == 20
+    assert m_mid.calls_per_sample == 3 and m_slow.pruned and m_slow.throughput_ms.n == 1
+    assert [p[0] for p in m_fast.phases] == ["first call"]
+    measure.measure_rows([fast], problem, MeasureConfig(repeats=3, warmup=2), None, 0, peak=False)
+    assert c_fast == [1, 1, 2, 20, 20, 20], "the default still samples throughput"
+
+
+@NO_GPU
 def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))

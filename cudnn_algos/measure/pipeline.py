@@ -44,8 +44,9 @@ def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") ->
 def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureConfig, ref: torch.Tensor | None,
                  device: int, peak: bool = True) -> list[Measurement]:
     """Measures every runnable the same way: accuracy against `ref` (float64) and a first timed call; then
-    `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open); then one
-    kernel-clock session with `repeats` samples of min(K, KERNEL_CALLS) calls of each; then (cfg.check_clock) the
+    `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open; skipped
+    when not cfg.throughput: K from the first call); then one kernel-clock session with `repeats` samples of
+    min(K, KERNEL_CALLS) calls of each; then (cfg.check_clock) the
     reference clock; FLOPs, TFLOP/s and % of peak; ranks by kernel median. With cfg.prune, a runnable whose first
     call took over `prune` times the fastest first call is sampled once per clock (``pruned``): it cannot be the
     best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
@@ -64,6 +65,10 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
         if cfg.prune and est > cfg.prune * fastest:
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
             plan[i] = (1, 1)
+        elif not cfg.throughput:  # a screen ranks on the kernel clock alone
+            k = calls_per_sample(est)
+            out[i] = replace(out[i], calls_per_sample=k)
+            plan[i] = (k, cfg.repeats)
         else:
             with _nvtx(runnables[i], "throughput"), _phase(phases[i], "throughput"):
                 out[i], k = _throughput(runnables[i], out[i], cfg, device)
@@ -149,8 +154,7 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
     try:
         n = max(cfg.warmup, 1)
         _, gpu0 = r.loop(n)
-        est = max(gpu0 / n, 1e-3)
-        k = int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / est))))
+        k = calls_per_sample(gpu0 / n)
         thr, host = [], []
         for _ in range(cfg.repeats):
             h, g = r.loop(k)
@@ -159,6 +163,12 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
         return replace(m, throughput_ms=Stats.of(thr), host_ms=Stats.of(host), calls_per_sample=k), k
     except Exception as e:
         return _failed(r, e, device, "throughput samples"), 0
+
+
+def calls_per_sample(est_ms: float) -> int:
+    """K, the back-to-back calls per sample, for a call estimated at `est_ms` of GPU time: TARGET_SAMPLE_MS of work,
+    within [MIN_CALLS, MAX_CALLS]."""
+    return int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / max(est_ms, 1e-3)))))
 
 
 def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],

@@ -35,6 +35,7 @@ class MeasureConfig:
     reference: str = "cuda"  # where the float64 reference is computed: "cuda" or "cpu"
     buffer_sets: int = 1  # filled in: operand sets rotated through
     prune: float = 0.0  # > 0: rows whose first call is over `prune` x the fastest first call get one sample
+    throughput: bool = True  # False (a screen): kernel-clock samples only; host time is the first timed call's
 
 
 @dataclass(frozen=True)
