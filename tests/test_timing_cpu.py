@@ -219,6 +219,30 @@ def test_a_screen_without_throughput_samples_goes_to_the_kernel_clock_after_the_
 
 
 @NO_GPU
+def test_a_far_slower_accuracy_call_is_the_estimate_and_no_timed_call_follows(monkeypatch):
+    """With prune: a candidate whose accuracy call took over max(prune x the fastest first call so far, that + 50 ms)
+    is not called again before its one kernel-clock sample (the slowest cost two calls, not three); one under that
+    bound gets its timed call as before. Accuracy-call times stand in for CUDA events."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    plans = []
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", lambda runs, out, plan, dev, phases: plans.append(plan))
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(30.0), _fake(120.0)
+    acc_ms = {id(fast): 0.06, id(mid): 30.0, id(slow): 120.0}
+    monkeypatch.setattr(measure.pipeline, "_output",
+                        lambda r, timed: (r.output(), acc_ms[id(r)] if timed else None))
+    ref = torch.zeros(1, dtype=torch.float64)
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0, throughput=False)
+    m_fast, m_mid, m_slow = measure.measure_rows([fast, mid, slow], problem, cfg, ref, 0, peak=False)
+    assert c_fast == [1] and c_mid == [1] and c_slow == []
+    assert m_slow.pruned and m_slow.throughput_ms.median == 120.0 and m_slow.host_ms is None
+    assert m_mid.pruned and m_mid.host_ms.n == 1 and plans == [{0: (20, 3), 1: (1, 1), 2: (1, 1)}]
+    assert m_slow.rel_err is not None, "its accuracy is still checked"
+    measure.measure_rows([slow, fast], problem, cfg, ref, 0, peak=False)
+    assert c_slow == [1], "the first candidate has no fastest to compare with: it gets its timed call"
+
+
+@NO_GPU
 def test_a_screen_samples_far_slower_candidates_once(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))

@@ -32,6 +32,10 @@ MAX_CALLS = 20
 MIN_CALLS = 2
 KERNEL_CALLS = 5  # calls per kernel-clock sample (CUPTI records each call; a few back-to-back calls suffice)
 PRUNE = 8.0  # with a screen: candidates whose first call is over 8x the fastest first call get one sample
+# ... and a candidate whose accuracy call alone took over PRUNE x the fastest first call so far and this much more
+# (above what a first call's one-time costs, such as loading its kernels' module, can add) is not called again
+# before its one kernel-clock sample: the slowest candidates (hundreds of ms per call) cost two calls, not three
+ONE_CALL_SLACK_MS = 50.0
 
 
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
@@ -55,8 +59,10 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     phases: dict[int, list[tuple[str, float, float]]] = {i: [] for i in range(len(runnables))}
     first: dict[int, float] = {}
     for i, r in enumerate(runnables):
+        cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
+               if cfg.prune and first else None)
         with _phase(phases[i], "first call"):
-            out[i], est = _first_call(r, ref, device)
+            out[i], est = _first_call(r, ref, device, cut)
         if est is not None:
             first[i] = est
     fastest = min(first.values(), default=0.0)
@@ -130,16 +136,35 @@ def _failed(r: Runnable, e: Exception, device: int, stage: str) -> Measurement:
                        heuristic_rank=r.heuristic_rank, error=f"{stage}: {type(e).__name__}: {str(e)[:200]}")
 
 
-def _first_call(r: Runnable, ref: torch.Tensor | None, device: int) -> tuple[Measurement, float | None]:
-    """Accuracy (one call into a poisoned output) and one timed call: (measurement so far, its GPU ms or None)."""
+def _output(r: Runnable, timed: bool) -> tuple[torch.Tensor, float | None]:
+    """The accuracy call's output, and with `timed` its time between CUDA events around it (ms)."""
+    if not timed:
+        return r.output(), None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    got = r.output()
+    end.record()
+    end.synchronize()
+    return got, start.elapsed_time(end)
+
+
+def _first_call(r: Runnable, ref: torch.Tensor | None, device: int, cut_ms: float | None = None
+                ) -> tuple[Measurement, float | None]:
+    """Accuracy (one call into a poisoned output) and one timed call: (measurement so far, its GPU ms or None).
+    cut_ms: when the accuracy call (CUDA events around it) took longer, no timed call: its time is the estimate."""
     stage = "accuracy check"
     try:
         rel = mx = None
         err = ""
         if ref is not None:
-            rel, mx = errors(r.output(), ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
+            got, acc_ms = _output(r, timed=cut_ms is not None)
+            rel, mx = errors(got, ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
             if rel is None:
                 err = "output has non-finite values (overflow)"
+            if acc_ms is not None and acc_ms > cut_ms:
+                return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0,
+                                   kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
+                                   error=err), acc_ms
         stage = "first timed call"
         host, gpu = r.loop(1)
         return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
