@@ -217,6 +217,29 @@ def test_plans_built_by_threads_are_the_same_rows_and_run_like_pytorch(direction
     assert backend.cudnn_handles().created == made, "a second search reuses the pooled handles"
 
 
+def test_plans_built_ahead_on_another_thread_are_the_same_rows_and_measure_like_pytorch():
+    """build_ahead on a thread of its own (as a profile builds the next search's plans while one is timed): the
+    same rows as find_engines builds itself, measured and checked against PyTorch from this thread; plans built for
+    another search are refused, naming the argument."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cudnn_algos.engines import build_ahead
+
+    module, shape, dtype, fmt = CASES["3x3-fp32"]
+    spec = ConvSpec.from_module(module)
+    case = Case(spec, shape, dtype, fmt)
+    kw = dict(direction="backward_data", dtype=dtype, memory_format=fmt)
+    with ThreadPoolExecutor(1) as pool:
+        built = pool.submit(build_ahead, spec, shape, build_threads=2, **kw).result()
+    mine = cudnn_algos.find_engines(spec, shape, **kw)
+    res = cudnn_algos.find_engines(spec, shape, built=built, measure=True, screen=2, repeats=3, **kw)
+    assert sorted((r.engine_id, r.knobs) for r in res.rows) == sorted((r.engine_id, r.knobs) for r in mine.rows)
+    assert res.best is not None and res.best.kernel_ms > 0
+    assert not _check_all(res, case, "backward_data")
+    with pytest.raises(ValueError, match="built= holds the plans of another search"):
+        cudnn_algos.find_engines(spec, shape, built=built, direction="forward", dtype=dtype, memory_format=fmt)
+
+
 def test_a_sweep_task_sharing_its_gpu_measures_inside_its_turn(tmp_path):
     """sweep Note [sharing a GPU]: find_engines enters its gpu_turn once, after the plans are built, and measures
     inside it; a sweep task with share_gpu measures as usual and says how long it waited for its turn."""

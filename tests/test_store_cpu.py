@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cudnn_algos import model
+from cudnn_algos.errors import CudnnError
 from cudnn_algos.model import profiling
 from cudnn_algos.model import ResultStore
 
@@ -36,6 +37,7 @@ def fake_gpu(monkeypatch, make):
         return make.engine_result(direction=direction, spec=spec, shape=shape)
 
     monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    monkeypatch.setattr(profiling, "build_ahead", lambda spec, shape, *, direction, **kw: ("built", str(spec), direction))
     monkeypatch.setattr(profiling, "device_index", lambda device: 0)
     monkeypatch.setattr(profiling, "environment", lambda dev: make.env)
     return calls, stop_after
@@ -150,6 +152,42 @@ def test_build_threads_reach_every_search_and_leave_the_store_key_alone(fake_gpu
     for bad, err in ((0, ValueError), (65, ValueError), (2.0, TypeError), (True, TypeError)):
         with pytest.raises(err, match="build_threads"):
             model.profile(_Net(), torch.randn(2, 8, 8, 8), build_threads=bad, **kw)
+
+
+def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_built(fake_gpu, tmp_path, monkeypatch,
+                                                                                      make):
+    """The next search's plans are built (engines.build_ahead, a stand-in here) on a thread while one is timed: the
+    first search builds its own, every later one gets those built for it; searches a store holds are not built; an
+    error building them is the search's error, as if find_engines had raised it."""
+    calls, _ = fake_gpu
+    got = []
+
+    def fake_find_engines(spec, shape, *, direction, built, **kw):
+        got.append(built)
+        calls.append((str(spec), direction))
+        return make.engine_result(direction=direction, spec=spec, shape=shape)
+
+    monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    store = tmp_path / "run.jsonl"
+    kw = dict(directions=("forward", "backward_data"), torch_off=False, end_to_end_check=False, progress=False)
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
+    assert got[0] is None and got[1:] == [("built", s, d) for s, d in calls[1:]] and len(got) == 6
+    lines = store.read_text().splitlines()
+    store.write_text("\n".join(lines[:2] + lines[3:]) + "\n")  # the third search is no longer stored
+    got.clear()
+    started = []
+    monkeypatch.setattr(profiling, "build_ahead", lambda spec, shape, *, direction, **k: started.append(direction))
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
+    assert got == [None] and started == [], "stored searches are neither run nor built"
+
+    def broken(spec, shape, *, direction, **k):
+        raise CudnnError("building failed: CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_INTERNAL_ERROR")
+
+    monkeypatch.setattr(profiling, "build_ahead", broken)
+    r = model.profile(_Net(), torch.randn(2, 8, 8, 8), **kw)
+    assert not r.interrupted and [sorted(p.errors) for p in r.problems] == [
+        ["backward_data"], ["backward_data", "forward"], ["backward_data", "forward"]]
+    assert "INTERNAL_ERROR" in r.problems[1].errors["forward"]
 
 
 def test_a_lost_cuda_context_stops_the_profile_with_what_was_done_and_says_where(fake_gpu, tmp_path, monkeypatch,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -17,7 +18,7 @@ import torch
 from ..api import find
 from ..backend import environment
 from ..choices import MAX_BUILD_THREADS
-from ..engines import find_engines, mark_torch_run
+from ..engines import Built, build_ahead, find_engines, mark_torch_run
 from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
 from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
@@ -174,6 +175,9 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
     problems: list[ProblemEntry] = []
     torch_search = 0.0
     stopped_by = ""
+    order = [(k, d) for k in keyed for d in directions]
+    ahead = _Ahead(dev, build_threads, options["runtime_compiled"],
+                   lambda k, d: store is not None and _stored(store, "engines", *k, d, options, check_clock))
     try:
         for (spec, shape, dname, fmt), names in keyed.items():
             engines, legacy_res, errors = {}, {}, {}
@@ -181,13 +185,14 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                 for d in directions:
                     if deadline is not None and time.perf_counter() > deadline:
                         raise _BudgetSpent  # stop as Ctrl-C does, keeping what was done
+                    j = order.index(((spec, shape, dname, fmt), d))
                     try:
                         engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
                                              lambda: _without_plans(find_engines(
                                                  spec, shape, direction=d, dtype=dname, memory_format=fmt,
                                                  measure=True, compare_torch=True, torch_benchmark=True,
-                                                 check_clock=check_clock, device=dev,
-                                                 build_threads=build_threads, **options)))
+                                                 check_clock=check_clock, device=dev, build_threads=build_threads,
+                                                 built=ahead.take(order[j], order[j + 1:j + 2]), **options)))
                         torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
                         if legacy:
                             legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
@@ -212,8 +217,36 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
             if stopped_by:
                 break
     finally:
+        ahead.close()
         bar.close()
     return problems, torch_search, stopped_by
+
+
+class _Ahead:
+    """The next search's plans built on a thread of its own while this one is timed (engines.build_ahead), for the
+    searches `stored(key, direction)` does not rule out."""
+
+    def __init__(self, dev: int, build_threads: int, runtime_compiled: bool, stored):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="cudnn_algos-build-ahead")
+        self._pending: dict[tuple, Future] = {}
+        self._args = dict(device=dev, build_threads=build_threads, runtime_compiled=runtime_compiled)
+        self._stored = stored
+
+    def take(self, this: tuple, after: list[tuple]) -> Built | None:
+        """`this` search's plans if they were built ahead (an error building them is raised here), after starting
+        those of the search `after` holds (none when empty)."""
+        fut = self._pending.pop(this, None)
+        for nxt in after:
+            (spec, shape, dname, fmt), d = nxt
+            if nxt not in self._pending and not self._stored(nxt[0], d):
+                self._pending[nxt] = self._pool.submit(build_ahead, spec, shape, direction=d, dtype=dname,
+                                                       memory_format=fmt, **self._args)
+        return fut.result() if fut is not None else None
+
+    def close(self) -> None:
+        for f in self._pending.values():
+            f.cancel()
+        self._pool.shutdown(wait=True)
 
 
 def _search(store: ResultStore | None, kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict,
@@ -221,14 +254,24 @@ def _search(store: ResultStore | None, kind: str, spec, shape, dtype: str, fmt: 
     """`run()`'s result, or the store's when it has this search; a new result is stored as soon as it exists."""
     if store is None:
         return run()
-    key = ResultStore.key(kind=kind, spec=spec.to_dict(), input_shape=list(shape), dtype=dtype, memory_format=fmt,
-                          direction=direction, options=options if kind == "engines" else {"repeats": options["repeats"]},
-                          check_clock=check_clock)
+    key = _store_key(kind, spec, shape, dtype, fmt, direction, options, check_clock)
     got = store.get(key)
     if got is None:
         got = run()
         store.add(key, got)
     return got
+
+
+def _store_key(kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict, check_clock: bool) -> str:
+    return ResultStore.key(kind=kind, spec=spec.to_dict(), input_shape=list(shape), dtype=dtype, memory_format=fmt,
+                           direction=direction,
+                           options=options if kind == "engines" else {"repeats": options["repeats"]},
+                           check_clock=check_clock)
+
+
+def _stored(store: ResultStore, kind: str, spec, shape, dtype: str, fmt: str, direction: str, options: dict,
+            check_clock: bool) -> bool:
+    return store.get(_store_key(kind, spec, shape, dtype, fmt, direction, options, check_clock)) is not None
 
 
 def _without_plans(r):
