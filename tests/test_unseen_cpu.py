@@ -17,7 +17,7 @@ from cudnn_algos import backend
 from cudnn_algos.engines import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
-from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order
+from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order, instant_first
 from cudnn_algos.tuning import lists_process
 from cudnn_algos.tuning import unseen as unseen_mod
 from cudnn_algos.tuning.ranking import Candidate, with_known
@@ -83,17 +83,23 @@ def test_heuristic_order_is_b_then_a_then_unlisted():
     assert heuristic_order(cands) == [3, 4, 1, 0, 2]
 
 
-def test_shortlist_holds_cudnns_first_beside_the_selectors_first_k_minus_1():
+def test_shortlist_holds_cudnns_first_beside_the_selectors_first_k_minus_1_and_instants_first():
+    """k an int: the selector's first k - 1, cuDNN's first (B's), and INSTANT's first (torch's benchmark-off pick)
+    after them where it is not among them; so k, or k + 1 with INSTANT's first added."""
     sel = shipped()
     feats = problem_features(cudnn_algos.ConvSpec(64, 64, (3, 3), padding=1), (32, 64, 56, 56), "float16",
                              "channels_last", "forward")
     cands = [_cand(e, a=i, b=(len(ENG) - 1 - i)) for i, e in enumerate(ENG)]
     order = sel.rank(feats, cands)
     anchor = heuristic_order(cands)[0]
+    assert instant_first(cands) == [0] and anchor == len(ENG) - 1
     for k in (1, 2, 3, 5):
         short = sel.shortlist(feats, cands, k)
-        assert len(short) == k and len(set(short)) == k and anchor in short
+        assert len(set(short)) == len(short) and anchor in short and 0 in short
         assert short[:k - 1] == order[:k - 1] or anchor in order[:k - 1]
+        assert len(short) == k + (0 not in short[:k]) and (short[-1] == 0 or 0 in short[:k])
+    unlisted = [_cand(e) for e in ENG[:3]] + [_cand(9, b=0)]
+    assert instant_first(unlisted) == [] and len(sel.shortlist(feats, unlisted, 2)) == 2
 
 
 ENG = (0, 1, 9, 28, 47, 58, 62, 67)
@@ -809,3 +815,18 @@ def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known,
                 sel.evidence)
     assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]
+
+
+def test_the_guard_takes_the_trees_first_only_where_they_predict_a_clear_win_over_cudnns_first():
+    """selector.train.guarded (selector eval's guard_M methods): the trees' first where their prediction puts it at
+    least the margin below cuDNN's first, else cuDNN's first; without predictions (outside the reach: the order is
+    cuDNN's already) the order's first; where both are the same candidate, that one."""
+    from cudnn_algos.selector.train import guarded
+
+    predicted = np.array([0.0, 0.25, 0.05, 1.0])
+    order = [0, 2, 1, 3]
+    cudnn = [1, 0, 2, 3]
+    assert guarded(order, predicted, cudnn, 0.1) == 0  # 0.25 below: confident
+    assert guarded(order, predicted, cudnn, 0.3) == 1  # not 0.3 below: cuDNN's first
+    assert guarded(order, predicted, [2, 0], 0.1) == 2 and guarded(order, predicted, [2, 0], 0.05) == 0
+    assert guarded(cudnn, None, cudnn, 0.3) == 1 and guarded(order, predicted, [0, 1], 0.3) == 0

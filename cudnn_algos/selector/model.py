@@ -22,7 +22,8 @@ from .trees import Trees
 FORMAT = 3  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence
 READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
-# Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first, then every
+# Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first (and INSTANT's first,
+# torch's benchmark-off pick, after them where it is neither: Selector.shortlist), then every
 # candidate the trees predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their
 # first, AUTO_MAX at most; outside the reach (where predict runs cuDNN's order) also cuDNN's first AUTO_OUTSIDE. The
 # trees rank outside the reach too: predict trusts their first pick less there, but the clock checks what they
@@ -254,6 +255,13 @@ def heuristic_order(candidates: Sequence[tuple]) -> list[int]:
     return sorted(range(len(candidates)), key=key)
 
 
+def instant_first(candidates: Sequence[tuple]) -> list[int]:
+    """[the index of the candidate cuDNN's INSTANT list ranks first], or [] where none is in it: what torch runs with
+    benchmark off (its first configuration torch accepts; cuDNN 9's mode INSTANT is mode A, RANKED_LISTS' "a")."""
+    ranked = [(c[2]["a"], i) for i, c in enumerate(candidates) if len(c) > 2 and c[2] and c[2].get("a") is not None]
+    return [min(ranked)[1]] if ranked else []
+
+
 @dataclass(frozen=True)
 class Selector:
     """Trees and neighbours for one environment family (GPU architecture x cuDNN major.minor)."""
@@ -370,10 +378,12 @@ class Selector:
     def shortlist(self, problem: Sequence[float], candidates: Sequence[tuple], k: int | str,
                   order: Sequence[int] | None = None, predicted: np.ndarray | None = None) -> list[int]:
         """The candidates apply(unseen="measure_top_k") times. k an int: the selector's first k - 1 and cuDNN's
-        own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; so the
-        fastest of them is never slower than cuDNN's pick on the clock that times them. k=AUTO: Note [the automatic
-        shortlist] (auto_parts says which of them are timed later). `order` (and `predicted`): ranked()'s answer for
-        these candidates, where the caller has it; k=AUTO goes by the predictions alone, inside the reach or not."""
+        own first (heuristic_order), or the selector's k-th where cuDNN's first is already among them; and after
+        them INSTANT's first (instant_first: torch's pick with benchmark off) where it is not among them, so k + 1 at
+        most. The fastest of them is never slower than cuDNN's first or torch's benchmark-off pick on the clock that
+        times them. k=AUTO: Note [the automatic shortlist] (auto_parts says which of them are timed later). `order`
+        (and `predicted`): ranked()'s answer for these candidates, where the caller has it; k=AUTO goes by the
+        predictions alone, inside the reach or not."""
         if k == AUTO:
             if predicted is None:
                 predicted = self.predict(problem, candidates)
@@ -388,7 +398,8 @@ class Selector:
         anchor = heuristic_order(candidates)[:1]
         head = order[:max(k - 1, 0)]
         rest = [i for i in order[len(head):] if i not in anchor]
-        return (head + [i for i in anchor if i not in head] + rest)[:k]
+        short = (head + [i for i in anchor if i not in head] + rest)[:k]
+        return short + [i for i in instant_first(candidates) if i not in short]
 
     def within_reach(self, problem: Sequence[float]) -> bool:
         return self.neighbours.distance(problem) <= self.reach
@@ -473,6 +484,7 @@ class Selector:
                    float(h.get("reach", REACH)), known, evidence)
 
 
-__all__ = ["FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
+__all__ = ["instant_first",
+           "FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector", "config_key",
            "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "name_key", "listed"]

@@ -18,7 +18,7 @@ import numpy as np
 from ..regret import ProblemRegret, timed_ms
 from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from .model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key, evidence_class,
-                    listed, problem_class)
+                    heuristic_order, listed, problem_class)
 from .trees import Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
@@ -195,7 +195,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {"selector": None, "nearest": None, "offered": None, "shortlist": [], "known": None,
+        return {**{f"guard_{m:g}": None for m in GUARD_MARGINS}, "selector": None, "nearest": None, "offered": None,
+                "shortlist": [], "known": None,
                 "known_shortlist": [], "known_auto": [], "known_auto_first": [], "offered_known": None,
                 "known_untimed": False, "rank_ms": None}
     feats = row_features(rows[0])
@@ -215,13 +216,30 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     rtc = runtime_compiled(rows)
     auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)])
     auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
-    return {"selector": cands[order[0]].name, "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
+    guards = {f"guard_{m:g}": cands[guarded(order, predicted, heuristic_order(enc[:len(cands)]), m)].name
+              for m in GUARD_MARGINS}
+    return {**guards, "selector": cands[order[0]].name,
+            "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
             "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
             "known_auto": [more[i].name for i in auto], "known_auto_first": [more[i].name for i in auto_first],
             "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
+
+
+# the margins choose() scores the guard at (guarded): the trees' first only where they predict it this much (log2 of
+# time relative to the fastest: 0.1 is 7%, 0.3 is 23%) faster than cuDNN's first, otherwise cuDNN's first
+GUARD_MARGINS = (0.1, 0.3)
+
+
+def guarded(order: Sequence[int], predicted: np.ndarray | None, cudnn_order: Sequence[int], margin: float) -> int:
+    """The pick of a guarded predict: the trees' first (`order[0]`) where their predictions put it at least `margin`
+    below cuDNN's first (`cudnn_order[0]`), else cuDNN's first; outside the reach (no predictions) cuDNN's first is
+    `order[0]` already. Indices into the same candidates."""
+    if predicted is None or not cudnn_order or order[0] == cudnn_order[0]:
+        return order[0]
+    return order[0] if predicted[cudnn_order[0]] - predicted[order[0]] >= margin else cudnn_order[0]
 
 
 def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
@@ -242,8 +260,8 @@ RANK_MS = "rank_ms"  # with_selector's: choose()'s rank_ms in ProblemRegret.regr
 AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its cost)
 AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
-SELECTOR_METHODS = ("selector", f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}",
-                    "known_auto_first", "known_auto", "offered_known")
+SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS), f"selector_top{MEASURE_K}", "nearest",
+                    "offered", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
