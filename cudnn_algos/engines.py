@@ -22,6 +22,7 @@ from .errors import CudaContextLost, is_context_lost
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
+from .plans_ahead import Built, Listed, build_key, build_plans
 from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
                      plan_runnable, reference_output, torch_runnable)
 
@@ -208,40 +209,21 @@ def validate_engines(
     return problem, tuple(heuristics), exact, device_index(device)
 
 
-@dataclass(frozen=True)
-class Built:
-    """One search's plans built ahead of it (``build_ahead``), and what they were built for."""
-    key: tuple
-    out: backend.EngineSearchOut
-
-
-def _build_key(problem: Problem, cdir: str, heuristics, exhaustive: bool, max_configs: int, runtime_compiled: bool,
-               exact, dev: int) -> tuple:
-    return (problem.spec, tuple(problem.shapes.x_shape), problem.dtype_name, problem.memory_format, problem.math, cdir,
-            tuple(heuristics), bool(exhaustive), max_configs, bool(runtime_compiled), repr(exact), dev)
-
-
-def _build(problem: Problem, cdir: str, heuristics, exhaustive: bool, max_configs: int, runtime_compiled: bool,
-           exact, dev: int, build_threads: int) -> backend.EngineSearchOut:
-    with torch.cuda.device(dev):
-        return backend.engine_search(cdir, backend.conv_problem(problem), heuristics, exhaustive, max_configs,
-                                     runtime_compiled, dev, exact=exact, build_threads=build_threads)
-
-
-def build_ahead(conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
-                heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64,
-                runtime_compiled: bool = True, configs: Sequence[str] = (), device=None,
-                build_threads: int = 1) -> Built:
-    """The plans find_engines would build for these arguments (the same names and defaults), built now: on a thread
-    of its own, the next search's plans are built while this one is timed (a profile does), and
-    ``find_engines(..., built=...)`` with the same arguments takes them instead of building."""
+def list_ahead(conv, input_shape, *, direction: str = "forward", dtype=None, memory_format=None,
+               heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64,
+               runtime_compiled: bool = True, configs: Sequence[str] = (), device=None) -> Listed:
+    """The configurations find_engines would build for these arguments (the same names and defaults), listed now
+    and built later by ``.build()`` (Note [building ahead]); ``find_engines(..., built=listed.build())`` with the
+    same arguments takes those plans instead of building."""
     problem, heuristics, exact, dev = validate_engines(
         conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
-        exhaustive=exhaustive, max_configs=max_configs, configs=configs, device=device, build_threads=build_threads)
+        exhaustive=exhaustive, max_configs=max_configs, configs=configs, device=device)
     cdir = problem.cudnn_direction(direction)
-    return Built(_build_key(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev),
-                 _build(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev,
-                        build_threads))
+    return Listed(build_key(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev),
+                  problem, cdir,
+                  build_plans(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev, 1,
+                         build=False),
+                  runtime_compiled, dev)
 
 
 def find_engines(
@@ -281,7 +263,8 @@ def find_engines(
         less host time where there are many (a sweep); every plan is built before any is timed.
     gpu_turn: a context manager held for everything that runs on the GPU once the plans are built (sweep workers
         sharing a GPU: sweep.turns, Note [sharing a GPU]); building happens outside it.
-    built: the plans ``build_ahead`` built for the same problem and lists (ValueError when it was another's).
+    built: the plans ``list_ahead(...).build()`` built for the same problem and lists (ValueError when it was
+        another's; Note [building ahead]).
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``).
     """
@@ -292,13 +275,11 @@ def find_engines(
         screen=screen, confirm=confirm, configs=configs, device=device, build_threads=build_threads)
     compare_torch = measure if compare_torch is None else compare_torch
     cdir = problem.cudnn_direction(direction)
-    if built is None:
-        out = _build(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev, build_threads)
-    elif built.key != _build_key(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev):
+    settings = (heuristics, exhaustive, max_configs, runtime_compiled, exact, dev)
+    if built is not None and built.key != build_key(problem, cdir, *settings):
         raise ValueError(f"built= holds the plans of another search ({built.key[:6]}), not of "
                          f"{problem.describe(direction)} with these lists")
-    else:
-        out = built.out
+    out = built.out if built is not None else build_plans(problem, cdir, *settings, build_threads)
     rows = _rows(out.plans, cdir, problem)
     for i, pos in torch_candidates(rows, int(torch.backends.cudnn.benchmark_limit or 0)).items():
         rows[i] = replace(rows[i], torch_rank=pos)

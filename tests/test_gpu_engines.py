@@ -218,22 +218,29 @@ def test_plans_built_by_threads_are_the_same_rows_and_run_like_pytorch(direction
 
 
 def test_plans_built_ahead_on_another_thread_are_the_same_rows_and_measure_like_pytorch():
-    """build_ahead on a thread of its own (as a profile builds the next search's plans while one is timed): the
-    same rows as find_engines builds itself, measured and checked against PyTorch from this thread; plans built for
-    another search are refused, naming the argument."""
+    """engines.list_ahead here and Listed.build on a thread of its own (as a profile builds the next search's plans
+    while one is timed; Note [building ahead]): the same rows, sources and list positions as find_engines builds
+    itself, measured and checked against PyTorch from this thread; plans built for another search are refused."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cudnn_algos.engines import build_ahead
+    from cudnn_algos.engines import list_ahead
 
     module, shape, dtype, fmt = CASES["3x3-fp32"]
     spec = ConvSpec.from_module(module)
     case = Case(spec, shape, dtype, fmt)
     kw = dict(direction="backward_data", dtype=dtype, memory_format=fmt)
+    listed = list_ahead(spec, shape, **kw)
+    assert listed.out.plans and all(p.status != "SUCCESS" for p in listed.out.plans), "listed, none built"
     with ThreadPoolExecutor(1) as pool:
-        built = pool.submit(build_ahead, spec, shape, build_threads=2, **kw).result()
+        built = pool.submit(listed.build, 2).result()
     mine = cudnn_algos.find_engines(spec, shape, **kw)
+
+    def key(r):
+        return (r.engine_id, r.knobs, r.sources, r.heuristic_ranks, r.status, r.workspace_bytes)
+
+    res = cudnn_algos.find_engines(spec, shape, built=built, **kw)
+    assert [key(r) for r in res.rows] == [key(r) for r in mine.rows]
     res = cudnn_algos.find_engines(spec, shape, built=built, measure=True, screen=2, repeats=3, **kw)
-    assert sorted((r.engine_id, r.knobs) for r in res.rows) == sorted((r.engine_id, r.knobs) for r in mine.rows)
     assert res.best is not None and res.best.kernel_ms > 0
     assert not _check_all(res, case, "backward_data")
     with pytest.raises(ValueError, match="built= holds the plans of another search"):

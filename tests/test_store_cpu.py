@@ -24,6 +24,20 @@ class _Net(torch.nn.Module):
         return self.c(self.b(self.a(x)))
 
 
+class _FakeListed:
+    """engines.list_ahead's stand-in: its build() says what it was built for (the thread that lists is recorded)."""
+    listed_on: list = []
+
+    def __init__(self, spec, shape, *, direction, **kw):
+        import threading
+
+        self.what = ("built", str(spec), direction)
+        _FakeListed.listed_on.append(threading.current_thread().name)
+
+    def build(self, threads):
+        return self.what
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch, make):
     """find_engines replaced by a counter returning hand-made results; no device work anywhere."""
@@ -37,7 +51,7 @@ def fake_gpu(monkeypatch, make):
         return make.engine_result(direction=direction, spec=spec, shape=shape)
 
     monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
-    monkeypatch.setattr(profiling, "build_ahead", lambda spec, shape, *, direction, **kw: ("built", str(spec), direction))
+    monkeypatch.setattr(profiling, "list_ahead", _FakeListed)
     monkeypatch.setattr(profiling, "device_index", lambda device: 0)
     monkeypatch.setattr(profiling, "environment", lambda dev: make.env)
     return calls, stop_after
@@ -156,9 +170,13 @@ def test_build_threads_reach_every_search_and_leave_the_store_key_alone(fake_gpu
 
 def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_built(fake_gpu, tmp_path, monkeypatch,
                                                                                       make):
-    """The next search's plans are built (engines.build_ahead, a stand-in here) on a thread while one is timed: the
-    first search builds its own, every later one gets those built for it; searches a store holds are not built; an
-    error building them is the search's error, as if find_engines had raised it."""
+    """The next search's plans are built on a thread while one is timed (engines.list_ahead and Listed.build,
+    stand-ins here): the lists are asked on the timing thread (list B's query must not run beside another thread's
+    CUDA work), the first search builds its own, every later one gets those built for it; searches a store holds are
+    neither listed nor built; an error building them is the search's error, as if find_engines had raised it, and a
+    failed listing leaves the search to list and build itself."""
+    import threading
+
     calls, _ = fake_gpu
     got = []
 
@@ -168,26 +186,36 @@ def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_b
         return make.engine_result(direction=direction, spec=spec, shape=shape)
 
     monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    _FakeListed.listed_on.clear()
     store = tmp_path / "run.jsonl"
     kw = dict(directions=("forward", "backward_data"), torch_off=False, end_to_end_check=False, progress=False)
     model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
     assert got[0] is None and got[1:] == [("built", s, d) for s, d in calls[1:]] and len(got) == 6
+    assert _FakeListed.listed_on == [threading.current_thread().name] * 5
     lines = store.read_text().splitlines()
     store.write_text("\n".join(lines[:2] + lines[3:]) + "\n")  # the third search is no longer stored
     got.clear()
-    started = []
-    monkeypatch.setattr(profiling, "build_ahead", lambda spec, shape, *, direction, **k: started.append(direction))
+    _FakeListed.listed_on.clear()
     model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
-    assert got == [None] and started == [], "stored searches are neither run nor built"
+    assert got == [None] and _FakeListed.listed_on == [], "stored searches are neither run nor built"
 
-    def broken(spec, shape, *, direction, **k):
-        raise CudnnError("building failed: CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_INTERNAL_ERROR")
+    class Broken(_FakeListed):
+        def build(self, threads):
+            raise CudnnError("building failed: CUDNN_STATUS_INTERNAL_ERROR", "CUDNN_STATUS_INTERNAL_ERROR")
 
-    monkeypatch.setattr(profiling, "build_ahead", broken)
+    monkeypatch.setattr(profiling, "list_ahead", Broken)
     r = model.profile(_Net(), torch.randn(2, 8, 8, 8), **kw)
     assert not r.interrupted and [sorted(p.errors) for p in r.problems] == [
         ["backward_data"], ["backward_data", "forward"], ["backward_data", "forward"]]
     assert "INTERNAL_ERROR" in r.problems[1].errors["forward"]
+
+    def unlisted(spec, shape, *, direction, **k):
+        raise CudnnError("listing failed: CUDNN_STATUS_BAD_PARAM", "CUDNN_STATUS_BAD_PARAM")
+
+    monkeypatch.setattr(profiling, "list_ahead", unlisted)
+    got.clear()
+    r = model.profile(_Net(), torch.randn(2, 8, 8, 8), **kw)
+    assert got == [None] * 6 and not any(p.errors for p in r.problems)
 
 
 def test_a_lost_cuda_context_stops_the_profile_with_what_was_done_and_says_where(fake_gpu, tmp_path, monkeypatch,

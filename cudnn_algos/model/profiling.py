@@ -18,7 +18,7 @@ import torch
 from ..api import find
 from ..backend import environment
 from ..choices import MAX_BUILD_THREADS
-from ..engines import Built, build_ahead, find_engines, mark_torch_run
+from ..engines import Built, find_engines, list_ahead, mark_torch_run
 from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
 from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
@@ -223,25 +223,36 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
 
 
 class _Ahead:
-    """The next search's plans built on a thread of its own while this one is timed (engines.build_ahead), for the
-    searches `stored(key, direction)` does not rule out."""
+    """The next search's plans built on a thread of its own while this one is timed, for the searches `stored(key,
+    direction)` does not rule out; its lists asked here, on the timing thread, between two searches (engines Note
+    [building ahead]: list B's query must not run beside other CUDA work of the process)."""
 
     def __init__(self, dev: int, build_threads: int, runtime_compiled: bool, stored):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="cudnn_algos-build-ahead")
         self._pending: dict[tuple, Future] = {}
-        self._args = dict(device=dev, build_threads=build_threads, runtime_compiled=runtime_compiled)
+        self._dev, self._threads, self._rtc = dev, build_threads, runtime_compiled
         self._stored = stored
 
     def take(self, this: tuple, after: list[tuple]) -> Built | None:
-        """`this` search's plans if they were built ahead (an error building them is raised here), after starting
-        those of the search `after` holds (none when empty)."""
+        """`this` search's plans if they were built ahead (an error building them is raised here), after asking the
+        lists of the search `after` holds (none when empty) and starting to build its plans."""
         fut = self._pending.pop(this, None)
-        for nxt in after:
-            (spec, shape, dname, fmt), d = nxt
-            if nxt not in self._pending and not self._stored(nxt[0], d):
-                self._pending[nxt] = self._pool.submit(build_ahead, spec, shape, direction=d, dtype=dname,
-                                                       memory_format=fmt, **self._args)
-        return fut.result() if fut is not None else None
+        try:
+            return fut.result() if fut is not None else None
+        finally:  # the other thread is idle now (its one job has ended, or there was none)
+            for nxt in after:
+                self._start(nxt)
+
+    def _start(self, nxt: tuple) -> None:
+        (spec, shape, dname, fmt), d = nxt
+        if nxt in self._pending or self._stored(nxt[0], d):
+            return
+        try:
+            listed = list_ahead(spec, shape, direction=d, dtype=dname, memory_format=fmt, runtime_compiled=self._rtc,
+                                device=self._dev)
+        except (CudnnError, CudaError):  # that search asks and builds itself, and fails there as it would have
+            return
+        self._pending[nxt] = self._pool.submit(listed.build, self._threads)
 
     def close(self) -> None:
         for f in self._pending.values():
