@@ -40,11 +40,11 @@ if [[ "$have" != *" torchvision "* ]]; then
   "$PY" -m pip install -q --no-deps torchvision 2>/dev/null | grep -v "Running pip as the 'root' user" || true
   "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip uninstall -q -y torchvision 2>/dev/null || true
 fi
-# Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn for training a selector
-# (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
+# Dask for the sweep, pyarrow for the dataset (cudnn_algos[sweep]) and scikit-learn and LightGBM for training a
+# selector (cudnn_algos[selector]); their CPU tests skip without them; pytest-xdist lets scripts/test use spare cores: all
 # installed where a registry answers, in one pip call; where none does (the GPU machine), pip gives up at once, and a
 # later run on the same machine does not ask again (scripts/optional.sh)
-install_optional "distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" "xdist:pytest-xdist"
+install_optional "distributed:dask[distributed]" pyarrow "sklearn:scikit-learn" lightgbm "xdist:pytest-xdist"
 echo "bootstrap: optional packages checked after ${SECONDS}s" >&2
 # (re)build the extension when it is missing, does not import, or its sources changed since the last build here: a
 # hash of their contents, kept in build/ (file times are no guide where a tree is copied in afresh before each run)

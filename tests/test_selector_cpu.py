@@ -110,8 +110,59 @@ def test_the_histogram_learner_trains_a_selector_that_picks_like_the_exact_one(t
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
     with pytest.raises(ValueError, match="learner='forest'"):
         train(problems, learner="forest")
-    with pytest.raises(ValueError, match="learner='hist' is for the regression objective"):
+    with pytest.raises(ValueError, match="learner='hist' does not fit objective='rank'"):
         train(problems, learner="hist", objective="rank")
+
+
+def test_lightgbm_trees_export_to_arrays_that_predict_what_lightgbm_predicts():
+    """Trees.from_lightgbm: LightGBM's lambdarank trees (rank.fit_lightgbm) as plain arrays predict its scores,
+    negated (lower is better), on unseen rows and on training rows (thresholds between their values); a hand-made
+    dump with a stump and a one-leaf tree walks as written."""
+    lightgbm = pytest.importorskip("lightgbm")
+    from cudnn_algos.selector.rank import LIGHTGBM_LEVELS, fit_lightgbm, relevance
+    from cudnn_algos.selector.trees import Trees
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1200, 5))
+    x[:, 4] = rng.integers(0, 3, size=1200)
+    ms = np.exp(np.sin(x[:, 0]) + 0.5 * x[:, 1] * (x[:, 4] == 1)) + 0.01
+    groups = [list(ms[i:i + 12]) for i in range(0, 1200, 12)]
+    t = fit_lightgbm(x, groups, {"n_estimators": 40})
+    ranker = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=40, max_depth=6, num_leaves=63,
+                                 learning_rate=0.1, min_child_samples=20, random_state=0, verbose=-1,
+                                 label_gain=[2.0 ** i - 1 for i in range(LIGHTGBM_LEVELS + 1)])
+    ranker.fit(x, np.concatenate([relevance(g) for g in groups]), group=[12] * 100)
+    test = np.concatenate([rng.normal(size=(300, 5)), x[:60]])
+    np.testing.assert_allclose(t.predict(test), -ranker.predict(test), rtol=1e-9, atol=1e-9)
+    assert relevance([1.0, 1.07, 2.0, 4.0]) == [LIGHTGBM_LEVELS, LIGHTGBM_LEVELS - 1, LIGHTGBM_LEVELS - 10, 0]
+    dump = {"tree_info": [{"tree_structure": {"split_feature": 1, "threshold": 0.5, "decision_type": "<=",
+                                              "missing_type": "None", "left_child": {"leaf_value": 2.0},
+                                              "right_child": {"leaf_value": -1.0}}},
+                          {"tree_structure": {"leaf_value": 0.25}}]}
+    hand = Trees.from_lightgbm(dump)
+    np.testing.assert_allclose(hand.predict(np.array([[9.0, 0.5], [9.0, 0.6]])), [2.25, -0.75])
+    bad = {"tree_info": [{"tree_structure": {**dump["tree_info"][0]["tree_structure"], "decision_type": "=="}}]}
+    with pytest.raises(ValueError, match="categorical splits"):
+        Trees.from_lightgbm(bad)
+
+
+def test_a_lightgbm_ranked_selector_saves_and_loads_without_lightgbm_code(tmp_path):
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.selector.train import engine_candidates, train
+
+    sel = train(real_sample(), family="sm_90 cudnn 9.19", objective="rank", learner="lightgbm",
+                params={"n_estimators": 30})
+    assert sel.trained_on["learner"] == "lightgbm" and sel.trained_on["objective"] == "rank"
+    sel.save(tmp_path / "l.npz")
+    back = Selector.load(tmp_path / "l.npz")
+    key, rows = real_sample()[0]
+    cands = [c.encoded for c in engine_candidates(rows)]
+    np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
+    assert type(back.trees).__module__ == "cudnn_algos.selector.trees"
+    with pytest.raises(ValueError, match="learner='lightgbm' does not fit objective='regression'"):
+        train(real_sample(), learner="lightgbm")
 
 
 def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path):

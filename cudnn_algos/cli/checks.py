@@ -41,7 +41,7 @@ def stop_status(stopped_by: str, resume: str) -> int:
 # README's install line installs every extra named here (tests/test_install_cpu.py keeps the two together)
 OPTIONAL = {"pandas": ("pandas", "report"), "matplotlib": ("matplotlib", "report"), "rich": ("rich", "report"),
             "pyarrow": ("pyarrow", "sweep"), "distributed": ("dask[distributed]", "sweep"),
-            "sklearn": ("scikit-learn", "selector")}
+            "sklearn": ("scikit-learn", "selector"), "lightgbm": ("lightgbm", "selector")}
 
 
 def needs(flag: str, module: str) -> None:

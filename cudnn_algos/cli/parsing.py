@@ -391,10 +391,11 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
                          "problem's fastest (regression, the shipped model's), or the order of each problem's "
                          "candidates (rank: LambdaMART)")
-    se.add_argument("--learner", default="exact", choices=["exact", "hist"],
-                    help="train/eval, regression: scikit-learn's GradientBoostingRegressor (exact, the shipped "
+    se.add_argument("--learner", default="exact", choices=["exact", "hist", "lightgbm"],
+                    help="train/eval: regression with scikit-learn's GradientBoostingRegressor (exact, the shipped "
                          "model's) or HistGradientBoostingRegressor (hist: features binned, many times faster on a "
-                         "large dataset)")
+                         "large dataset); rank with our LambdaMART (exact) or LightGBM's lambdarank (lightgbm, "
+                         "needs lightgbm to train, not to load)")
     se.add_argument("--plot", metavar="PATH",
                     help="eval: the held-out problems' regret CDF per method (the selector's picks beside cuDNN's "
                          "heuristics and torch's benchmark mode) as an image")

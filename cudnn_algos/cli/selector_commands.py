@@ -29,6 +29,8 @@ def _check_selector_args(a: argparse.Namespace) -> None:
     """Usage errors of `selector`'s options that need no file read."""
     if a.action in ("train", "eval"):
         needs(f"selector {a.action}", "sklearn")
+        if a.learner == "lightgbm":
+            needs(f"selector {a.action} --learner lightgbm", "lightgbm")
     if a.action == "train" and not a.out:
         raise UsageError("selector train needs --out PATH (the model file, .npz)")
     if a.plot and a.action != "eval":
@@ -37,9 +39,10 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
     if a.reach is not None and not a.reach > 0:
         raise UsageError(f"--reach {a.reach} must be > 0 (inf: the trees everywhere)")
-    if a.learner != "exact" and (a.action == "show" or a.model or a.objective != "regression"):
-        raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) of the regression "
-                         "objective take it")
+    if a.learner != "exact" and (a.action == "show" or a.model
+                                 or (a.objective == "regression") == (a.learner == "lightgbm")):
+        raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) take it, hist with "
+                         "--objective regression, lightgbm with --objective rank")
     if a.hold_out is not None and (a.action != "eval" or a.model):
         raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":

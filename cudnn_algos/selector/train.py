@@ -26,7 +26,7 @@ TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subs
 # trees' shape
 HIST_PARAMS = {"max_iter": 300, "max_depth": 6, "max_leaf_nodes": None, "learning_rate": 0.08,
                "early_stopping": False, "random_state": 0}
-LEARNERS = ("exact", "hist")  # train()'s learner for the regression objective
+LEARNERS = ("exact", "hist", "lightgbm")  # train()'s learner: "exact" / "hist" regression, or "lightgbm" (rank only)
 # the trees' target, log2(time / the problem's fastest), is capped here: how much slower than 2^0.5 = 1.41x the best a
 # configuration is does not change a pick, and fitting it took the trees' splits from the near-best ones (held out
 # by family on the 1,011-problem store, mean regret 6.4% against 6.8% uncapped: docs/selector.md)
@@ -127,13 +127,15 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     class (known_configurations; 0: none). `evidence_k`: Note [neighbour evidence]'s K (0: no evidence features);
     a training problem's own evidence leaves it out. `reach`: Note [the selector's reach] (inf: the trees' ranking
     everywhere). `learner` (regression): "exact" (GradientBoostingRegressor, TREE_PARAMS) or "hist"
-    (HistGradientBoostingRegressor, HIST_PARAMS: binned features, much faster on many problems)."""
+    (HistGradientBoostingRegressor, HIST_PARAMS: binned features, much faster on many problems); (rank) "exact"
+    (rank.fit, our LambdaMART on scikit-learn's trees) or "lightgbm" (LightGBM's lambdarank, rank.fit_lightgbm;
+    the saved trees need no LightGBM)."""
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
-    if objective != "regression" and learner != "exact":
-        raise ValueError(f"learner={learner!r} is for the regression objective (objective={objective!r} fits its "
-                         "own trees)")
+    if (objective == "regression") == (learner == "lightgbm") and learner != "exact":
+        raise ValueError(f"learner={learner!r} does not fit objective={objective!r}: 'hist' is for the regression "
+                         "objective, 'lightgbm' for rank (LightGBM's lambdarank)")
     try:
         from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
     except ImportError:
@@ -155,7 +157,12 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     x = np.concatenate([rows_of(feats, [c.encoded for c in cands], exclude=i)
                         for i, (_, _, feats, cands) in enumerate(ps)])
     y = [t for ms in groups for t in targets(ms)]
-    if objective == "rank":
+    if objective == "rank" and learner == "lightgbm":
+        from .rank import LIGHTGBM_PARAMS, fit_lightgbm
+
+        used = {**LIGHTGBM_PARAMS, **(params or {})}
+        trees = fit_lightgbm(x, groups, used)
+    elif objective == "rank":
         from .rank import RANK_PARAMS, fit
 
         used = {**RANK_PARAMS, **(params or {})}
@@ -169,7 +176,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
-            **({"learner": learner} if objective == "regression" else {}), "params": used,
+            **({"learner": learner} if objective == "regression" or learner == "lightgbm" else {}), "params": used,
             **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
             "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}

@@ -1,6 +1,7 @@
 """Gradient-boosted regression trees as flat arrays (node i of tree t at offset[t] + i), evaluated with numpy: the
 trees of a selector (model.Selector), exported from scikit-learn's fitted models (GradientBoostingRegressor,
-HistGradientBoostingRegressor, or the ranking objective's own trees: rank.fit) and saved as plain arrays."""
+HistGradientBoostingRegressor, or the ranking objective's own trees: rank.fit; LightGBM's, rank.fit_lightgbm) and
+saved as plain arrays: a model file never needs the library that trained it."""
 from __future__ import annotations
 
 import functools
@@ -91,6 +92,46 @@ class Trees:
                    np.where(leaf, -1, cat["left"].astype(np.int64)).astype(np.int32),
                    np.where(leaf, -1, cat["right"].astype(np.int64)).astype(np.int32),
                    cat["value"].astype(np.float64), offset, float(base[0]), 1.0)
+
+    @classmethod
+    def from_lightgbm(cls, dump: dict[str, Any], sign: float = 1.0) -> "Trees":
+        """A LightGBM model as arrays, from its ``Booster.dump_model()`` (numerical splits going left when x <=
+        threshold, no missing values; leaf values already shrunk): each tree's nodes in preorder (a node before its
+        children, as _walk needs). `sign` -1 turns LightGBM's higher-is-better ranking scores into predictions
+        where lower is better."""
+        feature: list[int] = []
+        threshold: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        value: list[float] = []
+        offset: list[int] = []
+
+        def add(node: dict[str, Any], start: int) -> int:
+            i = len(feature)
+            if "split_feature" not in node:  # a leaf
+                feature.append(0)
+                threshold.append(0.0)
+                left.append(-1)
+                right.append(-1)
+                value.append(sign * float(node.get("leaf_value", 0.0)))
+                return i
+            if node.get("decision_type", "<=") != "<=" or str(node.get("missing_type", "None")) == "Zero":
+                raise ValueError("LightGBM trees with categorical splits, or zero taken as missing, cannot be "
+                                 "exported")  # NaN as missing: the rows a selector ranks hold none
+            feature.append(int(node["split_feature"]))
+            threshold.append(float(node["threshold"]))
+            left.append(0)
+            right.append(0)
+            value.append(0.0)
+            left[i] = add(node["left_child"], start) - start
+            right[i] = add(node["right_child"], start) - start
+            return i
+
+        for tree in dump["tree_info"]:
+            offset.append(len(feature))
+            add(tree["tree_structure"], len(feature))
+        return cls(np.asarray(feature, np.int32), np.asarray(threshold, np.float64), np.asarray(left, np.int32),
+                   np.asarray(right, np.int32), np.asarray(value, np.float64), np.asarray(offset, np.int64), 0.0, 1.0)
 
     @classmethod
     def of(cls, trees: Sequence[Any], values: Sequence[np.ndarray], base: float, rate: float) -> "Trees":
