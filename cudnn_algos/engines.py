@@ -23,8 +23,8 @@ from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
 from .plans_ahead import Built, Listed, build_key, build_plans
-from .measure import (PRUNE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows, operand_sets,
-                     plan_runnable, reference_output, torch_runnable)
+from .measure import (PRUNE, SCREEN_CLOSE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows,
+                      operand_sets, plan_runnable, reference_output, torch_runnable)
 
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
@@ -316,7 +316,7 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     sets = operand_sets(problem, cfg.l2, dev)
     ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
     cfg = replace(cfg, buffer_sets=len(sets))
-    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE, throughput=False) if screen else cfg
+    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE, throughput=False, close=SCREEN_CLOSE) if screen else cfg
     result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref, screen_cfg,
                       dev)
     if refine:

@@ -3,6 +3,7 @@ FLOP counts, argument checks, the union of intervals, CUPTI teardown, the benchm
 measure_rows' handling of a kernel clock that cannot run and of a candidate that fails. GPU truth (the kernel clock
 against CUPTI, accuracy) is in test_gpu_measure.py and the device script's fidelity table."""
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -216,6 +217,35 @@ def test_a_screen_without_throughput_samples_goes_to_the_kernel_clock_after_the_
     assert [p[0] for p in m_fast.phases] == ["first call"]
     measure.measure_rows([fast], problem, MeasureConfig(repeats=3, warmup=2), None, 0, peak=False)
     assert c_fast == [1, 1, 2, 20, 20, 20], "the default still samples throughput"
+
+
+@NO_GPU
+def test_a_screen_samples_every_row_once_and_only_the_close_ones_again(monkeypatch):
+    """cfg.close (find_engines's screen, SCREEN_CLOSE): one kernel-clock session with one sample of each row, then a
+    second with the rest of the samples only for the rows within close x the fastest first sample; their samples
+    are merged, the others keep their one; a row the second session fails keeps its first sample and says why.
+    The kernel clock is a stand-in here (no GPU)."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    sessions = []
+    per_call = {0: 0.050, 1: 0.070, 2: 0.090, 3: 0.30}
+
+    def fake_pass(runs, out, plan, dev, phases):
+        sessions.append(dict(plan))
+        for i, (k, n) in plan.items():
+            if len(sessions) == 2 and i == 1:
+                out[i] = replace(out[i], error="kernel clock: lost")
+                continue
+            out[i] = replace(out[i], kernel_ms=Stats.of([per_call[i] * (1 + 0.01 * j) for j in range(n)]))
+
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", fake_pass)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    runs = [_fake(ms)[0] for ms in (0.05, 0.07, 0.09, 0.30)]
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0, throughput=False, close=1.5)
+    m = measure.measure_rows(runs, problem, cfg, None, 0, peak=False)
+    assert sessions == [{0: (20, 1), 1: (14, 1), 2: (11, 1), 3: (3, 1)}, {0: (20, 2), 1: (14, 2)}]
+    assert m[0].kernel_ms.n == 3 and m[0].kernel_ms.samples == (0.05, 0.05, 0.0505)
+    assert m[1].kernel_ms.n == 1 and "lost" in m[1].error
+    assert m[2].kernel_ms.n == 1 and m[3].kernel_ms.n == 1 and [x.measured_rank for x in m] == [0, 1, 2, 3]
 
 
 @NO_GPU

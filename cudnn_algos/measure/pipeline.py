@@ -36,6 +36,10 @@ PRUNE = 8.0  # with a screen: candidates whose first call is over 8x the fastest
 # (above what a first call's one-time costs, such as loading its kernels' module, can add) is not called again
 # before its one kernel-clock sample: the slowest candidates (hundreds of ms per call) cost two calls, not three
 ONE_CALL_SLACK_MS = 50.0
+# a screen's kernel clock: one sample of every candidate, the rest only for those within 1.5x the fastest sample. A
+# candidate beyond it is never a pick (the three fastest are confirmed on fresh operands; the selector's targets stop
+# at 2 ** 0.5 = 1.41x the fastest, selector.train.TARGET_CAP), and one kernel-clock sample is its time
+SCREEN_CLOSE = 1.5
 
 
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
@@ -50,7 +54,8 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     """Measures every runnable the same way: accuracy against `ref` (float64) and a first timed call; then
     `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open; skipped
     when not cfg.throughput: K from the first call); then one kernel-clock session with `repeats` samples of
-    min(K, KERNEL_CALLS) calls of each; then (cfg.check_clock) the
+    min(K, KERNEL_CALLS) calls of each (with cfg.close, a screen's: one sample of each, then the rest only for those
+    within cfg.close x the fastest); then (cfg.check_clock) the
     reference clock; FLOPs, TFLOP/s and % of peak; ranks by kernel median. With cfg.prune, a runnable whose first
     call took over `prune` times the fastest first call is sampled once per clock (``pruned``): it cannot be the
     best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
@@ -80,7 +85,10 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
                 out[i], k = _throughput(runnables[i], out[i], cfg, device)
             if k:
                 plan[i] = (k, cfg.repeats)
-    _kernel_pass(runnables, out, plan, device, phases)
+    if cfg.close:
+        _kernel_pass_close(runnables, out, plan, device, phases, cfg.close)
+    else:
+        _kernel_pass(runnables, out, plan, device, phases)
     if cfg.check_clock and plan:
         _reference_pass(runnables, out, plan, device)
     _work_and_ranks(runnables, out, problem, device, peak)
@@ -218,6 +226,22 @@ def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: di
             continue
         out[i] = replace(out[i], kernel_ms=Stats.of([busy / kc for busy, _, _ in res]), kernel_clock="cupti",
                          kernel_calls=kc, kernels=max((k for _, _, k in res), key=len), activities_per_call=acts)
+
+
+def _kernel_pass_close(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
+                       device: int, phases: dict[int, list], close: float) -> None:
+    """The kernel pass in two sessions: one sample of every runnable, then the rest of their samples only for those
+    within `close` x the fastest first sample (their samples merged); the others keep their one."""
+    _kernel_pass(runnables, out, {i: (k, 1) for i, (k, _) in plan.items()}, device, phases)
+    first = {i: out[i].kernel_ms for i in plan if out[i].kernel_ms is not None}
+    if not first:
+        return
+    fastest = min(st.median for st in first.values())
+    more = {i: (k, n - 1) for i, (k, n) in plan.items() if n > 1 and i in first and first[i].median <= close * fastest}
+    _kernel_pass(runnables, out, more, device, phases)
+    for i in more:
+        if out[i].kernel_ms is not first[i]:  # the second session timed it: its samples join the first's
+            out[i] = replace(out[i], kernel_ms=Stats.of(list(first[i].samples) + list(out[i].kernel_ms.samples)))
 
 
 def _kernel_session(runnables: Sequence[Runnable], plan: dict[int, tuple[int, int]], device: int,

@@ -36,6 +36,8 @@ class MeasureConfig:
     buffer_sets: int = 1  # filled in: operand sets rotated through
     prune: float = 0.0  # > 0: rows whose first call is over `prune` x the fastest first call get one sample
     throughput: bool = True  # False (a screen): kernel-clock samples only; host time is the first timed call's
+    close: float = 0.0  # > 0 (a screen): one kernel-clock sample each first, the rest only for rows within close x
+    # the fastest of those samples (measure_rows)
 
 
 @dataclass(frozen=True)
