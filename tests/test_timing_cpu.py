@@ -250,15 +250,15 @@ def test_a_screen_samples_every_row_once_and_only_the_close_ones_again(monkeypat
 
 @NO_GPU
 def test_a_far_slower_accuracy_call_is_the_estimate_and_no_timed_call_follows(monkeypatch):
-    """With prune: a candidate whose accuracy call took over max(prune x the fastest first call so far, that + 50 ms)
+    """With prune: a candidate whose accuracy call took over max(prune x the fastest first call so far, that + 5 ms)
     is not called again before its one kernel-clock sample (the slowest cost two calls, not three); one under that
     bound gets its timed call as before. Accuracy-call times stand in for CUDA events."""
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     plans = []
     monkeypatch.setattr(measure.pipeline, "_kernel_pass", lambda runs, out, plan, dev, phases: plans.append(plan))
     problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
-    (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(30.0), _fake(120.0)
-    acc_ms = {id(fast): 0.06, id(mid): 30.0, id(slow): 120.0}
+    (fast, c_fast), (mid, c_mid), (slow, c_slow) = _fake(0.05), _fake(3.0), _fake(120.0)
+    acc_ms = {id(fast): 0.06, id(mid): 3.0, id(slow): 120.0}
     monkeypatch.setattr(measure.pipeline, "_output",
                         lambda r, timed: (r.output(), acc_ms[id(r)] if timed else None))
     ref = torch.zeros(1, dtype=torch.float64)

@@ -33,9 +33,10 @@ MIN_CALLS = 2
 KERNEL_CALLS = 5  # calls per kernel-clock sample (CUPTI records each call; a few back-to-back calls suffice)
 PRUNE = 8.0  # with a screen: candidates whose first call is over 8x the fastest first call get one sample
 # ... and a candidate whose accuracy call alone took over PRUNE x the fastest first call so far and this much more
-# (above what a first call's one-time costs, such as loading its kernels' module, can add) is not called again
-# before its one kernel-clock sample: the slowest candidates (hundreds of ms per call) cost two calls, not three
-ONE_CALL_SLACK_MS = 50.0
+# is not called again before its one kernel-clock sample: the slowest candidates (hundreds of ms per call) cost two
+# calls, not three. A fast one whose accuracy call was slow for a one-time cost (loading its kernels' module) loses
+# nothing but samples: its kernel-clock sample is its time in the ranking, and the fastest are confirmed after
+ONE_CALL_SLACK_MS = 5.0
 # a screen's kernel clock: one sample of every candidate, the rest only for those within 1.5x the fastest sample. A
 # candidate beyond it is never a pick (the three fastest are confirmed on fresh operands; the selector's targets stop
 # at 2 ** 0.5 = 1.41x the fastest, selector.train.TARGET_CAP), and one kernel-clock sample is its time
