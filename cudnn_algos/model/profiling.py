@@ -18,9 +18,10 @@ import torch
 from ..api import find
 from ..backend import environment
 from ..choices import MAX_BUILD_THREADS
-from ..engines import Built, find_engines, list_ahead, mark_torch_run
+from ..engines import find_engines, list_ahead, mark_torch_run
 from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
+from ..plans_ahead import Built, Listed
 from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
 from ..progress import Progress
 from ..results import MeasureConfig, ModelReport, ProblemEntry, TorchRun
@@ -234,25 +235,40 @@ class _Ahead:
         self._stored = stored
 
     def take(self, this: tuple, after: list[tuple]) -> Built | None:
-        """`this` search's plans if they were built ahead (an error building them is raised here), after asking the
-        lists of the search `after` holds (none when empty) and starting to build its plans."""
+        """`this` search's plans: those built ahead, or (none were) its lists asked and its plans built here, the
+        other thread idle; an error building them is raised here. Then the lists of the search `after` holds (none
+        when empty) are asked and its plans started on the other thread. None where `this` search's lists could not
+        be asked here: find_engines asks them itself, with the other thread still idle."""
         fut = self._pending.pop(this, None)
-        try:
-            return fut.result() if fut is not None else None
-        finally:  # the other thread is idle now (its one job has ended, or there was none)
-            for nxt in after:
-                self._start(nxt)
+        if fut is None:
+            listed = self._listed(this)
+            if listed is None:
+                return None
+            built = listed.build(self._threads)
+        else:
+            try:
+                built = fut.result()
+            except BaseException:
+                self._start(after)  # the other thread is idle: its one job has ended
+                raise
+        self._start(after)
+        return built
 
-    def _start(self, nxt: tuple) -> None:
+    def _listed(self, nxt: tuple) -> Listed | None:
         (spec, shape, dname, fmt), d = nxt
-        if nxt in self._pending or self._stored(nxt[0], d):
-            return
         try:
-            listed = list_ahead(spec, shape, direction=d, dtype=dname, memory_format=fmt, runtime_compiled=self._rtc,
-                                device=self._dev)
+            return list_ahead(spec, shape, direction=d, dtype=dname, memory_format=fmt, runtime_compiled=self._rtc,
+                              device=self._dev)
         except (CudnnError, CudaError):  # that search asks and builds itself, and fails there as it would have
-            return
-        self._pending[nxt] = self._pool.submit(listed.build, self._threads)
+            return None
+
+    def _start(self, after: list[tuple]) -> None:
+        for nxt in after:
+            if nxt in self._pending or self._stored(nxt[0], nxt[1]):
+                continue
+            listed = self._listed(nxt)
+            if listed is not None:
+                self._pending[nxt] = self._pool.submit(listed.build, self._threads)
 
     def close(self) -> None:
         for f in self._pending.values():
