@@ -56,7 +56,7 @@ class Listed:
         if not todo:
             return Built(self.key, self.out)
         got = build_plans(self.problem, self.cdir, (), False, len(todo), self.runtime_compiled,
-                     [(e, list(k)) for e, k in todo], self.dev, build_threads)
+                          [(e, list(k)) for e, k in todo], self.dev, build_threads)
         by = {(b.engine_id, b.knobs): b for b in got.plans}
         plans = tuple(
             replace(p, status=b.status, stage=b.stage, workspace_bytes=b.workspace_bytes, plan_json=b.plan_json,
