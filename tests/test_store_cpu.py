@@ -27,6 +27,7 @@ class _Net(torch.nn.Module):
 class _FakeListed:
     """engines.list_ahead's stand-in: its build() says what it was built for (the thread that lists is recorded)."""
     listed_on: list = []
+    built_on: list = []
 
     def __init__(self, spec, shape, *, direction, **kw):
         import threading
@@ -35,6 +36,9 @@ class _FakeListed:
         _FakeListed.listed_on.append(threading.current_thread().name)
 
     def build(self, threads):
+        import threading
+
+        _FakeListed.built_on.append(threading.current_thread().name)
         return self.what
 
 
@@ -192,6 +196,12 @@ def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_b
     model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
     assert got == [("built", s, d) for s, d in calls] and len(got) == 6
     assert _FakeListed.listed_on == [threading.current_thread().name] * 6
+    assert _FakeListed.built_on[0] == threading.current_thread().name
+    assert all(t.startswith("cudnn_algos-build-ahead") for t in _FakeListed.built_on[1:])
+    _FakeListed.built_on.clear()
+    monkeypatch.setattr(profiling, "find", lambda spec, shape, *, direction, **k: make.legacy_result(direction=direction))
+    model.profile(_Net(), torch.randn(2, 8, 8, 8), legacy=True, **kw)
+    assert _FakeListed.built_on == [threading.current_thread().name] * 6, "beside the legacy search: none ahead"
     lines = store.read_text().splitlines()
     store.write_text("\n".join(lines[:2] + lines[3:]) + "\n")  # the third search is no longer stored
     got.clear()

@@ -176,6 +176,8 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
     problems: list[ProblemEntry] = []
     torch_search = 0.0
     stopped_by = ""
+    # the next search's plans are built while one is timed (not beside the legacy search: what cuDNN's legacy find asks
+    # inside is not known, so no other thread of this process runs CUDA work then; Note [building ahead])
     order = [(k, d) for k in keyed for d in directions]
     ahead = _Ahead(dev, build_threads, options["runtime_compiled"],
                    lambda k, d: store is not None and _stored(store, "engines", *k, d, options, check_clock))
@@ -193,7 +195,8 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
                                                  spec, shape, direction=d, dtype=dname, memory_format=fmt,
                                                  measure=True, compare_torch=True, torch_benchmark=True,
                                                  check_clock=check_clock, device=dev, build_threads=build_threads,
-                                                 built=ahead.take(order[j], order[j + 1:j + 2]), **options)))
+                                                 built=ahead.take(order[j], [] if legacy else order[j + 1:j + 2]),
+                                                 **options)))
                         torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
                         if legacy:
                             legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
