@@ -199,7 +199,8 @@ def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_b
     assert _FakeListed.built_on[0] == threading.current_thread().name
     assert all(t.startswith("cudnn_algos-build-ahead") for t in _FakeListed.built_on[1:])
     _FakeListed.built_on.clear()
-    monkeypatch.setattr(profiling, "find", lambda spec, shape, *, direction, **k: make.legacy_result(direction=direction))
+    monkeypatch.setattr(profiling, "find", lambda spec, shape, *, direction, **k: make.legacy_result(
+        direction=direction))
     model.profile(_Net(), torch.randn(2, 8, 8, 8), legacy=True, **kw)
     assert _FakeListed.built_on == [threading.current_thread().name] * 6, "beside the legacy search: none ahead"
     lines = store.read_text().splitlines()
