@@ -27,6 +27,9 @@ def test_two_workers_store_every_task_once_and_a_rerun_skips_them(corpus, tmp_pa
     db = tmp_path / "s.sqlite"
     r = sweep(corpus.problems, str(db), dry_run=True, n_workers=2, progress=False)
     assert (r.done, r.failed, r.skipped, r.left) == (48, 0, 0, 0) and sum(r.per_worker.values()) == 48
+    # each worker's resident memory after its first and its last task, in the summary (is it bounded?)
+    assert set(r.memory) == set(r.per_worker) and all(0 < a <= 1 << 20 and 0 < b for a, b in r.memory.values())
+    assert "; resident memory per worker, first -> last task: " in str(r)
     with SweepStore(db) as s:
         assert s.keys() == {t["key"] for t in tasks_of(corpus.problems)}
         assert s.counts()["done"] == 48 and s.counts()["rows"] == len(s.rows())

@@ -42,6 +42,8 @@ class SweepResult:
     died: dict[str, int] = field(default_factory=dict)  # worker -> how often it died (SIGKILL, a crash, OOM)
     retried: tuple[str, ...] = ()  # the tasks running on a worker when it died (run again; failed past the limit)
     restarted: dict[str, int] = field(default_factory=dict)  # worker -> restarts after a task lost its CUDA context
+    memory: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker -> resident MB after its first and
+    # its last task (measure_task's rss_mb): whether a long-running worker's memory grows
 
     @property
     def rate(self) -> float:
@@ -59,7 +61,14 @@ class SweepResult:
                  if self.stages and n else "")
         return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
                 f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
-                + (f"; per worker: {per}" if per else "") + steps + self._deaths() + self._restarts() + stop)
+                + (f"; per worker: {per}" if per else "") + steps + self._memory() + self._deaths()
+                + self._restarts() + stop)
+
+    def _memory(self) -> str:
+        if not self.memory:
+            return ""
+        return "; resident memory per worker, first -> last task: " + ", ".join(
+            f"{w} {a / 1024:.2f} -> {b / 1024:.2f} GB" for w, (a, b) in sorted(self.memory.items()))
 
     def _restarts(self) -> str:
         if not self.restarted:
@@ -138,6 +147,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     counts: Counter = Counter()
     per_worker: Counter = Counter()
     stages: Counter = Counter()
+    memory: dict[str, tuple[float, float]] = {}
     stopped = ""
     bar = Progress(len(todo), progress, "sweeping", unit="task")
 
@@ -147,6 +157,9 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         counts[out["status"]] += 1
         per_worker[out.get("worker") or "?"] += 1
         stages.update({"task": out.get("seconds") or 0.0, **(out.get("stages") or {})})
+        if isinstance(out.get("rss_mb"), (int, float)):
+            w = out.get("worker") or "?"
+            memory[w] = (memory.get(w, (out["rss_mb"],))[0], float(out["rss_mb"]))
         elapsed = time.perf_counter() - t0
         bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
 
@@ -164,7 +177,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
                        left=left, repeats=min(len(repeats), len(todo)),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
                        engine=engine, stages=dict(stages), died=dict(deaths.died), retried=tuple(deaths.retried),
-                       restarted=dict(deaths.restarted))
+                       restarted=dict(deaths.restarted), memory=memory)
 
 
 def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str],

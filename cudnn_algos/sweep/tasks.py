@@ -91,6 +91,16 @@ def worker_name() -> str:
         return f"pid {os.getpid()}"
 
 
+def resident_mb() -> float | None:
+    """This process's resident memory in MB (Linux's /proc/self/statm), or None where it cannot be read: each task
+    reports it, so a sweep's summary shows whether a long-running worker's memory grows."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measures one problem-direction on this process's GPU: find_engines with every heuristic list (plus, with
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
@@ -157,7 +167,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         if turn is not None:
             stages["gpu_wait"] = turn.waited
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
-                "seconds": time.perf_counter() - t0, "stages": stages}
+                "seconds": time.perf_counter() - t0, "stages": stages, "rss_mb": resident_mb()}
     except CudaContextLost as e:
         return _context_lost(base, e, t0)
     except (CudnnError, CudaError, torch.OutOfMemoryError, ValueError, TypeError) as e:
@@ -204,4 +214,5 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
     n = 1 + sum(task["input_shape"]) % 3
     rows = [{"key": task["key"], "candidate_kind": "engine", "candidate": f"eng{i}", "status": "SUCCESS",
              "kernel_median_ms": 0.01 * (i + 1), "note": f"on the GPU {t_on:.6f}-{t_off:.6f}"} for i in range(n)]
-    return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay}
+    return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay,
+            "rss_mb": resident_mb()}
