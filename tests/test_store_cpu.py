@@ -191,6 +191,7 @@ def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_b
 
     monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
     _FakeListed.listed_on.clear()
+    _FakeListed.built_on.clear()
     store = tmp_path / "run.jsonl"
     kw = dict(directions=("forward", "backward_data"), torch_off=False, end_to_end_check=False, progress=False)
     model.profile(_Net(), torch.randn(2, 8, 8, 8), store=str(store), **kw)
