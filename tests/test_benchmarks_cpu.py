@@ -478,3 +478,25 @@ def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use
     assert "off 4.74 (1.000x)" in out  # 0.03 ms x 158 uses: ResNet-50's 53 layers x 3 directions, the stem's dgrad not
     assert "near1 " in out and "trees " in out and "lists " in out and "top3 " in out
     assert "eng2 " not in out and "(eng2 vs" not in out
+
+
+def test_heldout_picks_regrets_and_summary_arithmetic():
+    """benchmarks/heldout_picks.py (the held-out evaluation through apply(); its measuring needs a GPU): regret is
+    pick / best - 1, a pick with no time (torch's op ran) is left out of its means, the summary groups by dtype."""
+    hp = _load("heldout_picks")
+    assert hp.regrets({"predict": 1.5, "instant": None}, 1.0) == {"predict": 0.5, "instant": None}
+    rows = [{"dtype": "float16", "regret": {"predict": 0.0, "measure_top_k": 0.0, "instant": 0.5, "torch_on": 0.1}},
+            {"dtype": "float32", "regret": {"predict": 0.2, "measure_top_k": None, "instant": 0.0, "torch_on": 0.0}}]
+    lines = hp.summary(rows)
+    assert lines[0].startswith("all (2): predict 10.0% (10.0%, >5% 50%)")
+    assert "measure_top_k 0.0% (0.0%, >5% 0%)" in lines[0]
+    assert lines[1].startswith("float16 (1): ") and lines[2].startswith("float32 (1): ")
+    assert "measure_top_k" not in lines[2]
+    import subprocess
+    import sys
+
+    import torch
+    if not torch.cuda.is_available():
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_picks.py"), "--n", "1"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
