@@ -249,8 +249,9 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     (torch.compile) and CPU kernels; a problem the database lacks runs torch's own convolution, or with
     ``unseen="predict"`` the first configuration `selector` (a cudnn_algos.selector.Selector or its .npz file) ranks
     fastest among cuDNN's heuristic lists (built at the problem's first call, nothing timed), or with
-    ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own first; k="auto": its
-    first and cuDNN's, then those it predicts close to its first, Note [the automatic shortlist] in selector/model.py)
+    ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own first, and
+    INSTANT's first, torch's benchmark-off pick, where it is neither; k="auto": its first, cuDNN's and INSTANT's, then
+    those it predicts close to its first, Note [the automatic shortlist] in selector/model.py)
     timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
     version (ValueError where it ships none). cuDNN's lists are asked in a helper process started now (one more CUDA
     context while the handle lives: Note [lists in a helper process] in tuning/lists_process.py). background (default

@@ -116,7 +116,7 @@ def rank(cands: list[Candidate], selector: Any, features: Sequence[float], short
          known: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
     """`cands` and the `known` configurations not among them (with_known) in the selector's predicted order
     (fastest first), and with shortlist_k (an int > 0, or "auto") the shortlist measure_top_k times
-    (Selector.shortlist: its first k - 1 and cuDNN's first; Note [the automatic shortlist])."""
+    (Selector.shortlist: its first k - 1, cuDNN's first and INSTANT's; Note [the automatic shortlist])."""
     cands = with_known(cands, known)
     if len(cands) < 2:
         return cands, cands

@@ -2,8 +2,9 @@
 problems] in csrc/pinned/pinned.h). "torch": torch's own op (counted as a fallback). "predict": a selector ranks the
 configurations of cuDNN's heuristic lists (queried, not built) and the first of its ranking that builds runs from
 then on: one plan built, nothing timed. "measure_top_k": the selector's shortlist of k (its first k - 1 and cuDNN's
-own first, Selector.shortlist; k="auto": as many as its predictions leave close) is built and timed on fresh random
-operands (CUDA events around back-to-back calls, as torch's benchmark mode times its candidates), the fastest kept.
+own first, and INSTANT's first where it is neither, Selector.shortlist; k="auto": as many as its predictions leave
+close) is built and timed on fresh random operands (CUDA events around back-to-back calls, as torch's benchmark mode
+times its candidates), the fastest kept.
 The lists are queried in a helper process (Note [lists in a helper process] in lists_process.py) and ranked in
 background threads while torch's op runs the problem's first call (Note [choosing in the background], the default),
 or all at that first call. Either way the choice is made once per problem and process; ``Applied.decisions()`` lists
@@ -348,7 +349,8 @@ class UnseenHandler:
 
     def ranked(self, q: Any) -> tuple[list[Candidate], list[Candidate], float]:
         """The heuristic lists' configurations torch would accept, the selector's predicted fastest first; the
-        shortlist measure_top_k times (Selector.shortlist: its first k - 1 and cuDNN's first); cuDNN's host ms.
+        shortlist measure_top_k times (Selector.shortlist: its first k - 1, cuDNN's first and INSTANT's); cuDNN's
+        host ms.
         Ranked in the helper process where it holds the selector (Note [ranking in the helper])."""
         from ..selector import problem_features
 
