@@ -145,18 +145,25 @@ def test_a_directory_as_the_store_is_one_clear_error(make, tmp_path):
         ResultStore(str(tmp_path), make.env)
 
 
-def test_build_threads_reach_every_search_and_leave_the_store_key_alone(fake_gpu, tmp_path, monkeypatch, make):
-    """build_threads changes how fast plans are built, not which rows a search has: every search gets it, and a
-    store written with one count is taken whole by a re-run with another."""
-    calls, _ = fake_gpu
+def _recording(monkeypatch, make, calls: list, arg: str) -> list:
+    """find_engines replaced by a stand-in that records each search (in `calls`) and the value of its keyword `arg`
+    (in the list returned)."""
     seen = []
 
-    def fake_find_engines(spec, shape, *, direction, build_threads, **kw):
-        seen.append(build_threads)
+    def fake_find_engines(spec, shape, *, direction, **kw):
+        seen.append(kw[arg])
         calls.append((str(spec), direction))
         return make.engine_result(direction=direction, spec=spec, shape=shape)
 
     monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    return seen
+
+
+def test_build_threads_reach_every_search_and_leave_the_store_key_alone(fake_gpu, tmp_path, monkeypatch, make):
+    """build_threads changes how fast plans are built, not which rows a search has: every search gets it, and a
+    store written with one count is taken whole by a re-run with another."""
+    calls, _ = fake_gpu
+    seen = _recording(monkeypatch, make, calls, "build_threads")
     store = tmp_path / "run.jsonl"
     kw = dict(directions=("forward",), torch_off=False, end_to_end_check=False, progress=False, store=str(store))
     model.profile(_Net(), torch.randn(2, 8, 8, 8), build_threads=5, **kw)
@@ -182,14 +189,7 @@ def test_each_search_gets_the_plans_built_ahead_for_it_and_stored_ones_are_not_b
     import threading
 
     calls, _ = fake_gpu
-    got = []
-
-    def fake_find_engines(spec, shape, *, direction, built, **kw):
-        got.append(built)
-        calls.append((str(spec), direction))
-        return make.engine_result(direction=direction, spec=spec, shape=shape)
-
-    monkeypatch.setattr(profiling, "find_engines", fake_find_engines)
+    got = _recording(monkeypatch, make, calls, "built")
     _FakeListed.listed_on.clear()
     _FakeListed.built_on.clear()
     store = tmp_path / "run.jsonl"

@@ -163,22 +163,21 @@ def _first_call(r: Runnable, ref: torch.Tensor | None, device: int, cut_ms: floa
     cut_ms: when the accuracy call (CUDA events around it) took longer, no timed call: its time is the estimate."""
     stage = "accuracy check"
     try:
-        rel = mx = None
+        rel = mx = acc_ms = None
         err = ""
         if ref is not None:
             got, acc_ms = _output(r, timed=cut_ms is not None)
             rel, mx = errors(got, ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
             if rel is None:
                 err = "output has non-finite values (overflow)"
-            if acc_ms is not None and acc_ms > cut_ms:
-                return Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0,
-                                   kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
-                                   error=err), acc_ms
-        stage = "first timed call"
-        host, gpu = r.loop(1)
-        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=Stats.of([host]), calls_per_sample=0,
-                           kernel_clock="none", rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank,
-                           error=err), max(gpu, 1e-4)
+        if acc_ms is not None and acc_ms > cut_ms:
+            host, est = None, acc_ms
+        else:
+            stage = "first timed call"
+            host, gpu = r.loop(1)
+            host, est = Stats.of([host]), max(gpu, 1e-4)
+        return Measurement(kernel_ms=None, throughput_ms=None, host_ms=host, calls_per_sample=0, kernel_clock="none",
+                           rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank, error=err), est
     except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
         return _failed(r, e, device, stage), None
 

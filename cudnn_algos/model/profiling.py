@@ -179,24 +179,24 @@ def _search_problems(keyed: dict[tuple, list[str]], directions, bar, dev: int, l
     # the next search's plans are built while one is timed (not beside the legacy search: what cuDNN's legacy find asks
     # inside is not known, so no other thread of this process runs CUDA work then; Note [building ahead])
     order = [(k, d) for k in keyed for d in directions]
+    after = {o: ([] if legacy else order[i + 1:i + 2]) for i, o in enumerate(order)}  # the search built ahead of o
     ahead = _Ahead(dev, build_threads, options["runtime_compiled"],
                    lambda k, d: store is not None and _stored(store, "engines", *k, d, options, check_clock))
     try:
-        for (spec, shape, dname, fmt), names in keyed.items():
+        for key, names in keyed.items():
+            spec, shape, dname, fmt = key
             engines, legacy_res, errors = {}, {}, {}
             try:
                 for d in directions:
                     if deadline is not None and time.perf_counter() > deadline:
                         raise _BudgetSpent  # stop as Ctrl-C does, keeping what was done
-                    j = order.index(((spec, shape, dname, fmt), d))
                     try:
                         engines[d] = _search(store, "engines", spec, shape, dname, fmt, d, options, check_clock,
                                              lambda: _without_plans(find_engines(
                                                  spec, shape, direction=d, dtype=dname, memory_format=fmt,
                                                  measure=True, compare_torch=True, torch_benchmark=True,
                                                  check_clock=check_clock, device=dev, build_threads=build_threads,
-                                                 built=ahead.take(order[j], [] if legacy else order[j + 1:j + 2]),
-                                                 **options)))
+                                                 built=ahead.take((key, d), after[(key, d)]), **options)))
                         torch_search += (engines[d].torch.first_call_ms or 0.0) if engines[d].torch else 0.0
                         if legacy:
                             legacy_res[d] = _search(store, "legacy", spec, shape, dname, fmt, d, options, check_clock,
@@ -243,19 +243,13 @@ class _Ahead:
         when empty) are asked and its plans started on the other thread. None where `this` search's lists could not
         be asked here: find_engines asks them itself, with the other thread still idle."""
         fut = self._pending.pop(this, None)
-        if fut is None:
-            listed = self._listed(this)
-            if listed is None:
-                return None
-            built = listed.build(self._threads)
-        else:
-            try:
-                built = fut.result()
-            except BaseException:
-                self._start(after)  # the other thread is idle: its one job has ended
-                raise
-        self._start(after)
-        return built
+        listed = self._listed(this) if fut is None else None
+        if fut is None and listed is None:
+            return None
+        try:
+            return fut.result() if fut is not None else listed.build(self._threads)
+        finally:  # the other thread is idle: its one job has ended, or it had none
+            self._start(after)
 
     def _listed(self, nxt: tuple) -> Listed | None:
         (spec, shape, dname, fmt), d = nxt

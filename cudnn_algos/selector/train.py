@@ -223,8 +223,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     rtc = runtime_compiled(rows)
     auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)])
     auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
-    guards = {f"guard_{m:g}": cands[guarded(order, predicted, heuristic_order(enc[:len(cands)]), m)].name
-              for m in GUARD_MARGINS}
+    cudnn_order = heuristic_order(enc[:len(cands)])
+    guards = {f"guard_{m:g}": cands[guarded(order, predicted, cudnn_order, m)].name for m in GUARD_MARGINS}
     return {**guards, "selector": cands[order[0]].name,
             "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
