@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import torch
@@ -180,6 +180,18 @@ def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SE
     return EngineSearchOut(plans=tuple(Plan.of(p) for p in out["plans"]), engine_count=int(out["engine_count"]),
                            search_ms=float(out["search_ms"]),
                            heuristic_query_ms=tuple((str(m), float(t)) for m, t in out["heuristic_query_ms"]))
+
+
+def build_listed(out: EngineSearchOut, threads: int = 1, device: int = 0) -> EngineSearchOut:
+    """The plans of `out`'s unbuilt rows (an ``engine_search(build=False)`` answer) built from the very configurations
+    its lists gave, by up to `threads` threads; no list is asked, so any thread may call it. The same rows, each with
+    its status now; search_ms adds the building's host ms."""
+    todo = [p.live for p in out.plans if p.status == "NOT_BUILT" and p.live is not None]
+    if not todo:
+        return out
+    ms = _ext.load().build_listed(todo, max(1, int(threads)), int(device))
+    return replace(out, plans=tuple(Plan.of(p.live) if p.status == "NOT_BUILT" and p.live is not None else p
+                                    for p in out.plans), search_ms=out.search_ms + float(ms))
 
 
 # =============================================================================================== kernel clock

@@ -220,10 +220,9 @@ def list_ahead(conv, input_shape, *, direction: str = "forward", dtype=None, mem
         exhaustive=exhaustive, max_configs=max_configs, configs=configs, device=device)
     cdir = problem.cudnn_direction(direction)
     return Listed(build_key(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev),
-                  problem, cdir,
                   build_plans(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev, 1,
-                         build=False),
-                  runtime_compiled, dev)
+                              build=False),
+                  dev)
 
 
 def find_engines(

@@ -3,7 +3,7 @@ ahead]): a profile builds the next search's plans while this one is timed. ``eng
 ``Listed.build`` builds them; ``find_engines(..., built=)`` takes what it built."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -41,28 +41,17 @@ class Listed:
     Only the building goes to that thread: cuDNN's list B opens a CUDA stream capture inside its query, and a
     synchronizing CUDA call on another thread of the process fails while it is open (Note [lists in a helper
     process], tuning/lists_process.py), so the lists are asked on the thread that times, between two searches, and
-    the other thread then builds the configurations they named, by name (``exact``: no list is asked there)."""
+    the other thread then finalizes the plans of the very configurations they gave (``backend.build_listed``: no
+    list is asked there), not configurations made again from their names."""
     key: tuple
-    problem: Problem
-    cdir: str
     out: backend.EngineSearchOut
-    runtime_compiled: bool
     dev: int
 
     def build(self, build_threads: int = 1) -> Built:
-        """The plans of every configuration listed but not built, built (this thread and build_threads - 1 more),
-        each row keeping what the lists said of it (sources, ranks); the search's host ms include the building."""
-        todo = list(dict.fromkeys((p.engine_id, p.knobs) for p in self.out.plans if p.status == "NOT_BUILT"))
-        if not todo:
-            return Built(self.key, self.out)
-        got = build_plans(self.problem, self.cdir, (), False, len(todo), self.runtime_compiled,
-                          [(e, list(k)) for e, k in todo], self.dev, build_threads)
-        by = {(b.engine_id, b.knobs): b for b in got.plans}
-        plans = tuple(
-            replace(p, status=b.status, stage=b.stage, workspace_bytes=b.workspace_bytes, plan_json=b.plan_json,
-                    live=b.live) if p.status == "NOT_BUILT" and (b := by.get((p.engine_id, p.knobs))) else p
-            for p in self.out.plans)
-        return Built(self.key, replace(self.out, plans=plans, search_ms=self.out.search_ms + got.search_ms))
+        """The plans of every configuration listed but not built, built from the configurations the lists gave
+        (this thread and build_threads - 1 more), each row keeping what the lists said of it (sources, ranks); the
+        search's host ms include the building."""
+        return Built(self.key, backend.build_listed(self.out, build_threads, self.dev))
 
 
 __all__ = ["Built", "Listed", "build_key", "build_plans"]

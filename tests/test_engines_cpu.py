@@ -161,47 +161,44 @@ def test_an_exhaustive_search_needs_no_heuristic_list():
 
 
 def test_plans_built_ahead_keep_what_the_lists_said_and_take_what_the_build_made(monkeypatch):
-    """plans_ahead.Listed.build (Note [building ahead]): only the listed configurations not yet built are built, each
-    once, by name (no list asked: heuristics ()); each such row keeps its sources and list positions and takes the
-    build's status, stage, workspace and plan; rows the lists already ended (not supported, skipped) are untouched;
-    the host ms add up. The extension's search is a stand-in here (no GPU)."""
-    from cudnn_algos import backend, plans_ahead
-    from cudnn_algos.problem import make_problem
-    from cudnn_algos.spec import ConvSpec
+    """plans_ahead.Listed.build (Note [building ahead]): only the listed configurations not yet built go to the
+    extension's build_listed, each once, with the build threads and the device; each such row keeps its sources and
+    list positions and takes the build's status, stage, workspace and plan; rows the lists already ended (not
+    supported, skipped) are untouched; the host ms add up; nothing to build asks nothing. The extension is a
+    stand-in here (no GPU): its plan objects are mutable records, as the extension's are."""
+    from types import SimpleNamespace
 
-    def plan(e, knobs, status, sources=("a",), ranks=(("a", 0),), ws=-1, live=None):
-        return backend.Plan(engine_id=e, knobs=knobs, numerical_notes=(), behavior_notes=(), sources=sources,
-                            heuristic_ranks=ranks, status=status, stage="" if status == "SUCCESS" else "plan",
-                            workspace_bytes=ws, plan_json="", live=live)
+    from cudnn_algos import _ext, backend, plans_ahead
 
-    listed_plans = (plan(62, ((1, 0),), "NOT_BUILT", ("a", "b"), (("a", 0), ("b", 1))),
-                    plan(28, (), "NOT_SUPPORTED"),
-                    plan(1, ((2, 4),), "NOT_BUILT", ("b",), (("b", 0),)),
-                    plan(5, (), "SKIPPED_RUNTIME_COMPILATION"))
+    def live(e, knobs, status, sources=("a",), ranks=(("a", 0),)):
+        return SimpleNamespace(engine_id=e, knobs=list(knobs), numerical_notes=[], behavior_notes=[],
+                               sources=list(sources), heuristic_ranks=list(ranks), status=status,
+                               stage="" if status == "SUCCESS" else "plan", workspace_bytes=-1, plan_json="")
+
+    lives = [live(62, ((1, 0),), "NOT_BUILT", ("a", "b"), (("a", 0), ("b", 1))), live(28, (), "NOT_SUPPORTED"),
+             live(1, ((2, 4),), "NOT_BUILT", ("b",), (("b", 0),)), live(5, (), "SKIPPED_RUNTIME_COMPILATION")]
     asked = []
 
-    def fake_build(problem, cdir, heuristics, exhaustive, max_configs, runtime_compiled, exact, dev, threads,
-                   build=True):
-        asked.append((heuristics, exact, threads, build))
-        return backend.EngineSearchOut(plans=(plan(62, ((1, 0),), "SUCCESS", ("exact",), (), 4096, "live62"),
-                                              plan(1, ((2, 4),), "NOT_SUPPORTED", ("exact",), ())),
-                                       engine_count=0, search_ms=30.0)
+    def fake_build_listed(plans, threads, device):
+        asked.append(([(p.engine_id, p.status) for p in plans], threads, device))
+        plans[0].status, plans[0].stage, plans[0].workspace_bytes = "SUCCESS", "", 4096
+        plans[1].status = "NOT_SUPPORTED"
+        return 30.0
 
-    monkeypatch.setattr(plans_ahead, "build_plans", fake_build)
-    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8), None, None, None)
+    monkeypatch.setattr(_ext, "load", lambda: SimpleNamespace(build_listed=fake_build_listed))
+    listed_plans = tuple(backend.Plan.of(x) for x in lives)
     out = backend.EngineSearchOut(plans=listed_plans, engine_count=81, search_ms=12.0, heuristic_query_ms=(("b", 9.0),))
-    listed = plans_ahead.Listed(("k",), problem, "forward", out, True, 0)
-    built = listed.build(3)
-    assert asked == [((), [(62, [(1, 0)]), (1, [(2, 4)])], 3, True)]
+    built = plans_ahead.Listed(("k",), out, 1).build(3)
+    assert asked == [([(62, "NOT_BUILT"), (1, "NOT_BUILT")], 3, 1)]
     p62, p28, p1, p5 = built.out.plans
-    assert (p62.status, p62.workspace_bytes, p62.live, p62.sources, p62.heuristic_ranks) == (
-        "SUCCESS", 4096, "live62", ("a", "b"), (("a", 0), ("b", 1)))
+    assert (p62.status, p62.stage, p62.workspace_bytes, p62.live, p62.sources, p62.heuristic_ranks) == (
+        "SUCCESS", "", 4096, lives[0], ("a", "b"), (("a", 0), ("b", 1)))
     assert (p1.status, p1.sources) == ("NOT_SUPPORTED", ("b",)) and p28 == listed_plans[1] and p5 == listed_plans[3]
     assert built.key == ("k",) and built.out.search_ms == 42.0 and built.out.engine_count == 81
     assert built.out.heuristic_query_ms == (("b", 9.0),)
     asked.clear()
-    nothing = plans_ahead.Listed(("k",), problem, "forward", _with_plans(out, listed_plans[1::2]), True, 0).build()
-    assert asked == [] and nothing.out.plans == listed_plans[1::2]
+    nothing = plans_ahead.Listed(("k",), _with_plans(out, (p28, p5)), 0).build()
+    assert asked == [] and nothing.out.plans == (p28, p5)
 
 
 def _with_plans(out, plans):

@@ -152,6 +152,13 @@ void bind_search(py::module_& m) {
              d["gpu_ms"] = t.gpu_ms;
              return d;
            });
+  m.def(
+      "build_listed",
+      [](const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device) {
+        py::gil_scoped_release nogil;
+        return build_listed(plans, threads, device);
+      },
+      py::arg("plans"), py::arg("threads") = 1, py::arg("device") = 0);
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
         py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,

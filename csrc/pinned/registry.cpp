@@ -124,8 +124,8 @@ std::array<std::atomic<int64_t>, 2> g_stage_calls{};  // forward kernel calls, b
 
 
 // Note [plans the handler built]: a built plan of this device whose engine is the configuration's and whose knobs
-// include every knob it names with the same value (a knob not named takes its minimum when built, so the plan's
-// own list may name more)
+// include every knob it names with the same value (a plan built from a list's configuration may
+// name more knobs than a stored name does)
 std::shared_ptr<EnginePlan> built_for(const std::pair<int64_t, Knobs>& config, int device,
                                       const std::vector<std::shared_ptr<EnginePlan>>& built) {
   for (const auto& pl : built) {

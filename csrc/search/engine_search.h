@@ -75,8 +75,9 @@ struct EngineSearchOptions {
   // refine: configurations (engine id, (knob type, value) pairs) whose neighbours to build: each knob's other
   // values, one knob at a time; counted against max_configs like the exhaustive ones
   std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds;
-  // exact: build exactly these configurations (source "exact"; a knob not given takes its minimum), e.g. to time
-  // one row again or run a stored winner; built after the heuristic lists, and counted like them by exhaustive
+  // exact: build exactly these configurations (source "exact"; only the knobs named are set: one not named is the
+  // engine's own default, as in a list's configuration that sets none, and one the engine lacks is dropped), e.g.
+  // to time one row again or run a stored winner; built after the heuristic lists, counted like them by exhaustive
   std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact;
   // false: the heuristic lists' configurations only (engine, knobs, notes: status "NOT_BUILT"), no plan finalized:
   // what choosing among them without building costs (the pinned operator's unseen-problem handler)
@@ -98,5 +99,11 @@ struct EngineSearchOutput {
 
 EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
                                  int device);
+
+// The plans of an unbuilt search's rows (build=False: status "NOT_BUILT"), built from the very configurations its
+// lists gave, on `threads` threads (this one and threads - 1 more, each with its own handle): no list is asked, so
+// this may run on another thread than the one that listed them (engines Note [building ahead]). A row that fails
+// keeps its status. Returns the host ms it took.
+double build_listed(const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device);
 
 }  // namespace cudnn_algos

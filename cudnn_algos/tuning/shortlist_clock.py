@@ -39,8 +39,8 @@ def build(q: Any, cands: Sequence[Candidate], runtime_compiled: bool, threads: i
 
 def rows_for(cands: Sequence[Candidate], rows: Sequence[Any]) -> dict[Candidate, Any]:
     """Each candidate's row among an exact search's `rows`, matched by configuration, never by position: the row of
-    its engine whose knobs include every knob the candidate names with the same value (the search gives a knob not
-    named its minimum, drops one the engine lacks, and lists a configuration named twice once: so rows and
+    its engine whose knobs include every knob the candidate names with the same value (the search sets only the
+    knobs named, drops one the engine lacks, and lists a configuration named twice once: so rows and
     candidates need not pair up in order). A row goes to the first candidate it matches; one no row matches (a
     knob this problem's engine lacks, or a value it does not take) is left out."""
     out: dict[Candidate, Any] = {}
