@@ -12,7 +12,7 @@ the held-out ranges, never swept for training), each in turn:
 3. one more find_engines of those configurations by name (the best, INSTANT's first, the pinned ones), measured in
    one call beside torch's op (the plan torch chose in step 1): each pick's regret over the best on that clock.
 
-    python benchmarks/heldout_picks.py [CORPUS] --n 40 [--seed 0] [--json out.json]
+    python benchmarks/heldout_picks.py [CORPUS] --n 40 [--seed 0] [--json out.json] [--budget-s S]
 
 Needs a GPU. Prints per pick the mean and median regret and the share more than 5% off, per dtype.
 """
@@ -24,6 +24,7 @@ import random
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,6 +54,13 @@ def summary(rows: list[dict]) -> list[str]:
                              f">5% {100 * sum(x > 0.05 for x in v) / len(v):.0f}%)")
         out.append(f"{g} ({len(rs)}): " + "; ".join(cells))
     return out
+
+
+def instant_first(rows):
+    """Of built rows torch would accept (no ``torch_filter``), the one cuDNN's INSTANT list ranks first (the list's
+    source is "heuristic_instant"); None when INSTANT listed none of them."""
+    ranked = [r for r in rows if not r.torch_filter and dict(r.heuristic_ranks).get("heuristic_instant") is not None]
+    return min(ranked, key=lambda r: dict(r.heuristic_ranks)["heuristic_instant"], default=None)
 
 
 def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: str) -> str | None:
@@ -95,9 +103,7 @@ def one(p, direction: str, max_configs: int) -> dict:
                                     max_configs=max_configs, measure=True, screen=3, refine=3, repeats=5,
                                     compare_torch=True, torch_benchmark=True, **kw)
     best = full.best_eligible
-    inst = min((r for r in full.succeeded if not r.torch_filter and r.heuristic_ranks and
-                dict(r.heuristic_ranks).get("instant") is not None),
-               key=lambda r: dict(r.heuristic_ranks)["instant"], default=None)
+    inst = instant_first(full.succeeded)
     pinned = {}
     with tempfile.TemporaryDirectory() as d:
         for mode in MODES:
@@ -120,10 +126,14 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=40, help="problem-directions drawn (seeded)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-configs", type=int, default=64, help="the full search's exhaustive cap")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="every row so far, written again after each problem-direction")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="no new problem-direction after this many seconds (the rows so far are summarized)")
     a = ap.parse_args()
     if a.n < 1 or a.max_configs < 1:
         ap.error(f"--n {a.n} and --max-configs {a.max_configs} must be at least 1")
+    if a.budget_s is not None and a.budget_s <= 0:
+        ap.error(f"--budget-s {a.budget_s} must be positive")
     import torch
 
     from cudnn_algos.corpus import Corpus
@@ -135,15 +145,19 @@ def main() -> int:
     pairs = [(p, d) for p in Corpus.load(a.corpus).problems for d in DIRECTIONS]
     random.Random(a.seed).shuffle(pairs)
     rows = []
+    t0 = time.monotonic()
     for p, d in pairs[:a.n]:
+        if a.budget_s is not None and time.monotonic() - t0 > a.budget_s:
+            print(f"stopped: --budget-s {a.budget_s:g} spent")
+            break
         try:
             rows.append(one(p, d, a.max_configs))
         except Exception as e:  # one problem's failure is a line, the run goes on
             print(f"failed: {p.spec} @ {p.input_shape} {p.dtype} {d}: {type(e).__name__}: {str(e)[:200]}")
             continue
         print(json.dumps(rows[-1]["regret"]), rows[-1]["problem"], d, flush=True)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+        if a.json:  # a run cut short keeps what it measured
+            Path(a.json).write_text(json.dumps(rows, indent=1))
     print(f"held-out picks ({a.corpus}, {len(rows)} of {a.n} problem-directions), regret over the best (mean "
           f"(median, share > 5%)):")
     print("\n".join(summary([r for r in rows if r["regret"]])))

@@ -482,7 +482,8 @@ def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use
 
 def test_heldout_picks_regrets_and_summary_arithmetic():
     """benchmarks/heldout_picks.py (the held-out evaluation through apply(); its measuring needs a GPU): regret is
-    pick / best - 1, a pick with no time (torch's op ran) is left out of its means, the summary groups by dtype."""
+    pick / best - 1, a pick with no time (torch's op ran) is left out of its means, the summary groups by dtype;
+    INSTANT's first is the accepted row with the lowest "heuristic_instant" rank."""
     hp = _load("heldout_picks")
     assert hp.regrets({"predict": 1.5, "instant": None}, 1.0) == {"predict": 0.5, "instant": None}
     rows = [{"dtype": "float16", "regret": {"predict": 0.0, "measure_top_k": 0.0, "instant": 0.5, "torch_on": 0.1}},
@@ -492,6 +493,16 @@ def test_heldout_picks_regrets_and_summary_arithmetic():
     assert "measure_top_k 0.0% (0.0%, >5% 0%)" in lines[0]
     assert lines[1].startswith("float16 (1): ") and lines[2].startswith("float32 (1): ")
     assert "measure_top_k" not in lines[2]
+    from types import SimpleNamespace
+
+    def row(name, ranks, filtered=False):
+        return SimpleNamespace(name=name, heuristic_ranks=ranks, torch_filter="no" if filtered else "")
+
+    rs = [row("a", (("heuristic_a", 0),)), row("f", (("heuristic_instant", 0),), filtered=True),
+          row("i2", (("heuristic_instant", 2), ("heuristic_b", 0))), row("i1", (("heuristic_instant", 1),)),
+          row("fb", (("fallback", 0),))]
+    assert hp.instant_first(rs).name == "i1"  # INSTANT's first that torch accepts, by the list's source name
+    assert hp.instant_first(rs[:1] + rs[-1:]) is None
     import subprocess
     import sys
 
