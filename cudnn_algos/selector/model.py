@@ -23,31 +23,30 @@ FORMAT = 3  # 2: a candidate's positions in the heuristic lists (features.RANKED
 READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
 # Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first (and INSTANT's first,
-# torch's benchmark-off pick, after them where it is neither: Selector.shortlist), then every
-# candidate the trees predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their
-# first, AUTO_MAX at most; outside the reach (where predict runs cuDNN's order) also cuDNN's first AUTO_OUTSIDE. The
-# trees rank outside the reach too: predict trusts their first pick less there, but the clock checks what they
-# shortlist. Where the trees are sure it times two, where several are close (a kind of layer they know less) more;
-# the settings and how it compares with a fixed k of the same cost, held out by family: docs/selector.md, "The
-# automatic shortlist" and "The trees' shortlist outside the reach".
-# Of the candidates it adds beyond the first two, those of engines that compile at run time (cuDNN's behaviour note
-# RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are not built with the others on the model's
-# own thread but later, off it (auto_parts; Note [runtime-compiled candidates later] in tuning/unseen.py). Where they
-# win (grouped layers) they are worth it in a long run; both sides measured: docs/selector.md, "Runtime-compiled
-# engines".
+# torch's benchmark-off pick, after them where it is neither: Selector.shortlist), then every candidate the trees
+# predict within AUTO_SPREAD (log2 of time relative to the fastest: 2 ** 0.3 = 1.23x) of their first, AUTO_MAX at most;
+# outside the reach (where predict runs cuDNN's order) also cuDNN's first AUTO_OUTSIDE. The trees rank outside the reach
+# too: predict trusts their first pick less there, but the clock checks what they shortlist. Where the trees are sure it
+# times two, where several are close (a kind of layer they know less) more; the settings and how it compares with a
+# fixed k of the same cost, held out by family: docs/results/selector-2026-12-01-to-03.md, "The automatic shortlist" and
+# "The trees' shortlist outside the reach". Of the candidates it adds beyond the first two, those of engines that
+# compile at run time (cuDNN's behaviour note RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are
+# not built with the others on the model's own thread but later, off it (auto_parts; Note [runtime-compiled candidates
+# later] in tuning/unseen.py). Where they win (grouped layers) they are worth it in a long run; both sides measured:
+# docs/results/selector-2026-12-01-to-03.md, "Runtime-compiled engines".
 AUTO = "auto"
 T = TypeVar("T")
 AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times at once whatever they are, runtime-compiled or not
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
 AUTO_OUTSIDE = 4
-# Note [known configurations first]: the trees' first goes first only where cuDNN's lists name it for the problem or
-# it was the fastest of a training problem within KNOWN_NEAR (the neighbours' metric) of this one; otherwise the
-# first candidate that is either goes ahead of it (it stays second, so measure_top_k's shortlist still times it).
-# The known configurations (Note [known configurations]) are each the fastest of some training problem, and the
-# trees also rank them for problems far from it, where nothing was measured of them: there predict would build a
-# configuration on the trees' extrapolation alone (on ResNet-50's stem, one that had won a 1x3x512x512 problem and
-# was slower than cuDNN's first at every batch size; benchmarks/picks_kernel_time.py and docs/selector.md have the
+# Note [known configurations first]: the trees' first goes first only where cuDNN's lists name it for the problem or it
+# was the fastest of a training problem within KNOWN_NEAR (the neighbours' metric) of this one; otherwise the first
+# candidate that is either goes ahead of it (it stays second, so measure_top_k's shortlist still times it). The known
+# configurations (Note [known configurations]) are each the fastest of some training problem, and the trees also rank
+# them for problems far from it, where nothing was measured of them: there predict would build a configuration on the
+# trees' extrapolation alone (on ResNet-50's stem, one that had won a 1x3x512x512 problem and was slower than cuDNN's
+# first at every batch size; benchmarks/picks_kernel_time.py and docs/results/selector-2026-12-01-to-03.md have the
 # figures).
 KNOWN_NEAR = 1.0
 
@@ -143,11 +142,11 @@ def evidence_class(problem: Sequence[float]) -> int:
 class Evidence:
     """Note [neighbour evidence]: what each configuration achieved on the training problems — log2(its time / that
     problem's fastest), capped as the trees' targets are — as sparse entries (training problem = Neighbours' row,
-    configuration, value). For a problem and a candidate, three features: the mean over the EVIDENCE_K nearest
-    training problems of its evidence class that timed the candidate, the nearest one's value, and that one's
-    distance (the Neighbours' metric); EVIDENCE_ABSENT where none did. The trees learn how far such evidence
-    carries: for a layer unlike those they were trained on, their splits on problem features say little about a
-    configuration, and what it did on the nearest layers of the class says more (docs/selector.md: what it
+    configuration, value). For a problem and a candidate, three features: the mean over the EVIDENCE_K nearest training
+    problems of its evidence class that timed the candidate, the nearest one's value, and that one's distance (the
+    Neighbours' metric); EVIDENCE_ABSENT where none did. The trees learn how far such evidence carries: for a layer
+    unlike those they were trained on, their splits on problem features say little about a configuration, and what it
+    did on the nearest layers of the class says more (docs/results/selector-2026-12-01-to-03.md: what it
     changed, families held out)."""
 
     configs: tuple[str, ...]  # config_key per configuration index
@@ -275,15 +274,15 @@ class Selector:
     # the standardized PROBLEM_FEATURES, the neighbours' metric) is outside what the trees learned: there the
     # ranking is cuDNN's own (heuristic B's order, then A's), not the trees'. Held out by model family, trees far
     # from their data picked configurations many times slower than cuDNN's first with confidence (a depthwise 7x7
-    # layer when no family trained on had one); docs/selector.md has the figures.
+    # layer when no family trained on had one); docs/results/selector-2026-12-01-to-03.md has the figures.
     reach: float = REACH
     # Note [known configurations]: per problem class (problem_class: cuDNN's direction, dtype, memory format), the
-    # configurations that were the fastest of some training problem, the most often fastest first (train.KNOWN_CAP
-    # at most), each with whether it was deterministic there. They are ranked beside the lists' candidates: no list
-    # names some of the fastest configurations (for RegNet's grouped 3x3 layers, engines 70/71/78 with SPLIT_K_SLC=1:
-    # docs/selector.md), and the dataset knows them. One that cannot be built for a problem is passed over there.
-    # They join the lists' candidates and never replace them: where the lists offer nothing torch would accept,
-    # nothing is added (ranking.with_known).
+    # configurations that were the fastest of some training problem, the most often fastest first (train.KNOWN_CAP at
+    # most), each with whether it was deterministic there. They are ranked beside the lists' candidates: no list names
+    # some of the fastest configurations (for RegNet's grouped 3x3 layers, engines 70/71/78 with SPLIT_K_SLC=1:
+    # docs/results/selector-2026-12-01-to-03.md), and the dataset knows them. One that cannot be built for a problem is
+    # passed over there. They join the lists' candidates and never replace them: where the lists offer nothing torch
+    # would accept, nothing is added (ranking.with_known).
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     evidence: Evidence | None = None  # Note [neighbour evidence]; None: trees trained without it (format 2)
 

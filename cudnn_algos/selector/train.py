@@ -28,8 +28,8 @@ HIST_PARAMS = {"max_iter": 300, "max_depth": 6, "max_leaf_nodes": None, "learnin
                "early_stopping": False, "random_state": 0}
 LEARNERS = ("exact", "hist", "lightgbm")  # train()'s learner: "exact" / "hist" regression, or "lightgbm" (rank only)
 # the trees' target, log2(time / the problem's fastest), is capped here: how much slower than 2^0.5 = 1.41x the best a
-# configuration is does not change a pick, and fitting it took the trees' splits from the near-best ones (held out
-# by family on the 1,011-problem store, mean regret 6.4% against 6.8% uncapped: docs/selector.md)
+# configuration is does not change a pick, and fitting it took the trees' splits from the near-best ones (held out by
+# family on the 1,011-problem store, mean regret 6.4% against 6.8% uncapped: docs/results/selector-2026-12-01-to-03.md)
 TARGET_CAP = 0.5
 
 

@@ -5,22 +5,23 @@ capture is open, a synchronizing CUDA call on any other thread of the process (t
 blocking copy) fails with cudaErrorStreamCaptureUnsupported ("operation not permitted when stream is capturing"), which
 ends the training step that made it. benchmarks/heuristic_threads.py shows it: threads asking B beside a model's
 training steps failed the model's synchronize within seconds; threads asking INSTANT, A or FALLBACK ran tens of
-thousands of queries beside it clean (docs/selector.md). A capture belongs to one process, so the handler asks the lists
-in a helper process with a CUDA context of its own: the model's process never holds B's capture. The helper is a plain
-``python -c`` running main() below (not multiprocessing, whose spawn would import the user's main script again),
-answering over a socket pair, $CUDNN_ALGOS_LISTS_THREADS queries at once (default 3), each a numbered query in (the
-ConvProblem pickled as its constructor's arguments), the configurations the lists name out with that number (a
-backend.Plan's fields, none built; or ranked: below). It starts when the handler is made (apply()) and needs a few
-seconds to import torch; a query waits for it. Its cost: one CUDA context on each GPU it is asked about (about 0.5 GB of
-GPU memory), while the handler lives. The helper ends when the socket closes (the handler's close(), or the model's
-process ending).
+thousands of queries beside it clean (docs/results/selector-2026-12-01-to-03.md). A capture belongs to one process, so
+the handler asks the lists in a helper process with a CUDA context of its own: the model's process never holds B's
+capture. The helper is a plain ``python -c`` running main() below (not multiprocessing, whose spawn would import the
+user's main script again), answering over a socket pair, $CUDNN_ALGOS_LISTS_THREADS queries at once (default 3), each a
+numbered query in (the ConvProblem pickled as its constructor's arguments), the configurations the lists name out with
+that number (a backend.Plan's fields, none built; or ranked: below). It starts when the handler is made (apply()) and
+needs a few seconds to import torch; a query waits for it. Its cost: one CUDA context on each GPU it is asked about
+(about 0.5 GB of GPU memory), while the handler lives. The helper ends when the socket closes (the handler's close(), or
+the model's process ending).
 
 Note [ranking in the helper]: the selector's ranking of a problem's candidates (tuning/ranking.py) costs 1-2 ms of CPU
 with the GIL held (benchmarks/selector_speed.py); in the model's process, background threads ranking while a host-bound
-training step runs took that time from the step (docs/selector.md). So the handler gives the helper its selector once
-(its arrays, as the .npz file holds them: set_selector) and asks "rank" queries: the helper asks the lists, ranks, and
-replies the ranking and measure_top_k's shortlist as plain rows. The model's process then only sends, waits (the GIL
-released) and reads a short reply. A selector the file cannot carry (a subclass, a stand-in) ranks in the model's
+training step runs took that time from the step (docs/results/selector-2026-12-01-to-03.md). So the handler gives the
+helper its selector once (its arrays, as the .npz file holds them: set_selector) and asks "rank" queries: the helper
+asks the lists, ranks, and replies the ranking and measure_top_k's shortlist as plain rows. The model's process then
+only sends, waits (the GIL released) and reads a short reply. A selector the file cannot carry (a subclass, a stand-in)
+ranks in the model's
 process as before."""
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ _ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exi
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
 # Queries the helper answers at once: $CUDNN_ALGOS_LISTS_THREADS, default 3 (on the H200 three at once took cuDNN
-# the same ~24 ms each as one at a time: docs/selector.md).
+# the same ~24 ms each as one at a time: docs/results/selector-2026-12-01-to-03.md).
 THREADS_ENV = "CUDNN_ALGOS_LISTS_THREADS"
 DEFAULT_THREADS = 3
 

@@ -51,12 +51,13 @@ class Candidate:
 
 
 # Note [few objects per reply]: the model's process keeps each problem's ranking from the helper's reply until the
-# problem's next call, and in the first pass over new shapes hundreds of replies arrive. Python's collector counts
-# the container objects made: a reply of nested lists (about a dozen per candidate) made a young collection about
-# every problem, and enough of them a collection of the oldest generation, which walks every object of the process
-# (torch's, the model's, the user's) with the GIL held: the training step waits for it (docs/selector.md). So a
-# candidate travels as one flat tuple (Candidate.row), and its knobs and positions come back as tuples made once per
-# process and shared (_pairs): what lives on of a candidate read back is the one Candidate.
+# problem's next call, and in the first pass over new shapes hundreds of replies arrive. Python's collector counts the
+# container objects made: a reply of nested lists (about a dozen per candidate) made a young collection about every
+# problem, and enough of them a collection of the oldest generation, which walks every object of the process (torch's,
+# the model's, the user's) with the GIL held: the training step waits for it
+# (docs/results/selector-2026-12-01-to-03.md). So a candidate travels as one flat tuple (Candidate.row), and its knobs
+# and positions come back as tuples made once per process and shared (_pairs): what lives on of a candidate read back is
+# the one Candidate.
 @functools.lru_cache(maxsize=1 << 14)
 def _pairs(flat: tuple[Any, ...]) -> tuple[tuple[Any, Any], ...]:
     return tuple(zip(flat[::2], flat[1::2]))

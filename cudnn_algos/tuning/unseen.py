@@ -48,24 +48,23 @@ class Decision:
     later: int = 0
 
 
-# Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on,
-# costs ~10-20 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/selector.md), several times what
-# torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's first pass over
-# new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing ("choosing in
-# the background": the call runs torch's op, counted as a fallback with that reason) and queues the problem, once;
-# as many threads as the helper answers queries at once (lists_process.helper_threads()) have the helper process
-# ask the lists and rank (Note [lists in a helper process] in lists_process.py: B's query opens a CUDA stream
-# capture, which fails the model's own synchronizing calls if it happens in the model's process; Note [ranking in
-# the helper]: ranking here took the GIL from the model's steps),
-# keep the ranking (and measure_top_k's shortlist) and ask the registry to ask again (backend.pinned_ask_again;
-# until then the problem's calls take torch's op without asking again: Note [asked again] in csrc/pinned). The
-# problem's next call gets the answer on the operator's own thread: predict's ranking, whose first that builds the
-# registry builds and runs; measure_top_k's shortlist timed there, on its GPU, the fastest kept. No thread builds a
-# plan. What a thread cannot rank stays on torch's op, the decision saying why. $CUDNN_ALGOS_UNSEEN_LOG names a
-# file that gets a line per answer, flushed before the operator runs it (the last line before a crash names the
-# problem and configuration). wait() blocks until nothing is queued;
-# close() stops the threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside
-# cuDNN when the interpreter goes).
+# Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on, costs
+# ~10-20 ms of host time per problem-direction on the H200 (A ~1.5 ms; docs/results/selector-2026-12-01-to-03.md),
+# several times what torch's op spends on a new problem with benchmark off. Asked at the first call, it made predict's
+# first pass over new shapes 5x benchmark off's. So by default the handler answers the operator at once with nothing
+# ("choosing in the background": the call runs torch's op, counted as a fallback with that reason) and queues the
+# problem, once; as many threads as the helper answers queries at once (lists_process.helper_threads()) have the helper
+# process ask the lists and rank (Note [lists in a helper process] in lists_process.py: B's query opens a CUDA stream
+# capture, which fails the model's own synchronizing calls if it happens in the model's process; Note [ranking in the
+# helper]: ranking here took the GIL from the model's steps), keep the ranking (and measure_top_k's shortlist) and ask
+# the registry to ask again (backend.pinned_ask_again; until then the problem's calls take torch's op without asking
+# again: Note [asked again] in csrc/pinned). The problem's next call gets the answer on the operator's own thread:
+# predict's ranking, whose first that builds the registry builds and runs; measure_top_k's shortlist timed there, on its
+# GPU, the fastest kept. No thread builds a plan. What a thread cannot rank stays on torch's op, the decision saying
+# why. $CUDNN_ALGOS_UNSEEN_LOG names a file that gets a line per answer, flushed before the operator runs it (the last
+# line before a crash names the problem and configuration). wait() blocks until nothing is queued; close() stops the
+# threads and the helper (undo(), the next apply(), and at exit, so that no thread is inside cuDNN when the interpreter
+# goes).
 BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (torch's op meanwhile)"
 
 # Note [runtime-compiled candidates later]: k="auto"'s shortlist (Note [the automatic shortlist]) may add engines
