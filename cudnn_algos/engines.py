@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 
 from . import backend
-from .choices import HEURISTICS, MAX_BUILD_THREADS, SEARCH_LISTS, split_config_name
+from .choices import MAX_BUILD_THREADS, SEARCH_LISTS, TORCH_LISTS, heuristic_list, split_config_name
 from .errors import CudaContextLost, is_context_lost
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
@@ -73,7 +73,7 @@ def torch_candidates(rows: Sequence[EngineRow], limit: int) -> dict[int, int]:
     the first ``limit`` (0: all). Torch also drops plans whose workspace exceeds the largest free block of its
     allocator; that depends on the moment and is not modelled here."""
     order: list[int] = []
-    for src in ("heuristic_instant", "fallback"):
+    for src in (heuristic_list(n).source for n in TORCH_LISTS):
         ranked = sorted((r.rank(src), i) for i, r in enumerate(rows) if r.rank(src) is not None)
         order += [i for _, i in ranked if i not in order]
     out: dict[int, int] = {}
@@ -167,7 +167,7 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
     if isinstance(heuristics, str):
         raise TypeError(f"heuristics={heuristics!r} must be a sequence of names, e.g. ('instant', 'fallback')")
     for h in heuristics:
-        check_choice("heuristics", h, HEURISTICS)
+        check_choice("heuristics", h, SEARCH_LISTS)
     check_int("max_configs", max_configs, 1)
     if measure:
         check_config(repeats, warmup, l2)
@@ -468,4 +468,4 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
 
 __all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "config_name",
            "named_knobs", "numerical_note_names", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
-           "HEURISTICS", "RUNTIME_COMPILATION"]
+           "RUNTIME_COMPILATION"]

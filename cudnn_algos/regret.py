@@ -20,7 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-METHODS = ("instant", "a", "b", "fallback", "torch_off", "legacy_heuristic", "legacy_find", "torch_on")
+from .choices import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
+
+METHODS = SEARCH_LISTS + ("torch_off", "legacy_heuristic", "legacy_find", "torch_on")
 GROUP_BY = ("family", "dtype", "direction")  # the report's groups unless asked otherwise
 GROUPS = GROUP_BY + ("batch",)  # what it can group by
 BIG = 0.05  # the share of problems with regret above this is reported
@@ -71,11 +73,11 @@ def picks(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str | None, float |
         out["best"] = (name, t)
     else:
         out["best"] = (None, None)
-    for m in ("instant", "a", "b", "fallback"):
-        r = _first(engine, f"rank_{m}")
-        out[m] = (r["candidate"], timed_ms(r)) if r else (None, None)
+    for h in LISTS:
+        r = _first(engine, h.rank_column)
+        out[h.name] = (r["candidate"], timed_ms(r)) if r else (None, None)
     accepted = [r for r in engine if not r.get("torch_filter")]
-    off = _first(accepted, "rank_instant") or _first(accepted, "rank_fallback")
+    off = next(filter(None, (_first(accepted, heuristic_list(n).rank_column) for n in TORCH_LISTS)), None)
     out["torch_off"] = (off["candidate"], timed_ms(off)) if off else (None, None)
     heur = _first([r for r in rows if r.get("candidate_kind") == "legacy" and r.get("stage") == "heuristic"],
                   "heuristic_rank")
@@ -141,11 +143,11 @@ def search_costs(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> di
     acc: dict[str, list[float]] = {}
     for _, rows in problems:
         r0 = next((r for r in rows if r.get("candidate_kind") == "engine"), None)
-        for m in ("instant", "a", "b", "fallback"):
-            t = r0.get(f"query_{m}_ms") if r0 else None
+        for h in LISTS:
+            t = r0.get(h.query_column) if r0 else None
             if isinstance(t, (int, float)):
-                acc.setdefault(m, []).append(float(t))
-        ab = [r0.get(f"query_{m}_ms") for m in "ab"] if r0 else []
+                acc.setdefault(h.name, []).append(float(t))
+        ab = [r0.get(heuristic_list(m).query_column) for m in "ab"] if r0 else []
         if len(ab) == 2 and all(isinstance(t, (int, float)) for t in ab):
             acc.setdefault("a+b", []).append(float(ab[0] + ab[1]))
         on = next((r for r in rows if r.get("candidate_kind") == "torch_on"), None)
@@ -225,11 +227,12 @@ def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
     return "\n".join(lines)
 
 
-HEURISTICS = ("instant", "a", "b", "legacy_heuristic")  # cuDNN's heuristic modes: what choosing without a search gets
+# the methods that choose without a search: cuDNN's ranked lists INSTANT, A and B, and the legacy heuristic
+NO_SEARCH = ("instant", "a", "b", "legacy_heuristic")
 
 
 def against_best_heuristic(summaries: Sequence[Summary], methods: Sequence[str], share: float = 0.5,
-                           baselines: Sequence[str] = HEURISTICS) -> dict[str, tuple[list[tuple[str, ...]],
+                           baselines: Sequence[str] = NO_SEARCH) -> dict[str, tuple[list[tuple[str, ...]],
                                                                                    list[tuple[str, ...]]]]:
     """Per method of `methods`: the groups of `summaries` (summarize's, one group set) where its mean regret is at
     most `share` of the lowest mean among `baselines` in that group, and those where it is not (a group where the
@@ -309,4 +312,4 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
 
 __all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "configurations", "picks",
            "ProblemRegret", "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table",
-           "HEURISTICS", "against_best_heuristic", "worst", "plot_cdf", "plot_map"]
+           "NO_SEARCH", "against_best_heuristic", "worst", "plot_cdf", "plot_map"]

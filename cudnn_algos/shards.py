@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .choices import LISTS
 from .dataset import problem_errors
 from .results.tables import knobs_text
 from .sweep.store import StoredTask, SweepStore
@@ -37,8 +38,7 @@ CORE_COLUMNS: dict[str, str] = {
     "candidate_kind": "text", "candidate": "text", "engine_id": "int", "knobs": "text", "algo": "text",
     "algo_id": "int", "math_type": "text", "status": "text", "stage": "text", "note": "text",
     "workspace_bytes": "int", "deterministic": "bool", "sources": "list", "heuristic_rank": "int",
-    "rank_instant": "int", "rank_a": "int", "rank_b": "int", "rank_fallback": "int", "query_instant_ms": "float32",
-    "query_a_ms": "float32", "query_b_ms": "float32", "query_fallback_ms": "float32", "torch_rank": "int",
+    **{h.rank_column: "int" for h in LISTS}, **{h.query_column: "float32" for h in LISTS}, "torch_rank": "int",
     "torch_filter": "text", "torch_ran": "list", "first_call_ms": "float32",
     # its measurement
     "kernel_median_ms": "float32", "kernel_min_ms": "float32", "kernel_max_ms": "float32",

@@ -152,6 +152,7 @@ void bind_search(py::module_& m) {
              d["gpu_ms"] = t.gpu_ms;
              return d;
            });
+  m.def("heuristic_lists", &heuristic_lists);
   m.def(
       "build_listed",
       [](const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device) {

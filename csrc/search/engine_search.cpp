@@ -87,12 +87,26 @@ std::vector<BackendDesc> get_descs(const BackendDesc& d, cudnnBackendAttributeNa
   return out;
 }
 
-cudnnBackendHeurMode_t heur_mode(const std::string& s) {
-  if (s == "a") return CUDNN_HEUR_MODE_A;
-  if (s == "b") return CUDNN_HEUR_MODE_B;
-  if (s == "instant") return CUDNN_HEUR_MODE_INSTANT;
-  if (s == "fallback") return CUDNN_HEUR_MODE_FALLBACK;
-  throw std::invalid_argument("heuristic mode '" + s + "' is not one of: a, b, instant, fallback");
+// cuDNN's heuristic lists by the names the package gives them: its mode and the source its rows carry. The one C++
+// place that names them; cudnn_algos/choices.py's LISTS is the one Python place (tests/test_choices_cpu.py checks
+// that the two agree, through heuristic_lists() below).
+struct HeuristicList {
+  const char* name;
+  cudnnBackendHeurMode_t mode;
+  const char* source;
+};
+constexpr HeuristicList kLists[] = {{"instant", CUDNN_HEUR_MODE_INSTANT, "heuristic_instant"},
+                                    {"a", CUDNN_HEUR_MODE_A, "heuristic_a"},
+                                    {"b", CUDNN_HEUR_MODE_B, "heuristic_b"},
+                                    {"fallback", CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
+
+const HeuristicList& heuristic_list(const std::string& s) {
+  std::string known;
+  for (const auto& l : kLists) {
+    if (s == l.name) return l;
+    known += known.empty() ? l.name : std::string(", ") + l.name;
+  }
+  throw std::invalid_argument("heuristic mode '" + s + "' is not one of: " + known);
 }
 
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
@@ -324,9 +338,10 @@ class EngineSearch {
   // 1. heuristics: their ranked engine configs, as cuDNN (and torch) would pick them
   void heuristic_lists() {
     for (const auto& mode_name : opt_.heuristics) {
-      const std::string source = mode_name == "fallback" ? "fallback" : "heuristic_" + mode_name;
+      const HeuristicList& list = heuristic_list(mode_name);
+      const std::string source = list.source;
       const auto t0 = std::chrono::steady_clock::now();
-      auto cfgs = heuristic_configs(heur_mode(mode_name));
+      auto cfgs = heuristic_configs(list.mode);
       out_.heuristic_query_ms.emplace_back(
           mode_name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       for (size_t r = 0; r < cfgs.size(); ++r) {
@@ -607,6 +622,12 @@ EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, cons
   auto graph = with_direction(dir, [&](auto d) { return build_graph<decltype(d)::value>(problem, handle_for(device)); });
   EngineSearchOutput out = EngineSearch(std::move(graph), opt, device).run();
   out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> heuristic_lists() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& l : kLists) out.emplace_back(l.name, l.source);
   return out;
 }
 

@@ -106,4 +106,7 @@ EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, cons
 // keeps its status. Returns the host ms it took.
 double build_listed(const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device);
 
+// The heuristic lists engine_search asks by name, as (name, the source its rows carry), in their table's order.
+std::vector<std::pair<std::string, std::string>> heuristic_lists();
+
 }  // namespace cudnn_algos

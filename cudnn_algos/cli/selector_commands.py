@@ -128,12 +128,12 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
 def _half_of_best(summaries, by: str) -> str:
     """Per selector method, the held-out groups where its mean regret is at most half of the best cuDNN heuristic
     mode's there (regret.against_best_heuristic), and those where it is not."""
-    from ..regret import HEURISTICS, against_best_heuristic
+    from ..regret import NO_SEARCH, against_best_heuristic
     from ..selector.train import MEASURE_K
 
     names = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
              "known_auto": "measure_top_k (k='auto')"}
-    lines = [f"at most half of the best heuristic's mean ({', '.join(HEURISTICS)}), per held-out {by}:"]
+    lines = [f"at most half of the best heuristic's mean ({', '.join(NO_SEARCH)}), per held-out {by}:"]
     for m, (met, missed) in against_best_heuristic(summaries, list(names)).items():
         if met or missed:
             lines.append(f"  {names[m]}: {len(met)} of {len(met) + len(missed)}"
@@ -145,12 +145,13 @@ def _choosing_costs(problems, rs) -> str:
     """What each method's choice costs, host ms per problem-direction (median): the lists' queries and torch's
     benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
     selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
+    from ..choices import LISTS
     from ..regret import quantile, search_costs
     from ..selector.train import AUTO_K, AUTO_LATER, MEASURE_K, RANK_MS
 
     cost = search_costs(problems)
     rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
-    names = {"instant": "INSTANT", "a": "A", "b": "B", "fallback": "fallback", "torch_on": "torch benchmark on"}
+    names = {**{h.name: h.label for h in LISTS}, "torch_on": "torch benchmark on"}
     lines = ["choosing costs, host ms per problem-direction (median):"]
     recorded = [f"{names[m]} {cost[m]:.3g}" for m in names if cost.get(m) is not None]
     if recorded:

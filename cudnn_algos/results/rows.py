@@ -6,6 +6,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..choices import heuristic_list
+
 @dataclass(frozen=True)
 class Stats:
     """Summary of timing samples, ms per call. ``spread`` is the inter-quartile range over the median."""
@@ -162,12 +164,12 @@ class EngineRow(MeasuredRow):
     plan: Any = field(default=None, compare=False, repr=False, metadata={"saved": False})  # live plan, this process
 
     def rank(self, source: str) -> int | None:
-        """Position in a heuristic list ("heuristic_a", "heuristic_instant", "heuristic_b", "fallback")."""
+        """Position in a heuristic list, by the source its rows carry (choices.LISTS: "heuristic_a", ...)."""
         return next((r for s, r in self.heuristic_ranks if s == source), None)
 
     @property
     def rank_a(self) -> int | None:
-        return self.rank("heuristic_a")
+        return self.rank(heuristic_list("a").source)
 
     @property
     def kernels(self) -> tuple[str, ...]:

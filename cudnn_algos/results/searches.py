@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..choices import LISTS, heuristic_list
 from ..environment import Environment
 from ..spec import ConvShapes, ConvSpec
 from .codec import Saved, register
@@ -283,8 +284,7 @@ class EngineSearchResult(Saved):
 
     TEXT_HEADERS = ("config", "status", "kernel", "thrpt", "host", "rel err", "workspace", "det.", "A#", "torch",
                     "src", "notes")
-    _SRC = {"heuristic_instant": "I", "heuristic_a": "A", "heuristic_b": "B", "fallback": "F", "exhaustive": "X",
-            "refine": "R", "exact": "E"}
+    _SRC = {**{h.source: h.letter for h in LISTS}, "exhaustive": "X", "refine": "R", "exact": "E"}
 
     def text_table(self, width: int = TEXT_WIDTH) -> list[str]:
         """The rows fastest first by kernel time (unmeasured, then failed rows last) in `width` columns: long
@@ -337,7 +337,7 @@ class EngineSearchResult(Saved):
     def to_records(self, **context: Any) -> list[dict[str, Any]]:
         """Long-form records: one per configuration, then one per torch run (candidate_kind torch_on/torch_off);
         each also says what each heuristic list's query cost (query_<list>_ms, the same on every row)."""
-        context = {**{f"query_{m}_ms": ms for m, ms in self.heuristic_query_ms}, **context}
+        context = {**{heuristic_list(m).query_column: ms for m, ms in self.heuristic_query_ms}, **context}
         out = [record(self, engine_candidate(r), r.measured, context) for r in self.rows]
         out += [record(self, torch_candidate(t), t.measured, context) for t in self.torch_runs]
         return out

@@ -7,6 +7,7 @@ import html
 import textwrap
 from typing import Any, Sequence
 
+from ..choices import LISTS
 from ..commands import repro_command
 from ..environment import Environment
 from .rows import AlgoResult, EngineRow, Measurement, TorchRun
@@ -53,9 +54,8 @@ def measure_note(m: Measurement | None) -> str:
 LONG_FORM_COLUMNS = (
     "model", "layers", "uses", "spec", "input_shape", "dtype", "memory_format", "math", "direction",
     "cudnn_direction", "candidate_kind", "candidate", "repro", "engine_id", "knobs", "algo", "algo_id", "math_type", "status",
-    "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank", "rank_instant", "rank_a", "rank_b",
-    "rank_fallback", "query_instant_ms", "query_a_ms", "query_b_ms", "query_fallback_ms", "torch_rank", "torch_filter",
-    "torch_ran", "first_call_ms", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
+    "stage", "note", "workspace_bytes", "deterministic", "sources", "heuristic_rank",
+    *(h.rank_column for h in LISTS), *(h.query_column for h in LISTS), "torch_rank", "torch_filter", "torch_ran", "first_call_ms", "kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "kernel_spread", "kernel_samples_ms",
     "throughput_median_ms", "throughput_min_ms", "throughput_max_ms", "throughput_spread", "throughput_samples_ms",
     "host_median_ms", "host_min_ms", "host_max_ms", "host_spread", "host_samples_ms", "calls_per_sample",
     "kernel_calls", "kernel_clock", "kernels", "activities_per_call", "reference_kernel_ms", "rel_err", "max_abs_err",
@@ -70,16 +70,12 @@ def legacy_candidate(r: AlgoResult) -> dict[str, Any]:
             "deterministic": r.deterministic, "heuristic_rank": r.rank}
 
 
-# cuDNN's heuristic lists an engine row's position is kept for (rank_instant, rank_a, rank_b, rank_fallback)
-HEURISTIC_SOURCES = ("heuristic_instant", "heuristic_a", "heuristic_b", "fallback")
-
-
 def engine_candidate(r: EngineRow) -> dict[str, Any]:
     return {"candidate_kind": "engine", "candidate": r.name, "engine_id": r.engine_id,
             "knobs": dict(r.knobs), "status": r.status, "stage": r.stage,
             "note": ",".join(r.numerical_notes + r.behavior_notes), "workspace_bytes": r.workspace_bytes,
             "deterministic": r.deterministic, "sources": list(r.sources), "heuristic_rank": r.rank_a,
-            **{f"rank_{s.replace('heuristic_', '')}": r.rank(s) for s in HEURISTIC_SOURCES},
+            **{h.rank_column: r.rank(h.source) for h in LISTS},
             "torch_rank": r.torch_rank, "torch_filter": r.torch_filter, "torch_ran": list(r.torch_ran)}
 
 
@@ -125,9 +121,8 @@ def record(search: Any, candidate: dict[str, Any], m: Measurement | None, contex
 # its rows so that tables of several runs concatenate), text missing as None (never ""); the rest float64 or text.
 LIST_COLUMNS = ("layers", "sources", "torch_ran", "kernel_samples_ms", "throughput_samples_ms", "host_samples_ms",
                 "kernels")
-INT_COLUMNS = ("uses", "engine_id", "algo_id", "workspace_bytes", "heuristic_rank", "rank_instant", "rank_a", "rank_b",
-               "rank_fallback", "torch_rank", "calls_per_sample",
-               "kernel_calls", "measured_rank", "cuda_runtime")
+INT_COLUMNS = ("uses", "engine_id", "algo_id", "workspace_bytes", "heuristic_rank", *(h.rank_column for h in LISTS),
+               "torch_rank", "calls_per_sample", "kernel_calls", "measured_rank", "cuda_runtime")
 BOOL_COLUMNS = ("deterministic", "confirmed", "pruned", "host_bound")
 CATEGORY_COLUMNS = ("model", "dtype", "memory_format", "math", "direction", "cudnn_direction", "candidate_kind",
                     "status", "kernel_clock", "gpu", "compute_capability", "driver", "cudnn", "torch",

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from ..choices import heuristic_list
 from ..regret import input_dims
 from ..spec import ConvSpec
 
@@ -73,7 +74,7 @@ def row_features(row: dict[str, Any]) -> list[float]:
 
 def list_source(name: str) -> str:
     """The source a heuristic list's configurations carry in rows and plans ("a" -> "heuristic_a")."""
-    return "fallback" if name == "fallback" else f"heuristic_{name}"
+    return heuristic_list(name).source
 
 
 def positions(rank: Callable[[str], int | None]) -> dict[str, int | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..choices import heuristic_list
 from .features import positions, problem_features
 from .model import AUTO, Selector
 from .train import MEASURE_K, encoded_by_name
@@ -39,8 +40,8 @@ def selector_picks(report: Any, selector: Selector, k: int = MEASURE_K) -> list[
             if best is None or best.kernel_ms is None:
                 continue
             timed = [row for row in r.rows if row.ok and not row.torch_filter and row.kernel_ms is not None]
-            inst = sorted((row for row in timed if row.rank("heuristic_instant") is not None),
-                          key=lambda row: row.rank("heuristic_instant"))
+            src = heuristic_list("instant").source
+            inst = sorted((row for row in timed if row.rank(src) is not None), key=lambda row: row.rank(src))
             pick, short, auto, untimed = _ranked(selector, p, d, timed, k)
             out.append(SelectorPick(pi, d, p.count, best.kernel_ms, pick.name if pick else None,
                                     pick.kernel_ms if pick else None, short, inst[0].kernel_ms if inst else None,

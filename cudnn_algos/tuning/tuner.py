@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import torch
 
 from ..backend import environment
+from ..choices import TORCH_LISTS
 from ..engines import find_engines
 from ..errors import CudaError, CudnnError
 from ..model import discover, distinct_problems
@@ -60,7 +61,7 @@ SEARCHES = {
         compare_torch=True, torch_benchmark=True, repeats=repeats, screen=screen, refine=refine,
         refine_max=refine_max, runtime_compiled=rtc),
     "quick": lambda repeats, screen, refine, refine_max, rtc: dict(
-        heuristics=("instant", "fallback"), compare_torch=False, repeats=min(repeats, 3), screen=1, confirm=1,
+        heuristics=TORCH_LISTS, compare_torch=False, repeats=min(repeats, 3), screen=1, confirm=1,
         refine=0, runtime_compiled=rtc),
     # the heuristic lists' configurations built, nothing timed: a selector ranks them (predicted_entry)
     "predict": lambda repeats, screen, refine, refine_max, rtc: dict(compare_torch=False, runtime_compiled=rtc),
