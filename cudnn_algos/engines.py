@@ -26,6 +26,9 @@ from .plans_ahead import Built, Listed, build_key, build_plans
 from .measure import (PRUNE, SCREEN_CLOSE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows,
                       operand_sets, plan_runnable, reference_output, torch_runnable)
 
+# cuDNN's names of its enum values, by value (cudnnBackendNumericalNote_t, cudnnBackendBehaviorNote_t,
+# cudnnBackendKnobType_t): append-only, as the extension's tables checked against the headers at build time
+# (csrc/common/knobs.h); the extension built with an older cuDNN names a prefix of them (tests/test_choices_cpu.py)
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
                    "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
 BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",
@@ -36,7 +39,7 @@ KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA",
          "SPLIT_K_SLC", "IDX_MODE", "SLICED", "SPLIT_RS", "SINGLEBUFFER", "LDGC", "SPECFILT", "KERNEL_CFG",
          "WORKSPACE", "TILE_CGA", "TILE_CGA_M", "TILE_CGA_N", "BLOCK_SIZE", "OCCUPANCY", "ARRAY_SIZE_PER_THREAD",
          "NUM_C_PER_BLOCK", "SPLIT_COLS", "TILE_ROWS", "TILE_COLS", "LOAD_SIZE", "CTA_COUNT", "STREAM_K",
-         "SPLIT_P_SLC", "TILE_M")
+         "SPLIT_P_SLC", "TILE_M", "TILE_N", "WARP_SPEC_CFG", "SWAP_AB", "INPUT_TMA_ENABLE", "OUTPUT_TMA_ENABLE")
 
 
 

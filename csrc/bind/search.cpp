@@ -2,6 +2,8 @@
 // its plans.
 #include "glue.h"
 
+#include "../common/knobs.h"
+
 #include <optional>
 
 namespace cudnn_algos::bind {
@@ -153,6 +155,10 @@ void bind_search(py::module_& m) {
              return d;
            });
   m.def("heuristic_lists", &heuristic_lists);
+  // the build's names of cuDNN's enum values, by value (csrc/common/knobs.h)
+  m.def("knob_names", [] { return names_of(kKnobNames); });
+  m.def("numerical_note_names", [] { return names_of(kNumericalNoteNames); });
+  m.def("behavior_note_names", [] { return names_of(kBehaviorNoteNames); });
   m.def(
       "build_listed",
       [](const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device) {
