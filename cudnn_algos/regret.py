@@ -227,6 +227,18 @@ def table(summaries: Sequence[Summary], by: Sequence[str] = GROUP_BY) -> str:
     return "\n".join(lines)
 
 
+def worse_than(rows: Sequence[ProblemRegret], methods: Sequence[str], baseline: str = "torch_off",
+               by: float = BIG) -> dict[str, tuple[int, int]]:
+    """Per method: in how many problem-directions its pick is more than `by` slower than `baseline`'s (its time over
+    the baseline's above 1 + by), of those where both have a timed pick."""
+    out = {}
+    for m in methods:
+        pairs = [(p.regret[m], p.regret[baseline]) for p in rows
+                 if p.regret.get(m) is not None and p.regret.get(baseline) is not None]
+        out[m] = (sum((1 + r) > (1 + b) * (1 + by) for r, b in pairs), len(pairs))
+    return out
+
+
 # the methods that choose without a search: cuDNN's ranked lists INSTANT, A and B, and the legacy heuristic
 NO_SEARCH = ("instant", "a", "b", "legacy_heuristic")
 
@@ -312,4 +324,4 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
 
 __all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "configurations", "picks",
            "ProblemRegret", "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table",
-           "NO_SEARCH", "against_best_heuristic", "worst", "plot_cdf", "plot_map"]
+           "NO_SEARCH", "against_best_heuristic", "worse_than", "worst", "plot_cdf", "plot_map"]

@@ -331,8 +331,8 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
     pytest.importorskip("sklearn")
     from cudnn_algos.regret import problem_regrets
-    from cudnn_algos.selector.train import (AUTO_K, AUTO_LATER, KNOWN_UNTIMED, choose, runtime_compiled, train,
-                                            with_selector)
+    from cudnn_algos.selector.train import (AUTO_K, AUTO_LATER, AUTO_TORCH_K, KNOWN_UNTIMED, choose, runtime_compiled,
+                                            train, with_selector)
 
     problems = [table_problem(i, "a") for i in range(6)]
     for _, rows in problems:
@@ -365,6 +365,15 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     # k="auto" times the trees' first (eng5 here) and cuDNN's first, and more where predictions are close
     assert c["known_auto"][0] == "eng5" and len(c["known_auto"]) >= 2 and p.regret["known_auto"] == pytest.approx(0.0)
     assert p.regret[AUTO_K] == len(c["known_auto"])
+    # known_auto_torch: k="auto"'s shortlist and benchmark mode's own candidates (torch_rank order), each once
+    ranked = {r["candidate"]: r for r in rows}
+    ranked["eng2"]["torch_rank"], ranked["eng5"]["torch_rank"], ranked["eng1"]["torch_rank"] = 0, 1, 2
+    t = choose(sel, rows)
+    assert t["known_auto_torch"] == list(dict.fromkeys(t["known_auto"] + ["eng2", "eng5", "eng1"]))
+    (pt,) = with_selector(problem_regrets, sel, key, rows)
+    assert pt.regret[AUTO_TORCH_K] == len(t["known_auto_torch"]) and pt.regret["known_auto_torch"] == pytest.approx(0.0)
+    for r in rows:
+        r.pop("torch_rank", None)
     # ...and times at once none of the additions whose notes say it compiles at run time: with every row so noted,
     # only its first two at once ("known_auto_first"), the rest later (in "known_auto", scored once they are timed)
     monkeypatch.setattr("cudnn_algos.selector.model.AUTO_SPREAD", 10.0)  # every candidate close: more than two

@@ -113,12 +113,13 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
           f"known_auto: unseen='measure_top_k' with k='auto' (with known configurations; how many it timed: the "
           f"choosing costs),\n  once the runtime-compiled candidates it builds later are timed; known_auto_first: "
-          f"what it times at once\n"
+          f"what it times at once;\n  known_auto_torch: k='auto' and the candidates benchmark mode would time\n"
           f"known, known_top{MEASURE_K}, offered_known: the same with the training problems' fastest configurations "
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
     print(_half_of_best(summarize(rs, (a.by,), methods), a.by))
+    print(_worse_than_off(rs))
     print(_choosing_costs(problems, rs))
     if a.plot:
         _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
@@ -141,13 +142,28 @@ def _half_of_best(summaries, by: str) -> str:
     return "\n".join(lines)
 
 
+def _worse_than_off(rs) -> str:
+    """How often each way of choosing without benchmark mode runs a layer more than 5% slower than torch with
+    benchmark off would (regret.worse_than against torch_off: INSTANT's first that torch accepts)."""
+    from ..regret import BIG, worse_than
+    from ..selector.train import MEASURE_K
+
+    names = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+             "known_auto": "measure_top_k (k='auto')", "known_auto_torch": "k='auto' + benchmark mode's candidates",
+             "b": "list B's first", "torch_on": "torch, benchmark on"}
+    cells = [f"  {names[m]}: {n} of {of} ({100 * n / of:.1f}%)" for m, (n, of) in worse_than(rs, list(names)).items()
+             if of]
+    return "\n".join([f"more than {100 * BIG:.0f}% slower than torch with benchmark off would be, "
+                      "problem-directions:"] + cells) if cells else ""
+
+
 def _choosing_costs(problems, rs) -> str:
     """What each method's choice costs, host ms per problem-direction (median): the lists' queries and torch's
     benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
     selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
     from ..choices import LISTS
     from ..regret import quantile, search_costs
-    from ..selector.train import AUTO_K, AUTO_LATER, MEASURE_K, RANK_MS
+    from ..selector.train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, RANK_MS
 
     cost = search_costs(problems)
     rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
@@ -164,6 +180,10 @@ def _choosing_costs(problems, rs) -> str:
         auto = (f" (k='auto': {sum(ks) / len(ks):.2f} on average, at most {max(ks):.0f};\n    of them "
                 f"{sum(later) / len(ks):.3f} runtime-compiled, built later)") if ks else ""
         lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K}{auto} on the GPU (not in the rows)")
+        kt = [p.regret[AUTO_TORCH_K] for p in rs if p.regret.get(AUTO_TORCH_K) is not None]
+        if kt:
+            lines.append(f"  k='auto' with benchmark mode's candidates: {sum(kt) / len(kt):.2f} timed on average, "
+                         f"at most {max(kt):.0f}")
     return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
 
 
@@ -207,6 +227,8 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
             print(table(summarize(rs, (by,), methods), (by,)))
             print(table(summarize(rs, (), methods), ()))
     print(f"\n{TOP1_LEGEND}")
+    if new:
+        print(_worse_than_off(new))
     print(_choosing_costs(problems, seen + new))
     if plot:  # what it was not trained on, where there is any: the figure a reader takes for held out
         rs, what = (new, "not trained on (held out)") if new else (seen, "trained on (none held out)")

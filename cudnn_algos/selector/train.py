@@ -198,14 +198,15 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     trees ranked one without a time first among all of them (what apply() would build; its time is unknown here).
     "known_auto": what measure_top_k with k="auto" times among those (Note [the automatic shortlist]), once the
     runtime-compiled ones it builds later are timed; "known_auto_first": what it times at once (auto_parts: beyond
-    its first two, none the rows' notes say compile at run time).
+    its first two, none the rows' notes say compile at run time); "known_auto_torch": k="auto"'s shortlist and the
+    candidates torch's benchmark mode itself would time (the rows' torch_rank), together.
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {**{f"guard_{m:g}": None for m in GUARD_MARGINS}, "selector": None, "nearest": None, "offered": None,
                 "shortlist": [], "known": None,
-                "known_shortlist": [], "known_auto": [], "known_auto_first": [], "offered_known": None,
-                "known_untimed": False, "rank_ms": None}
+                "known_shortlist": [], "known_auto": [], "known_auto_first": [], "known_auto_torch": [],
+                "offered_known": None, "known_untimed": False, "rank_ms": None}
     feats = row_features(rows[0])
     have = {c.name for c in cands}
     timed = {c.name: c for c in engine_candidates(rows)}
@@ -232,7 +233,14 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
             "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
             "known_auto": [more[i].name for i in auto], "known_auto_first": [more[i].name for i in auto_first],
+            "known_auto_torch": list(dict.fromkeys([more[i].name for i in auto] + torch_timed(rows))),
             "known_untimed": ranked[0] >= len(more), "rank_ms": rank_ms}
+
+
+def torch_timed(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The configurations torch's benchmark mode would time for the problem (rows with a torch_rank), in its order."""
+    ranked = [r for r in rows if r.get("candidate_kind") == "engine" and r.get("torch_rank") is not None]
+    return [r["candidate"] for r in sorted(ranked, key=lambda r: r["torch_rank"])]
 
 
 # the margins choose() scores the guard at (guarded): the trees' first only where they predict it this much (log2 of
@@ -266,9 +274,11 @@ KNOWN_UNTIMED = "known_untimed"  # with_selector's flag in ProblemRegret.regret 
 RANK_MS = "rank_ms"  # with_selector's: choose()'s rank_ms in ProblemRegret.regret (not a regret: the ranking's cost)
 AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its cost)
 AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
+AUTO_TORCH_K = "auto_torch_k"  # with_selector's: how many known_auto_torch times (not a regret: its cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
 SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS), f"selector_top{MEASURE_K}", "nearest",
-                    "offered", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "offered_known")
+                    "offered", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "known_auto_torch",
+                    "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
@@ -286,12 +296,16 @@ def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequ
     auto = chosen.pop("known_auto")
     auto_known = [times[c] for c in auto if c in times]
     auto_first = [times[c] for c in chosen.pop("known_auto_first") if c in times]
+    auto_torch = chosen.pop("known_auto_torch")
+    auto_torch_ms = [times[c] for c in auto_torch if c in times]
     untimed = chosen.pop("known_untimed")
     extra = {m: (times[c] / best - 1 if c in times else None) for m, c in chosen.items()}
     extra[f"selector_top{MEASURE_K}"] = min(short) / best - 1 if short else None
     extra[f"known_top{MEASURE_K}"] = min(short_known) / best - 1 if short_known else None
     extra["known_auto"] = min(auto_known) / best - 1 if auto_known else None
     extra["known_auto_first"] = min(auto_first) / best - 1 if auto_first else None
+    extra["known_auto_torch"] = min(auto_torch_ms) / best - 1 if auto_torch_ms else None
+    extra[AUTO_TORCH_K] = float(len(auto_torch))  # not a regret: how many it timed
     extra[AUTO_K] = float(len(auto))  # not a regret: how many it timed
     extra[AUTO_LATER] = float(len(auto) - len(auto_first))  # not a regret: how many of them later
     extra[KNOWN_UNTIMED] = float(untimed)  # not a regret: a flag selector eval counts
@@ -360,6 +374,6 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 
 
 __all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
-           "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "SELECTOR_METHODS",
+           "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "AUTO_TORCH_K", "SELECTOR_METHODS",
            "targets", "Candidate", "engine_candidates", "encoded_by_name", "class_of", "known_configurations", "train",
            "choose", "with_selector", "score", "group_of", "leave_one_out"]
