@@ -4,6 +4,7 @@ stages (measure_task's own split), then the functions that took the most time, b
 what they call. Nothing is stored (the rows are dropped: profiling slows the host, so they are not the dataset's).
 
     python benchmarks/sweep_profile.py corpus.json.gz --n 20 [--skip 0] [--top 25] [--json out.json]
+    python benchmarks/sweep_profile.py corpus.json.gz --n 20 --no-legacy --build-threads 4   # as the sampled sweeps
     python benchmarks/sweep_profile.py corpus.json.gz --n 5 --dry-run      # no GPU: the plumbing only
 """
 from __future__ import annotations
@@ -39,9 +40,12 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25, help="functions listed per ordering")
     ap.add_argument("--json", default=None)
     ap.add_argument("--dry-run", action="store_true", help="no GPU: dry-run tasks (the plumbing only)")
+    ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy`: no legacy searches")
+    ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
     a = ap.parse_args()
-    if a.n < 1 or a.skip < 0 or a.top < 1:
-        ap.error(f"--n {a.n}, --skip {a.skip} and --top {a.top}: --n and --top at least 1, --skip at least 0")
+    if a.n < 1 or a.skip < 0 or a.top < 1 or a.build_threads < 1:
+        ap.error(f"--n {a.n}, --skip {a.skip}, --top {a.top} and --build-threads {a.build_threads}: --n, --top and "
+                 "--build-threads at least 1, --skip at least 0")
     from cudnn_algos.corpus import Corpus
     from cudnn_algos.sweep.tasks import dry_run_measure, measure_task, tasks_of
 
@@ -50,6 +54,7 @@ def main() -> int:
         ap.error(f"{a.corpus}: {len(tasks)} task(s) from --skip {a.skip}; need a warm-up task and one to profile")
     fn = dry_run_measure if a.dry_run else measure_task
     options = {"seconds": 0.01} if a.dry_run else {}
+    options.update(legacy=not a.no_legacy, build_threads=a.build_threads)
     fn(tasks[0], options)  # warm-up: torch, CUDA and cuDNN loaded, first plans built
     prof = cProfile.Profile()
     stages: dict[str, float] = {}
@@ -65,10 +70,11 @@ def main() -> int:
             stages[k] = stages.get(k, 0.0) + v
     n = len(walls)
     stats = pstats.Stats(prof, stream=io.StringIO())
-    out = {"tasks": n, "failed": failed, "task_mean_s": sum(walls) / n,
+    out = {"tasks": n, "failed": failed, "task_mean_s": sum(walls) / n, "options": options,
            "stages_mean_s": {k: v / n for k, v in stages.items()},
            "by_own_time": where(stats, "tottime", a.top), "by_time_with_callees": where(stats, "cumtime", a.top)}
-    print(f"sweep profile: {n} tasks ({failed} failed) after one warm-up, {out['task_mean_s']:.3f} s a task under "
+    print(f"sweep profile: {n} tasks ({failed} failed) after one warm-up ({'' if options['legacy'] else 'no legacy, '}"
+          f"{options['build_threads']} build thread(s)), {out['task_mean_s']:.3f} s a task under "
           f"cProfile; stages (s a task): " + ", ".join(f"{k} {v:.3f}" for k, v in out["stages_mean_s"].items()))
     for title, key in (("own time", "by_own_time"), ("with what they call", "by_time_with_callees")):
         print(f"top {a.top} by {title} (s a task, calls a task):")

@@ -363,7 +363,12 @@ def test_sweep_profile_lists_where_a_tasks_time_goes(tmp_path):
     assert (r["tasks"], r["failed"]) == (4, 0) and len(r["by_own_time"]) == 3 == len(r["by_time_with_callees"])
     assert any("dry_run_measure" in f["function"] for f in r["by_time_with_callees"]), r["by_time_with_callees"]
     assert r["by_own_time"][0]["own_s"] >= r["by_own_time"][-1]["own_s"]
-    assert "sweep profile: 4 tasks (0 failed)" in p.stdout and "top 3 by own time" in p.stdout
+    assert "sweep profile: 4 tasks (0 failed) after one warm-up (1 build thread(s))" in p.stdout
+    assert "top 3 by own time" in p.stdout and r["options"]["legacy"] is True
+    p = subprocess.run([sys.executable, script, str(corpus), "--n", "2", "--dry-run", "--no-legacy", "--build-threads",
+                        "4", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "(no legacy, 4 build thread(s))" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    assert json.loads(out.read_text())["options"] == {"seconds": 0.01, "legacy": False, "build_threads": 4}
     p = subprocess.run([sys.executable, script, str(corpus), "--n", "0", "--dry-run"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "--n 0" in p.stderr
