@@ -1,7 +1,7 @@
 """Where measure_top_k's choosing time goes, stage by stage, on one GPU: for each problem-direction of a model
 (ResNet-50's 23 unique convolutions x 3 directions by default), host wall ms of cuDNN's operation graph alone, of each
 heuristic list's query (asked twice: the second shows what cuDNN keeps between queries), of building a shortlist's 3
-plans (1 and 3 build threads), of making fresh random operands, and of timing the 3 plans as tuning/shortlist_clock.py
+plans (1 and 3 build threads), of making fresh random operands, and of timing the 3 plans as choose/shortlist_clock.py
 does (one warm-up call, then samples x calls back to back). Medians and sums over the problem-directions.
 
     python benchmarks/choosing_cost.py [--batch 32] [--size 224] [--dtype float16] [--json out.json]
@@ -33,7 +33,7 @@ def one(direction: str, problem, args) -> dict[str, float]:
 
     from cudnn_algos import backend
     from cudnn_algos.measure import operand_sets
-    from cudnn_algos.tuning.shortlist_clock import time_on
+    from cudnn_algos.choose.shortlist_clock import time_on
 
     cp = backend.conv_problem(problem)
     row: dict[str, float] = {}

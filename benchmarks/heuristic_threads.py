@@ -6,7 +6,7 @@ either side meets ends that process; one line per run says who met it and what i
 
 What the threads do: "idle" (sleep: the control), "handle" (their cuDNN handle and its stream, nothing asked),
 "instant", "a", "b", "fallback" (one list), "all" (every list); "b-process", "all-process": the same asked through
-apply()'s helper process (Note [lists in a helper process] in cudnn_algos/tuning/lists_process.py), as the
+apply()'s helper process (Note [lists in a helper process] in cudnn_algos/choose/lists_process.py), as the
 unseen-problem handler asks them.
 
     python benchmarks/heuristic_threads.py --model retinanet --seconds 15 --json out/heuristic_threads.json
@@ -62,7 +62,7 @@ def worker(a) -> dict:
              "all": ["instant", "a", "b", "fallback"]}.get(a.worker.removesuffix("-process"), [])
     helper = None
     if a.worker.endswith("-process"):
-        from cudnn_algos.tuning.lists_process import ListsProcess
+        from cudnn_algos.choose.lists_process import ListsProcess
 
         helper = ListsProcess()
     stop, errors, queries = threading.Event(), [], [0]

@@ -33,9 +33,9 @@ def one(sel, spec, shape, direction: str, a) -> dict | str:
     from cudnn_algos.measure import operand_sets
     from cudnn_algos.problem import make_problem
     from cudnn_algos.selector import problem_features
-    from cudnn_algos.selector.model import listed
-    from cudnn_algos.tuning.ranking import candidates_of, rank
-    from cudnn_algos.tuning.shortlist_clock import rows_for, time_on
+    from cudnn_algos.choose.model import listed
+    from cudnn_algos.choose.ranking import candidates_of, rank
+    from cudnn_algos.choose.shortlist_clock import rows_for, time_on
 
     problem = make_problem(spec, shape, DTYPE, FMT)
     cp = backend.conv_problem(problem)

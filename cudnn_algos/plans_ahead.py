@@ -40,7 +40,7 @@ class Listed:
     Note [building ahead]: a profile builds the next search's plans on a thread of its own while this one is timed.
     Only the building goes to that thread: cuDNN's list B opens a CUDA stream capture inside its query, and a
     synchronizing CUDA call on another thread of the process fails while it is open (Note [lists in a helper
-    process], tuning/lists_process.py), so the lists are asked on the thread that times, between two searches, and
+    process], choose/lists_process.py), so the lists are asked on the thread that times, between two searches, and
     the other thread then finalizes the plans of the very configurations they gave (``backend.build_listed``: no
     list is asked there), not configurations made again from their names."""
     key: tuple

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .choices import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
+from .spec import input_dims
 
 METHODS = SEARCH_LISTS + ("torch_off", "legacy_heuristic", "legacy_find", "torch_on")
 GROUP_BY = ("family", "dtype", "direction")  # the report's groups unless asked otherwise
@@ -106,14 +107,6 @@ class ProblemRegret:
     channels: int = 0  # the layer's input channels (the regret map's x)
     spatial: int = 0  # the input's spatial size, product of its spatial dims (the map's y)
     batch: int = 0  # the input's batch size (selector eval's groups when it leaves one batch size out)
-
-
-def input_dims(shape: Any) -> list[int]:
-    """An input shape as the long form writes it ("8x32x56x56") or as a list, as ints ([] where neither)."""
-    try:
-        return [int(v) for v in (shape.split("x") if isinstance(shape, str) else shape)]
-    except (TypeError, ValueError, AttributeError):
-        return []
 
 
 def problem_regrets(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]]) -> list[ProblemRegret]:
@@ -322,6 +315,6 @@ def plot_map(regrets: Sequence[ProblemRegret], path: str, methods: Sequence[str]
     plt.close(fig)
 
 
-__all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "input_dims", "configurations", "picks",
+__all__ = ["METHODS", "GROUP_BY", "BIG", "TOP1", "TOP1_LEGEND", "timed_ms", "configurations", "picks",
            "ProblemRegret", "problem_regrets", "present", "quantile", "search_costs", "Summary", "summarize", "table",
            "NO_SEARCH", "against_best_heuristic", "worse_than", "worst", "plot_cdf", "plot_map"]

@@ -417,3 +417,11 @@ class ConvSpec:
 
 def _short(t: tuple[int, ...]) -> str:
     return str(t[0]) if len(set(t)) == 1 else str(t)
+
+
+def input_dims(shape: Any) -> list[int]:
+    """An input shape as the long form writes it ("8x32x56x56") or as a list, as ints ([] where neither)."""
+    try:
+        return [int(v) for v in (shape.split("x") if isinstance(shape, str) else shape)]
+    except (TypeError, ValueError, AttributeError):
+        return []

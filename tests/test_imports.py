@@ -1,5 +1,5 @@
 """CPU: the package's shape (docs/layout.md), every module of every subpackage walked: imports run one way (no
-circle), no module imports another's underscore names (the extension loader _ext and the build finder _build are
+circle, and down the layers of LAYERS), no module imports another's underscore names (the extension loader _ext and the build finder _build are
 the package's own private modules), only ``backend`` loads the extension, no public name of a package is shadowed
 by a submodule of the same name (or the other way round), no file runs past 500 lines and no function past 80
 without saying why ("Long because")."""
@@ -127,3 +127,32 @@ def test_pyproject_ships_every_subpackage():
     packages = sorted("cudnn_algos" + (f".{p}" if p else "") for p in PACKAGES)
     assert len(packages) >= 6
     assert [p for p in packages if not any(fnmatch.fnmatch(p, pat) for pat in include)] == []
+
+
+# The layers, bottom to top (docs/layout.md): a module imports only from its own layer or a lower one. Each top-level
+# module or subpackage of cudnn_algos is in exactly one layer; a new one must be placed here.
+LAYERS = (
+    ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "commands", "choices", "zoo"),
+    ("problem", "_ext"),
+    ("backend", "plans_ahead", "sysinfo"),
+    ("results", "comparison", "trace"),
+    ("measure",),
+    ("api", "engines"),
+    ("choose",),  # the run-time choice without a search: the selector's inference, apply()'s unseen handler
+    ("model", "models", "corpus", "sampling"),
+    ("tuning",),
+    ("sweep",),
+    ("dataset", "regret", "shards"),
+    ("selector",),  # training and evaluating a selector
+    ("cli", "__main__", ""),
+)
+
+
+def test_imports_run_down_the_layers():
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    units = {name.split(".")[0] for name in MODULES}
+    assert sorted(units - set(rank)) == [], "place these modules in a layer of LAYERS"
+    upward = sorted(f"{name} (layer {rank[name.split('.')[0]]}) imports {dep} (layer {rank[dep.split('.')[0]]})"
+                    for name in MODULES for dep in _imports(name)[0]
+                    if rank[dep.split(".")[0]] > rank[name.split(".")[0]])
+    assert upward == []

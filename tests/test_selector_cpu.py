@@ -60,7 +60,7 @@ def test_candidate_encoding():
 
 def test_exported_trees_predict_what_sklearn_predicts():
     sk = pytest.importorskip("sklearn.ensemble")
-    from cudnn_algos.selector.trees import Trees
+    from cudnn_algos.choose.trees import Trees
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 6))
@@ -74,7 +74,7 @@ def test_exported_trees_predict_what_sklearn_predicts():
 
 def test_exported_histogram_trees_predict_what_sklearn_predicts():
     sk = pytest.importorskip("sklearn.ensemble")
-    from cudnn_algos.selector.trees import Trees
+    from cudnn_algos.choose.trees import Trees
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(3000, 6))
@@ -103,7 +103,7 @@ def test_the_histogram_learner_trains_a_selector_that_picks_like_the_exact_one(t
     sel.save(tmp_path / "h.npz")
     back = Selector.load(tmp_path / "h.npz")
     key, rows = real_sample()[0]
-    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.choose.features import row_features
     from cudnn_algos.selector.train import engine_candidates
 
     cands = [c.encoded for c in engine_candidates(rows)]
@@ -120,7 +120,7 @@ def test_lightgbm_trees_export_to_arrays_that_predict_what_lightgbm_predicts():
     dump with a stump and a one-leaf tree walks as written."""
     lightgbm = pytest.importorskip("lightgbm")
     from cudnn_algos.selector.rank import LIGHTGBM_LEVELS, fit_lightgbm, relevance
-    from cudnn_algos.selector.trees import Trees
+    from cudnn_algos.choose.trees import Trees
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(1200, 5))
@@ -149,7 +149,7 @@ def test_lightgbm_trees_export_to_arrays_that_predict_what_lightgbm_predicts():
 def test_a_lightgbm_ranked_selector_saves_and_loads_without_lightgbm_code(tmp_path):
     pytest.importorskip("lightgbm")
     pytest.importorskip("sklearn")
-    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.choose.features import row_features
     from cudnn_algos.selector.train import engine_candidates, train
 
     sel = train(real_sample(), family="sm_90 cudnn 9.19", objective="rank", learner="lightgbm",
@@ -160,7 +160,7 @@ def test_a_lightgbm_ranked_selector_saves_and_loads_without_lightgbm_code(tmp_pa
     key, rows = real_sample()[0]
     cands = [c.encoded for c in engine_candidates(rows)]
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
-    assert type(back.trees).__module__ == "cudnn_algos.selector.trees"
+    assert type(back.trees).__module__ == "cudnn_algos.choose.trees"
     with pytest.raises(ValueError, match="learner='lightgbm' does not fit objective='regression'"):
         train(real_sample(), learner="lightgbm")
 
@@ -168,7 +168,7 @@ def test_a_lightgbm_ranked_selector_saves_and_loads_without_lightgbm_code(tmp_pa
 def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path):
     pytest.importorskip("sklearn")
     from cudnn_algos.selector.train import choose, engine_candidates, train
-    from cudnn_algos.selector.features import row_features
+    from cudnn_algos.choose.features import row_features
 
     problems = real_sample()
     sel = train(problems, family="sm_90 cudnn 9.19")
@@ -376,7 +376,7 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
         r.pop("torch_rank", None)
     # ...and times at once none of the additions whose notes say it compiles at run time: with every row so noted,
     # only its first two at once ("known_auto_first"), the rest later (in "known_auto", scored once they are timed)
-    monkeypatch.setattr("cudnn_algos.selector.model.AUTO_SPREAD", 10.0)  # every candidate close: more than two
+    monkeypatch.setattr("cudnn_algos.choose.model.AUTO_SPREAD", 10.0)  # every candidate close: more than two
     c = choose(sel, rows)
     assert c["known_auto_first"] == c["known_auto"]  # no notes: all at once
     for r in rows:
@@ -401,8 +401,8 @@ def test_a_known_configuration_goes_first_only_near_a_training_problem_it_won(mo
     listed candidate goes ahead of it and it stays second (measure_top_k's k=3 still times it). Without the rule
     (KNOWN_NEAR infinite) eng5 would be first there too."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.selector.features import row_features
-    from cudnn_algos.selector.model import listed, name_key
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.choose.model import listed, name_key
     from cudnn_algos.selector.train import train
 
     assert name_key("eng63{SPLIT_K_SLC=13,SPLIT_K_BUF=18}") == "63,SPLIT_K_BUF=18,SPLIT_K_SLC=13"
@@ -418,13 +418,13 @@ def test_a_known_configuration_goes_first_only_near_a_training_problem_it_won(mo
     near = row_features(table_problem(3, "b")[1][0])
     far = row_features(table_problem(3, "b", batch=16)[1][0])
     assert sel.neighbours.distance(near) == pytest.approx(0.0) and 0.5 < sel.neighbours.distance(far) <= sel.reach
-    monkeypatch.setattr("cudnn_algos.selector.model.KNOWN_NEAR", 0.5)
+    monkeypatch.setattr("cudnn_algos.choose.model.KNOWN_NEAR", 0.5)
     assert sel.rank(near, cands)[0] == 4
     order, predicted = sel.ranked(far, cands)
     assert int(np.argmin(predicted)) == 4  # the trees put eng5 first...
     assert listed(cands[order[0]]) and order[1] == 4  # ...the rule puts a listed one ahead of it
     assert 4 in sel.shortlist(far, cands, 3, order)
-    monkeypatch.setattr("cudnn_algos.selector.model.KNOWN_NEAR", float("inf"))
+    monkeypatch.setattr("cudnn_algos.choose.model.KNOWN_NEAR", float("inf"))
     assert sel.rank(far, cands)[0] == 4
 
 
@@ -541,7 +541,7 @@ def test_lambdamart_learns_which_engine_is_fastest_where():
 def test_neighbour_distances_and_repeated_candidates_give_the_direct_answers():
     """The nearest-neighbour distances (one product, not a table-sized difference) equal the direct sum of squares,
     with the same order; a candidate encoded once and remembered predicts what a fresh encoding predicts."""
-    from cudnn_algos.selector.model import Neighbours
+    from cudnn_algos.choose.model import Neighbours
 
     rng = np.random.default_rng(3)
     f = rng.normal(size=(200, len(PROBLEM_FEATURES))) * 3
@@ -568,7 +568,7 @@ def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_m
     """Note [neighbour evidence] on a hand-made set: a configuration's evidence is the mean over the K nearest
     training problems of the same class that timed it, the nearest one's value and distance; absent where none of
     the class timed it; a problem's own entry left out when asked (training rows)."""
-    from cudnn_algos.selector.model import EVIDENCE_ABSENT, Evidence
+    from cudnn_algos.choose.model import EVIDENCE_ABSENT, Evidence
 
     points = np.array([[0.0], [1.0], [2.0], [3.0], [10.0]])
     entries = [[("1", 0.0), ("2", 0.5)], [("1", 0.2)], [("1", 0.4), ("2", 0.0)], [("1", 0.3)], [("3", 0.1)]]
@@ -587,8 +587,8 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
     evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts; trees trained with
     evidence refuse rows without it (they would read past a row's end); the shipped file loads and predicts."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.selector.features import row_features
-    from cudnn_algos.selector.model import EVIDENCE_FEATURES, FORMAT
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.choose.model import EVIDENCE_FEATURES, FORMAT
     from cudnn_algos.selector.train import engine_candidates, train
 
     problems = real_sample()
@@ -624,7 +624,7 @@ def test_neighbour_evidence_scanning_the_nearest_first_answers_as_a_whole_scan(m
     """Evidence.features scans the nearest HEAD training problems first and the whole class only for the
     configurations that found fewer than K there: on random problems it answers what a direct reading does (the
     K nearest that timed each configuration), whatever HEAD is."""
-    from cudnn_algos.selector.model import EVIDENCE_ABSENT, Evidence
+    from cudnn_algos.choose.model import EVIDENCE_ABSENT, Evidence
 
     rng = np.random.default_rng(5)
     points = rng.normal(size=(300, 4))

@@ -17,11 +17,11 @@ from cudnn_algos import backend
 from cudnn_algos.engines import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
-from cudnn_algos.selector.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order, instant_first
-from cudnn_algos.tuning import lists_process
-from cudnn_algos.tuning import unseen as unseen_mod
-from cudnn_algos.tuning.ranking import Candidate, with_known
-from cudnn_algos.tuning.unseen import UnseenHandler, candidates_of, query_problem
+from cudnn_algos.choose.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order, instant_first
+from cudnn_algos.choose import lists_process
+from cudnn_algos.choose import unseen as unseen_mod
+from cudnn_algos.choose.ranking import Candidate, with_known
+from cudnn_algos.choose.unseen import UnseenHandler, candidates_of, query_problem
 
 FAMILY = "sm_90 cudnn 9.19"
 
@@ -346,7 +346,7 @@ def test_a_shortlists_plans_are_matched_to_its_candidates_by_configuration_not_p
     """shortlist_clock.rows_for: an exact search lists a configuration named twice once, gives a knob not named its
     minimum and drops a knob the engine lacks, so its rows need not pair up with the candidates in order (pairing
     them so once timed nothing for a whole shortlist). Each candidate gets the row of its own configuration."""
-    from cudnn_algos.tuning.shortlist_clock import rows_for
+    from cudnn_algos.choose.shortlist_clock import rows_for
 
     row = lambda e, knobs, status="SUCCESS": SimpleNamespace(engine_id=e, knobs=[list(k) for k in knobs],
                                                              status=status)
@@ -512,8 +512,8 @@ def test_show_selector_ranks_the_known_configurations_as_apply_does():
     import dataclasses
 
     from cudnn_algos.results import load_json
-    from cudnn_algos.selector.features import positions
-    from cudnn_algos.selector.model import listed
+    from cudnn_algos.choose.features import positions
+    from cudnn_algos.choose.model import listed
     from cudnn_algos.selector.report import selector_picks
 
     rep = load_json("tests/fixtures/profile_resnet50_fp16-nhwc_b32_engines.json.gz")
@@ -744,7 +744,7 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
     import threading
     from multiprocessing.connection import Connection
 
-    from cudnn_algos.tuning.ranking import rank
+    from cudnn_algos.choose.ranking import rank
 
     plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
              for i, e in enumerate(ENG)]
@@ -776,7 +776,7 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
 def test_k_auto_ranks_and_shortlists_from_one_prediction_a_subclass_rank_still_asked(monkeypatch):
     """ranking.rank with k="auto": within the reach the trees predict once for both the order and the shortlist
     (the same answer as ranking and shortlisting apart); a subclass that overrides rank has its own rank asked."""
-    from cudnn_algos.tuning.ranking import rank
+    from cudnn_algos.choose.ranking import rank
 
     sel = shipped()
     plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))

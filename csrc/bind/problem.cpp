@@ -55,7 +55,7 @@ void bind_problem(py::module_& m) {
            py::arg("padding"), py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("math"))
       .def("describe", &ConvProblem::describe)
       .def("__repr__", [](const ConvProblem& p) { return "<ConvProblem " + p.describe() + ">"; })
-      // pickled as its constructor's arguments (a problem sent to another process: tuning/lists_process.py)
+      // pickled as its constructor's arguments (a problem sent to another process: choose/lists_process.py)
       .def(py::pickle(
           [](const ConvProblem& p) {
             return py::make_tuple(dtype_info(p.dtype).value().name, layout_name(p.layout), p.x_dims, p.w_dims,

@@ -56,7 +56,7 @@ void pinned_set(const std::string& key, int64_t engine_id, const Knobs& knobs,
                 const std::string& origin = "stored");  // origin: how it was chosen (pinned_counts)
 void pinned_clear();  // forgets winners, built plans and the unseen-problem handler
 // The next call of `key`'s problem resolves it again: without a winner, it asks the unseen-problem handler again
-// (Note [choosing in the background], cudnn_algos/tuning/unseen.py: its answer is ready). forget_origin non-empty:
+// (Note [choosing in the background], cudnn_algos/choose/unseen.py: its answer is ready). forget_origin non-empty:
 // a winner of that origin (the handler's own answer) and its plans are forgotten first, so that the handler is asked
 // again (Note [runtime-compiled candidates later], unseen.py: more candidates are built); a winner of another
 // origin stays. Returns whether a winner was forgotten.
@@ -67,7 +67,7 @@ bool pinned_ask_again(const std::string& key, const std::string& forget_origin =
 // in order of preference (e.g. a selector's ranking, or the fastest of a few it timed), and the first that builds
 // becomes the problem's winner for this process (`origin` says how it was chosen), its plan cached like a stored
 // one's. No configuration, none that builds, or a handler that fails: torch's op, counted as a fallback with the
-// reason. The Python side (cudnn_algos/tuning/unseen.py) sets a handler that takes the GIL.
+// reason. The Python side (cudnn_algos/choose/unseen.py) sets a handler that takes the GIL.
 struct MissQuery {
   std::string key;
   Direction dir = Direction::Forward;  // cuDNN's direction

@@ -237,7 +237,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 def _selector_for(given: str, report):
     """show --selector: a model file, or 'shipped' (the package's for the report's environment family)."""
-    from ..selector import Selector
+    from ..choose.model import Selector
 
     try:
         if given == "shipped":

@@ -273,7 +273,7 @@ def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | N
 def _known_of(model: str) -> dict[str, list[str]]:
     """`sweep --known MODEL`: the known configurations' names per problem class of the shipped selector of this
     GPU ("shipped", which needs the GPU to name its family) or of a model file."""
-    from ..selector import Selector
+    from ..choose.model import Selector
 
     try:
         if model == "shipped":

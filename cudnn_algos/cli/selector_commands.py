@@ -51,7 +51,7 @@ def _check_selector_args(a: argparse.Namespace) -> None:
 
 def cmd_selector(a: argparse.Namespace) -> int:
     _check_selector_args(a)
-    from ..selector.model import EVIDENCE_K, REACH
+    from ..choose.model import EVIDENCE_K, REACH
 
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
     reach = REACH if a.reach is None else a.reach
@@ -208,7 +208,7 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
     from dataclasses import replace
 
     from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
-    from ..selector import Selector
+    from ..choose.model import Selector
     from ..selector.train import SELECTOR_METHODS, score
 
     try:
@@ -247,7 +247,7 @@ def _family_of(problems) -> str:
 
 
 def _selector_show(path: str) -> int:
-    from ..selector import Selector
+    from ..choose.model import Selector
 
     try:
         sel = Selector.load(path)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .trees import Trees
+from ..choose.trees import Trees
 
 RANK_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.1, "min_samples_leaf": 20, "sigma": 1.0,
                "gain_power": 8.0, "truncation": 0, "random_state": 0}

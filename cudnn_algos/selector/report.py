@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..choices import heuristic_list
-from .features import positions, problem_features
-from .model import AUTO, Selector
+from ..choose.features import positions, problem_features
+from ..choose.model import AUTO, Selector
 from .train import MEASURE_K, encoded_by_name
 
 
@@ -53,7 +53,7 @@ def _ranked(selector: Selector, p: Any, direction: str, timed: Sequence[Any], k:
             ) -> tuple[Any, float | None, float | None, bool]:
     """(the selector's first timed pick, the fastest timed one of its shortlist of k and of k=AUTO's, whether its
     first was untimed) among the rows the lists named and the known configurations (timed rows or, untimed, by
-    name), as apply() ranks them (tuning.ranking.with_known: none added where the lists named nothing)."""
+    name), as apply() ranks them (choose.ranking.with_known: none added where the lists named nothing)."""
     listed = [row for row in timed if any(v is not None for v in positions(row.rank).values())]
     if not listed:
         return None, None, None, False

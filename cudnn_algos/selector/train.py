@@ -2,7 +2,7 @@
 group out (a model family, or a batch size), train on the rest, and read each held-out problem's regret against its
 measured best beside cuDNN's heuristics and torch's benchmark mode (cudnn_algos.regret's methods).
 
-Training needs scikit-learn (GradientBoostingRegressor); the trained model is arrays (selector.model), so using it
+Training needs scikit-learn (GradientBoostingRegressor); the trained model is arrays (choose.model), so using it
 needs numpy only."""
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 import numpy as np
 
 from ..regret import ProblemRegret, timed_ms
-from .features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from .model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key, evidence_class,
-                    heuristic_order, listed, problem_class)
-from .trees import Trees
+from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
+from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key,
+                            evidence_class, heuristic_order, listed, problem_class)
+from ..choose.trees import Trees
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 # learner="hist" (HistGradientBoostingRegressor: features binned to 255 values, far less work a split): the same

@@ -117,7 +117,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..engines import find_engines
     from ..errors import CudaContextLost, CudaError, CudnnError, is_context_lost
     from ..problem import CUDNN_DIRECTION
-    from ..selector.model import problem_class
+    from ..choose.model import problem_class
     from ..spec import ConvSpec
 
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,

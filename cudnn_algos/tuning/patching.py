@@ -1,6 +1,6 @@
 """``apply(model)``: the model's convolution modules call ``torch.ops.cudnn_algos.conv`` (transposed ones
 ``conv_transpose``; csrc/pinned), which runs the stored winner's plan; for anything the database lacks, torch's
-convolution (counted; ``Applied.counts()``) or, with ``unseen=``, a selector's choice (tuning/unseen.py)."""
+convolution (counted; ``Applied.counts()``) or, with ``unseen=``, a selector's choice (choose/unseen.py)."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ from ..errors import CudaUnavailableError
 from ..problem import device_index
 from ..spec import same_padding
 from .db import TuningDB, open_db
-from .unseen import Decision, UnseenHandler, check_unseen
+from ..choose.unseen import Decision, UnseenHandler, check_unseen
 
 
 CONV_TYPES = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
@@ -67,7 +67,7 @@ class Applied:
     db: str
     configs: dict[str, str] = field(default_factory=dict, repr=False)  # problem key -> stored winner's config
     host_ms: dict[str, float] = field(default_factory=dict, repr=False)  # ... -> its host ms per call in tune()
-    unseen: str = "torch"  # what runs a problem the database lacks (tuning/unseen.py)
+    unseen: str = "torch"  # what runs a problem the database lacks (choose/unseen.py)
     _saved: list[tuple[torch.nn.Module, Any]] = field(default_factory=list, repr=False)
     _handler: UnseenHandler | None = field(default=None, repr=False)
 
@@ -146,7 +146,7 @@ class Applied:
 
         chosen = [c for c in self.counts() if c["origin"] not in ("", "stored") and c["config"]]
         # a winner forgotten until its next call times the candidates built later (Note [runtime-compiled
-        # candidates later] in tuning/unseen.py): the one it ran until then
+        # candidates later] in choose/unseen.py): the one it ran until then
         have = {c["key"] for c in chosen}
         chosen += [c for c in (self._handler.forgotten() if self._handler is not None else []) if c["key"] not in have]
         if not chosen:
@@ -251,12 +251,12 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     fastest among cuDNN's heuristic lists (built at the problem's first call, nothing timed), or with
     ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own first, and
     INSTANT's first, torch's benchmark-off pick, where it is neither; k="auto": its first, cuDNN's and INSTANT's, then
-    those it predicts close to its first, Note [the automatic shortlist] in selector/model.py)
-    timed at that call (tuning/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
+    those it predicts close to its first, Note [the automatic shortlist] in choose/model.py)
+    timed at that call (choose/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
     version (ValueError where it ships none). cuDNN's lists are asked in a helper process started now (one more CUDA
-    context while the handle lives: Note [lists in a helper process] in tuning/lists_process.py). background (default
+    context while the handle lives: Note [lists in a helper process] in choose/lists_process.py). background (default
     True): the lists are asked and ranked in background threads while torch's op runs the problem's first calls (Note
-    [choosing in the background] in tuning/unseen.py; ``Applied.wait()`` waits for them), predict's pick then runs from
+    [choosing in the background] in choose/unseen.py; ``Applied.wait()`` waits for them), predict's pick then runs from
     the next call and measure_top_k times its shortlist at that call; False: all of it at the problem's first call.
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
     check_unseen(unseen, k)
@@ -270,7 +270,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
         _ACTIVE = None
     handler = None
     if unseen != "torch":
-        from ..selector import Selector
+        from ..choose.model import Selector
 
         if selector is not None:
             sel = Selector.coerce(selector)

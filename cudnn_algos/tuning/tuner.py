@@ -152,7 +152,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
 
 def _selector(selector: Any):
     """tune(search="predict")'s selector: a Selector, or the file of one (ValueError naming the argument)."""
-    from ..selector import Selector
+    from ..choose.model import Selector
 
     if selector is None:
         raise ValueError("search='predict' needs selector= (a Selector or its .npz file), not None")
@@ -161,8 +161,8 @@ def _selector(selector: Any):
 
 def _rank(selector, result, spec, shape, dname: str, fmt: str | None, direction: str) -> list[int]:
     """The selector's order of the search's eligible configurations (policy.eligible_rows), fastest first."""
-    from ..selector import problem_features
-    from ..selector.features import positions
+    from ..choose.features import problem_features
+    from ..choose.features import positions
 
     feats = problem_features(spec, shape, dname, fmt or "contiguous", direction)
     return selector.rank(feats, [(r.engine_id, dict(r.knobs), positions(r.rank)) for r in eligible_rows(result)])

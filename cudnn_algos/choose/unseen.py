@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from .. import backend
-from ..selector import Selector
-from ..selector.features import RANKED_LISTS
-from ..selector.model import AUTO, AUTO_FIRST, auto_parts
+from .model import Selector
+from .features import RANKED_LISTS
+from .model import AUTO, AUTO_FIRST, auto_parts
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
 from .shortlist_clock import SKIPPED_RUNTIME_COMPILATION, build, fastest_first, query_problem, time_plans
@@ -351,7 +351,7 @@ class UnseenHandler:
         shortlist measure_top_k times (Selector.shortlist: its first k - 1, cuDNN's first and INSTANT's); cuDNN's
         host ms.
         Ranked in the helper process where it holds the selector (Note [ranking in the helper])."""
-        from ..selector import problem_features
+        from .features import problem_features
 
         helper = self._lists_process()
         problem = query_problem(q)

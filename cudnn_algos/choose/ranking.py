@@ -1,4 +1,4 @@
-"""What apply()'s unseen-problem handler ranks (tuning/unseen.py): the configurations of cuDNN's heuristic lists
+"""What apply()'s unseen-problem handler ranks (choose/unseen.py): the configurations of cuDNN's heuristic lists
 that torch would accept (``candidates_of``), in the selector's predicted order, and measure_top_k's shortlist
 (``rank``). Pure functions of the lists' answer and the problem: they run where the lists are asked, in the helper
 process (Note [ranking in the helper] in lists_process.py), or in the model's process for a selector the helper
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..engines import RUNTIME_COMPILATION, config_name, named_knobs, numerical_note_names, parse_config, torch_filter
-from ..selector.features import RANKED_LISTS, positions
-from ..selector.model import AUTO, Selector
+from .features import RANKED_LISTS, positions
+from .model import AUTO, Selector
 
 Knobs = tuple[tuple[int, int], ...]
 

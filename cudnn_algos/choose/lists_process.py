@@ -1,4 +1,4 @@
-"""cuDNN's heuristic lists asked in a helper process, for apply()'s unseen-problem handler (tuning/unseen.py).
+"""cuDNN's heuristic lists asked in a helper process, for apply()'s unseen-problem handler (choose/unseen.py).
 
 Note [lists in a helper process]: cuDNN's heuristic list B begins a CUDA stream capture inside its query. While the
 capture is open, a synchronizing CUDA call on any other thread of the process (torch.cuda.synchronize, a cudaMalloc, a
@@ -15,7 +15,7 @@ needs a few seconds to import torch; a query waits for it. Its cost: one CUDA co
 (about 0.5 GB of GPU memory), while the handler lives. The helper ends when the socket closes (the handler's close(), or
 the model's process ending).
 
-Note [ranking in the helper]: the selector's ranking of a problem's candidates (tuning/ranking.py) costs 1-2 ms of CPU
+Note [ranking in the helper]: the selector's ranking of a problem's candidates (choose/ranking.py) costs 1-2 ms of CPU
 with the GIL held (benchmarks/selector_speed.py); in the model's process, background threads ranking while a host-bound
 training step runs took that time from the step (docs/results/selector-2026-12-01-to-03.md). So the handler gives the
 helper its selector once (its arrays, as the .npz file holds them: set_selector) and asks "rank" queries: the helper
@@ -35,9 +35,9 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
-from ..selector.model import AUTO
+from .model import AUTO
 
-_ENTRY = "import sys; from cudnn_algos.tuning.lists_process import main; sys.exit(main(sys.argv[1:]))"
+_ENTRY = "import sys; from cudnn_algos.choose.lists_process import main; sys.exit(main(sys.argv[1:]))"
 START_TIMEOUT_S = 180.0  # the helper's start (torch's import) and its first answer
 ASK_TIMEOUT_S = 60.0  # one query's answer, once started
 # Queries the helper answers at once: $CUDNN_ALGOS_LISTS_THREADS, default 3 (on the H200 three at once took cuDNN
@@ -326,7 +326,7 @@ def serve(conn: Connection, engine_search: Any, threads: int = 1) -> None:
 
 def _selector_of(data: bytes) -> Any:
     """The selector a ("selector", bytes) message carries, or the error a "rank" query then answers with."""
-    from ..selector import Selector
+    from .model import Selector
 
     try:
         return Selector.from_bytes(data)

@@ -32,7 +32,7 @@ REACH = 2.0  # Note [the selector's reach]
 # "The trees' shortlist outside the reach". Of the candidates it adds beyond the first two, those of engines that
 # compile at run time (cuDNN's behaviour note RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are
 # not built with the others on the model's own thread but later, off it (auto_parts; Note [runtime-compiled candidates
-# later] in tuning/unseen.py). Where they win (grouped layers) they are worth it in a long run; both sides measured:
+# later] in choose/unseen.py). Where they win (grouped layers) they are worth it in a long run; both sides measured:
 # docs/results/selector-2026-12-01-to-03.md, "Runtime-compiled engines".
 AUTO = "auto"
 T = TypeVar("T")

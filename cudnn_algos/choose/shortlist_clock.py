@@ -1,4 +1,4 @@
-"""measure_top_k's clock (tuning/unseen.py): a shortlist's configurations built for the problem of a MissQuery, and
+"""measure_top_k's clock (choose/unseen.py): a shortlist's configurations built for the problem of a MissQuery, and
 their plans timed on fresh random operands (CUDA events around back-to-back calls, as torch's benchmark mode times
 its candidates), on the query's device."""
 from __future__ import annotations

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..choices import heuristic_list
-from ..regret import input_dims
-from ..spec import ConvSpec
+from ..spec import ConvSpec, input_dims
 
 PROBLEM_FEATURES = (
     "log_batch", "log_in_channels", "log_out_channels", "log_groups", "depthwise", "log_d", "log_h", "log_w",
@@ -19,7 +18,7 @@ PROBLEM_FEATURES = (
 )
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # cuDNN's heuristic lists whose position of a candidate is one of its features (cuDNN's own prior, which the trees
-# correct): the lists the operator's unseen-problem handler queries (tuning/unseen.py), a few ms per problem
+# correct): the lists the operator's unseen-problem handler queries (choose/unseen.py), a few ms per problem
 RANKED_LISTS = ("a", "b")
 RANK_ABSENT = 64.0  # the position feature of a candidate a list does not name
 
