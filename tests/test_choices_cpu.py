@@ -22,7 +22,7 @@ def test_every_list_has_one_name_source_and_columns():
 
 
 def test_the_tables_schema_and_reports_take_their_list_columns_from_the_registry():
-    from cudnn_algos import regret, shards
+    from cudnn_algos.dataset import regret, shards
     from cudnn_algos.results import tables
 
     for h in choices.LISTS:

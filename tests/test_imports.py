@@ -142,7 +142,7 @@ LAYERS = (
     ("model", "models", "corpus", "sampling"),
     ("tuning",),
     ("sweep",),
-    ("dataset", "regret", "shards"),
+    ("dataset",),  # the measured rows, the shards, the regret report
     ("selector",),  # training and evaluating a selector
     ("cli", "__main__", ""),
 )

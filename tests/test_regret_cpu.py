@@ -1,4 +1,4 @@
-"""CPU: the dataset report's arithmetic (cudnn_algos.regret) on hand-made long-form rows whose answers are known:
+"""CPU: the dataset report's arithmetic (cudnn_algos.dataset.regret) on hand-made long-form rows whose answers are known:
 each method's pick (the first configuration of a heuristic list that built, the legacy heuristic's first algorithm
 timed by the legacy search, cudnnFind's first, torch's op), regrets against the measured best, occurrence-weighted
 summaries, and `cudnn-algos dataset report` on a store. Real rows come from a sweep on the device."""
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from cudnn_algos.regret import (BIG, TOP1, Summary, against_best_heuristic, picks, problem_regrets, summarize,
+from cudnn_algos.dataset.regret import (BIG, TOP1, Summary, against_best_heuristic, picks, problem_regrets, summarize,
                                  table, worst)
 from cudnn_algos.sweep import SweepStore
 
@@ -177,7 +177,7 @@ def test_the_report_on_a_real_sample():
 
 
 def test_what_choosing_costs_is_the_median_over_problems():
-    from cudnn_algos.regret import search_costs
+    from cudnn_algos.dataset.regret import search_costs
 
     def costed(q, first):
         rows = problem()

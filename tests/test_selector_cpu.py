@@ -185,7 +185,7 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
     # in-sample, the trees' pick beats INSTANT's by far (a model that learned nothing would not); held-out numbers
     # need the dataset
-    from cudnn_algos.regret import picks
+    from cudnn_algos.dataset.regret import picks
 
     ours, instant = [], []
     for _, rows in problems:
@@ -220,7 +220,7 @@ def table_problem(i, family, fast=5, batch=8):
 
 def test_leave_one_family_out_on_a_table_with_a_known_answer():
     pytest.importorskip("sklearn")
-    from cudnn_algos.regret import summarize
+    from cudnn_algos.dataset.regret import summarize
     from cudnn_algos.selector.train import leave_one_out
 
     problems = [table_problem(i, fam) for fam in ("a", "b", "c") for i in range(6)]
@@ -248,7 +248,7 @@ def test_a_held_out_batch_size_is_outside_the_default_reach_and_reach_inf_lets_t
     pytest.importorskip("sklearn")
     import math
 
-    from cudnn_algos.regret import summarize
+    from cudnn_algos.dataset.regret import summarize
     from cudnn_algos.selector.train import leave_one_out, train
 
     problems = [table_problem(i, "a", batch=b) for b in (8, 128) for i in range(6)]
@@ -309,7 +309,7 @@ def test_offered_is_the_fastest_listed_candidate_a_floor_no_ranking_beats():
     """choose()'s "offered": the fastest configuration the lists name (a perfect ranker's pick); a faster one no list
     names (found by the sweep's refine) sets the regret every ranking of the lists' candidates has at least."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.regret import problem_regrets
+    from cudnn_algos.dataset.regret import problem_regrets
     from cudnn_algos.selector.train import choose, train, with_selector
 
     problems = [table_problem(i, "a") for i in range(6)]
@@ -330,7 +330,7 @@ def test_known_configurations_reach_the_fastest_no_list_names(tmp_path, monkeypa
     them ("known", "offered_known"), where the lists alone cannot ("offered" is slower). Where the trees would pick
     one the problem has no time for, choose() says so (known_untimed) and scores the first timed one."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.regret import problem_regrets
+    from cudnn_algos.dataset.regret import problem_regrets
     from cudnn_algos.selector.train import (AUTO_K, AUTO_LATER, AUTO_TORCH_K, KNOWN_UNTIMED, choose, runtime_compiled,
                                             train, with_selector)
 

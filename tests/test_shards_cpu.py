@@ -1,4 +1,4 @@
-"""CPU tests of cudnn_algos.shards (the dataset the repository keeps: compact Parquet shards of a sweep store): the
+"""CPU tests of cudnn_algos.dataset.shards (the dataset the repository keeps: compact Parquet shards of a sweep store): the
 round trip on real rows, validation before writing, refusals, the CLI, and the committed shards against their data
 card. No GPU involved."""
 import gzip
@@ -13,7 +13,7 @@ pytest.importorskip("pyarrow", reason="the dataset's shards are Parquet (pip ins
 
 from conftest import run_cli  # noqa: E402
 
-from cudnn_algos import shards  # noqa: E402
+from cudnn_algos.dataset import shards  # noqa: E402
 from cudnn_algos.sweep import SweepStore  # noqa: E402
 
 ROOT = Path(__file__).parent.parent

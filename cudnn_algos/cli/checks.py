@@ -65,7 +65,7 @@ def as_flags(message: str, flags: dict[str, str]) -> str:
 def dataset_paths(path: str, command: str) -> list[str] | None:
     """The dataset shards `path` names (shards.shard_paths), None for a sweep store; FileError when it does not
     exist or is a directory of neither, and pyarrow asked for when it names shards."""
-    from .. import shards
+    from ..dataset import shards
 
     if not os.path.exists(path):
         raise FileError(f"{path}: no such file")
@@ -79,8 +79,8 @@ def dataset_paths(path: str, command: str) -> list[str] | None:
 
 def open_dataset(path: str, command: str):
     """The sweep store at `path`, or the dataset shards it names (a .parquet file or a directory of them, put into a
-    store in memory: cudnn_algos.shards.open_store)."""
-    from .. import shards
+    store in memory: cudnn_algos.dataset.shards.open_store)."""
+    from ..dataset import shards
 
     dataset_paths(path, command)
     try:

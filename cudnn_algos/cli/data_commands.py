@@ -110,7 +110,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 def cmd_dataset(a: argparse.Namespace) -> int:
     from ..dataset import noise_floor, validate, write_parquet
-    from ..regret import GROUPS
+    from ..dataset.regret import GROUPS
 
     if a.action in ("write", "keys", "pack") and not a.out:
         raise UsageError(f"dataset {a.action} needs --out {'DIR' if a.action == 'write' else 'PATH'}")
@@ -168,7 +168,7 @@ def _dataset_keys(store: str, out: str) -> int:
 
 def _dataset_pack(store: str, out: str, sources: list[str], about: str) -> int:
     """`dataset pack`: the store's whole problem-directions (of --from STORE's keys) as a new shard."""
-    from .. import shards
+    from ..dataset import shards
     from ..sweep import SweepStore
 
     needs("dataset pack", "pyarrow")
@@ -205,7 +205,7 @@ def _dataset_compare(store: str, sources: list[str]) -> int:
 
 
 def _dataset_merge(store: str, sources: list[str]) -> int:
-    from .. import shards
+    from ..dataset import shards
     from ..sweep import SweepStore
 
     if not sources:
@@ -219,7 +219,7 @@ def _dataset_merge(store: str, sources: list[str]) -> int:
     try:
         with SweepStore(store) as into:
             for p in sources:
-                if p.endswith(".parquet"):  # a dataset shard (cudnn_algos.shards)
+                if p.endswith(".parquet"):  # a dataset shard (cudnn_algos.dataset.shards)
                     copied, already = shards.unpack([p], into)
                 else:
                     with SweepStore(p) as other:
@@ -234,7 +234,7 @@ def _dataset_merge(store: str, sources: list[str]) -> int:
 def _dataset_report(store, by: tuple[str, ...], plot: str | None, where: str | None = None) -> int:
     """`dataset report`: regret per method by group and overall, the noise floor, where the heuristic loses most."""
     from ..dataset import measured_problems, noise_floor, validate
-    from ..regret import (TOP1_LEGEND, plot_cdf, plot_map, present, problem_regrets, search_costs, summarize,
+    from ..dataset.regret import (TOP1_LEGEND, plot_cdf, plot_map, present, problem_regrets, search_costs, summarize,
                           table, worst)
 
     v = validate(store)

@@ -12,8 +12,7 @@ from .parsing import EXIT_OK, FileError, UsageError
 def _measured(path: str, command: str) -> list:
     """dataset.measured_problems of the store or shards at `path` (open_dataset's); shards are read straight, without a
     store in memory (shards.measured: the same problems, a third of the time)."""
-    from .. import shards
-    from ..dataset import measured_problems
+    from ..dataset import measured_problems, shards
 
     paths = dataset_paths(path, command)
     try:
@@ -86,7 +85,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
 def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float) -> int:
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
-    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector.evaluation import choosing_costs, half_of_best, plot_selector, worse_than_off
     from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
 
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
@@ -118,88 +118,12 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
           f"of the class\n  added (those this problem has a time for); the trees ranked one without a time first "
           f"in {untimed:.0f} of {len(rs)}\n  ({100 * untimed / len(rs):.0f}%): there known's pick is the first "
           f"timed one below it\n{TOP1_LEGEND}")
-    print(_half_of_best(summarize(rs, (a.by,), methods), a.by))
-    print(_worse_than_off(rs))
-    print(_choosing_costs(problems, rs))
+    print(half_of_best(summarize(rs, (a.by,), methods), a.by))
+    print(worse_than_off(rs))
+    print(choosing_costs(problems, rs))
     if a.plot:
-        _plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
+        plot_selector(rs, a.plot, f"held out by {a.by} ({trees}, reach {reach:g}): {len(rs)} {a.by} rows")
     return EXIT_OK
-
-
-def _half_of_best(summaries, by: str) -> str:
-    """Per selector method, the held-out groups where its mean regret is at most half of the best cuDNN heuristic
-    mode's there (regret.against_best_heuristic), and those where it is not."""
-    from ..regret import NO_SEARCH, against_best_heuristic
-    from ..selector.train import MEASURE_K
-
-    names = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
-             "known_auto": "measure_top_k (k='auto')"}
-    lines = [f"at most half of the best heuristic's mean ({', '.join(NO_SEARCH)}), per held-out {by}:"]
-    for m, (met, missed) in against_best_heuristic(summaries, list(names)).items():
-        if met or missed:
-            lines.append(f"  {names[m]}: {len(met)} of {len(met) + len(missed)}"
-                         + (f" (not: {', '.join('/'.join(map(str, g)) for g in missed)})" if missed else ""))
-    return "\n".join(lines)
-
-
-def _worse_than_off(rs) -> str:
-    """How often each way of choosing without benchmark mode runs a layer more than 5% slower than torch with
-    benchmark off would (regret.worse_than against torch_off: INSTANT's first that torch accepts)."""
-    from ..regret import BIG, worse_than
-    from ..selector.train import MEASURE_K
-
-    names = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
-             "known_auto": "measure_top_k (k='auto')", "known_auto_torch": "k='auto' + benchmark mode's candidates",
-             "b": "list B's first", "torch_on": "torch, benchmark on"}
-    cells = [f"  {names[m]}: {n} of {of} ({100 * n / of:.1f}%)" for m, (n, of) in worse_than(rs, list(names)).items()
-             if of]
-    return "\n".join([f"more than {100 * BIG:.0f}% slower than torch with benchmark off would be, "
-                      "problem-directions:"] + cells) if cells else ""
-
-
-def _choosing_costs(problems, rs) -> str:
-    """What each method's choice costs, host ms per problem-direction (median): the lists' queries and torch's
-    benchmark-mode first call as the rows recorded them on the GPU machine (regret.search_costs), and the
-    selector's ranking as timed here (with_selector's RANK_MS), after lists A and B are asked."""
-    from ..choices import LISTS
-    from ..regret import quantile, search_costs
-    from ..selector.train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, RANK_MS
-
-    cost = search_costs(problems)
-    rank = quantile([p.regret[RANK_MS] for p in rs if p.regret.get(RANK_MS) is not None], 0.5)
-    names = {**{h.name: h.label for h in LISTS}, "torch_on": "torch benchmark on"}
-    lines = ["choosing costs, host ms per problem-direction (median):"]
-    recorded = [f"{names[m]} {cost[m]:.3g}" for m in names if cost.get(m) is not None]
-    if recorded:
-        lines.append("  as the rows recorded them: " + ", ".join(recorded))
-    if rank is not None:
-        lists = f"lists A and B {cost['a+b']:.3g} + " if cost.get("a+b") is not None else ""
-        lines.append(f"  predict: {lists}ranking {rank:.3g} (this CPU)")
-        ks = [p.regret[AUTO_K] for p in rs if p.regret.get(AUTO_K) is not None]
-        later = [p.regret.get(AUTO_LATER) or 0 for p in rs if p.regret.get(AUTO_K) is not None]
-        auto = (f" (k='auto': {sum(ks) / len(ks):.2f} on average, at most {max(ks):.0f};\n    of them "
-                f"{sum(later) / len(ks):.3f} runtime-compiled, built later)") if ks else ""
-        lines.append(f"  measure_top_k: predict's + building and timing {MEASURE_K}{auto} on the GPU (not in the rows)")
-        kt = [p.regret[AUTO_TORCH_K] for p in rs if p.regret.get(AUTO_TORCH_K) is not None]
-        if kt:
-            lines.append(f"  k='auto' with benchmark mode's candidates: {sum(kt) / len(kt):.2f} timed on average, "
-                         f"at most {max(kt):.0f}")
-    return "\n".join(lines if len(lines) > 1 else lines + ["  none recorded"])
-
-
-def _plot_selector(rs, path: str, title: str) -> None:
-    """The regret CDF of `rs` (selector rows: with_selector's) per method a user chooses between (no search, a
-    short one, cuDNN's heuristics, torch's benchmark mode) and the candidates' floor, written to `path`."""
-    from ..regret import plot_cdf, present
-    from ..selector.train import MEASURE_K
-
-    labels = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
-              "known_auto_first": "measure_top_k (k='auto'), at once", "known_auto": "measure_top_k (k='auto')",
-              "nearest": "nearest neighbour", "offered_known": "floor: the fastest offered",
-              "instant": "INSTANT (torch, benchmark off)", "b": "heuristic B", "legacy_heuristic": "legacy heuristic",
-              "torch_on": "torch, benchmark on"}
-    plot_cdf(rs, path, present(rs, tuple(labels)), title=title, labels=labels)
-    print(f"wrote {path}")
 
 
 def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None) -> int:
@@ -207,8 +131,9 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
     trained on apart from those it was not; `reach` (--reach) in place of the model's own."""
     from dataclasses import replace
 
-    from ..regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..choose.model import Selector
+    from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
+    from ..selector.evaluation import choosing_costs, plot_selector, worse_than_off
     from ..selector.train import SELECTOR_METHODS, score
 
     try:
@@ -228,11 +153,11 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
             print(table(summarize(rs, (), methods), ()))
     print(f"\n{TOP1_LEGEND}")
     if new:
-        print(_worse_than_off(new))
-    print(_choosing_costs(problems, seen + new))
+        print(worse_than_off(new))
+    print(choosing_costs(problems, seen + new))
     if plot:  # what it was not trained on, where there is any: the figure a reader takes for held out
         rs, what = (new, "not trained on (held out)") if new else (seen, "trained on (none held out)")
-        _plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "
+        plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "
                                  f"{by} rows")
     return EXIT_OK
 

@@ -1,6 +1,6 @@
 """Training a selector on measured problem-directions (a sweep store's rows) and evaluating it honestly: leave one
 group out (a model family, or a batch size), train on the rest, and read each held-out problem's regret against its
-measured best beside cuDNN's heuristics and torch's benchmark mode (cudnn_algos.regret's methods).
+measured best beside cuDNN's heuristics and torch's benchmark mode (cudnn_algos.dataset.regret's methods).
 
 Training needs scikit-learn (GradientBoostingRegressor); the trained model is arrays (choose.model), so using it
 needs numpy only."""
@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from ..regret import ProblemRegret, timed_ms
+from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key,
                             evidence_class, heuristic_order, listed, problem_class)
@@ -317,7 +317,7 @@ def score(selector: Selector, problems: Sequence[tuple[str, Sequence[dict[str, A
           regrets_of: Callable | None = None) -> tuple[list[ProblemRegret], list[ProblemRegret]]:
     """A trained selector's regrets on `problems` without training anything (with_selector): those it was trained
     on (a training problem at distance 0: the same features) and those it was not. Only the second are held out."""
-    from ..regret import problem_regrets
+    from ..dataset.regret import problem_regrets
 
     regrets_of = regrets_of or problem_regrets
     seen, new = [], []
@@ -345,7 +345,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere).
     `only`: hold out these groups alone (each still trained on everything outside it); a name no problem has is a
     ValueError."""
-    from ..regret import problem_regrets
+    from ..dataset.regret import problem_regrets
 
     _check_objective(objective)  # here, not only in train(): a fold that cannot train is skipped below
     _check_reach(reach)

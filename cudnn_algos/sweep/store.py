@@ -102,7 +102,7 @@ class SweepStore:
 
     def restore(self, task: StoredTask, rows: Sequence[dict[str, Any]]) -> bool:
         """One problem-direction with where, when and how it ran as `task` says (put's, or one kept elsewhere: a
-        dataset shard, cudnn_algos.shards), in one transaction. Returns False, nothing written, when its key is
+        dataset shard, cudnn_algos.dataset.shards), in one transaction. Returns False, nothing written, when its key is
         already stored."""
         if task.status not in STATUSES:
             raise ValueError(f"status={task.status!r} is not one of {', '.join(STATUSES)}")

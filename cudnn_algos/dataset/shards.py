@@ -20,11 +20,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .choices import LISTS
-from .dataset import problem_errors
-from .results.tables import knobs_text
-from .sweep.store import StoredTask, SweepStore
-from .sweep.tasks import is_repeat
+from ..choices import LISTS
+from .measured import problem_errors
+from ..results.tables import knobs_text
+from ..sweep.store import StoredTask, SweepStore
+from ..sweep.tasks import is_repeat
 
 FORMAT = "cudnn_algos.shard"
 VERSION = 1
@@ -233,7 +233,7 @@ def measured(paths: Sequence[str | os.PathLike]) -> list[tuple[str, list[dict[st
     """What dataset.measured_problems(open_store(...)) gives for these shards — (key, rows) of each problem-direction
     kept by the dataset's validation, repeats left out, a key in two shards taken from the first, in the store's
     order (finished_at, then key) — read straight from the shards, without the JSON round trip of a store."""
-    from .dataset import kept
+    from .measured import kept
 
     seen: dict[str, tuple[StoredTask, list[dict[str, Any]]]] = {}
     for p in paths:

@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .choices import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
-from .spec import input_dims
+from ..choices import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
+from ..spec import input_dims
 
 METHODS = SEARCH_LISTS + ("torch_off", "legacy_heuristic", "legacy_find", "torch_on")
 GROUP_BY = ("family", "dtype", "direction")  # the report's groups unless asked otherwise

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from .regret import TOP1, configurations, quantile
-from .results.tables import knobs_text
-from .sweep.store import SweepStore
-from .sweep.tasks import REPEAT, is_repeat
+from ..results.tables import knobs_text
+from ..sweep.store import SweepStore
+from ..sweep.tasks import REPEAT, is_repeat
 
 TIME_COLUMNS = ("kernel_median_ms", "kernel_min_ms", "kernel_max_ms", "throughput_median_ms", "host_median_ms",
                 "reference_kernel_ms")
