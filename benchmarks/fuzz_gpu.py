@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
 from cudnn_algos import backend  # noqa: E402
-from cudnn_algos.engines import parse_config  # noqa: E402
+from cudnn_algos.configs import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem, parse_dtype  # noqa: E402
 from cudnn_algos.tuning import module_args, problem_key  # noqa: E402
 from problem_gen import case, torch_verdict, valid_extra  # noqa: E402

@@ -42,7 +42,7 @@ import torch  # noqa: E402
 import cudnn_algos  # noqa: E402
 from fresh import rss_kept_mb, rss_mb  # noqa: E402
 from cudnn_algos import backend, measure  # noqa: E402
-from cudnn_algos.engines import parse_config  # noqa: E402
+from cudnn_algos.configs import parse_config  # noqa: E402
 from cudnn_algos.problem import make_problem  # noqa: E402
 from cudnn_algos.tuning import problem_key  # noqa: E402
 

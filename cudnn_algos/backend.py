@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import torch
 
 from . import _ext
-from .choices import SEARCH_LISTS, Direction, MathType, Mode
+from .choices import Direction, MathType, Mode
+from .configs import SEARCH_LISTS
 from .environment import Environment, driver_release, git_commit, loaded_cudnn_library, package_version
 from .problem import Problem
 

@@ -17,7 +17,9 @@ from typing import Sequence
 import torch
 
 from . import backend
-from .choices import MAX_BUILD_THREADS, SEARCH_LISTS, TORCH_LISTS, heuristic_list, split_config_name
+from .choices import MAX_BUILD_THREADS
+from .configs import (RUNTIME_COMPILATION, SEARCH_LISTS, TORCH_LISTS, behavior_note_names, config_name, heuristic_list,
+                      named_knobs, numerical_note_names, parse_config, torch_filter)
 from .errors import CudaContextLost, is_context_lost
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
@@ -26,26 +28,10 @@ from .plans_ahead import Built, Listed, build_key, build_plans
 from .measure import (PRUNE, SCREEN_CLOSE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows,
                       operand_sets, plan_runnable, reference_output, torch_runnable)
 
-# cuDNN's names of its enum values, by value (cudnnBackendNumericalNote_t, cudnnBackendBehaviorNote_t,
-# cudnnBackendKnobType_t): append-only, as the extension's tables checked against the headers at build time
-# (csrc/common/knobs.h); the extension built with an older cuDNN names a prefix of them (tests/test_choices_cpu.py)
-NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "NONDETERMINISTIC",
-                   "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
-BEHAVIOR_NOTES = ("RUNTIME_COMPILATION", "REQUIRES_FILTER_INT8x32_REORDER", "REQUIRES_BIAS_INT8x32_REORDER",
-                  "SUPPORTS_CUDA_GRAPH_NATIVE_API", "CUBLASLT_DEPENDENCY")
-RUNTIME_COMPILATION = BEHAVIOR_NOTES.index("RUNTIME_COMPILATION")  # cuDNN's behaviour note: NVRTC at plan build
-KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA", "LDGB", "CHUNK_K", "SPLIT_H",
-         "WINO_TILE", "MULTIPLY", "SPLIT_K_BUF", "TILEK", "STAGES", "REDUCTION_MODE", "CTA_SPLIT_K_MODE",
-         "SPLIT_K_SLC", "IDX_MODE", "SLICED", "SPLIT_RS", "SINGLEBUFFER", "LDGC", "SPECFILT", "KERNEL_CFG",
-         "WORKSPACE", "TILE_CGA", "TILE_CGA_M", "TILE_CGA_N", "BLOCK_SIZE", "OCCUPANCY", "ARRAY_SIZE_PER_THREAD",
-         "NUM_C_PER_BLOCK", "SPLIT_COLS", "TILE_ROWS", "TILE_COLS", "LOAD_SIZE", "CTA_COUNT", "STREAM_K",
-         "SPLIT_P_SLC", "TILE_M", "TILE_N", "WARP_SPEC_CFG", "SWAP_AB", "INPUT_TMA_ENABLE", "OUTPUT_TMA_ENABLE")
 
 
 
 
-def _name(table: Sequence[str], v: int, prefix: str) -> str:
-    return table[v] if 0 <= v < len(table) else f"{prefix}{v}"
 
 
 def legacy_family(notes: Sequence[str]) -> str:
@@ -57,17 +43,6 @@ def legacy_family(notes: Sequence[str]) -> str:
     return "IMPLICIT_GEMM"
 
 
-def torch_filter(numerical_notes: Sequence[str], dtype: str, deterministic: bool, allow_tf32: bool) -> str:
-    """Why torch's cuDNN convolution would drop an engine configuration with these notes ("" if it would keep it),
-    following its engine-config filter: inputs down-converted always; nondeterministic under
-    cudnn.deterministic; tensor cores for float32 when cudnn.allow_tf32 is off."""
-    if "DOWN_CONVERT_INPUTS" in numerical_notes:
-        return "down-converts inputs"
-    if deterministic and "NONDETERMINISTIC" in numerical_notes:
-        return "nondeterministic"
-    if dtype == "float32" and not allow_tf32 and "TENSOR_CORE" in numerical_notes:
-        return "tensor cores, allow_tf32 off"
-    return ""
 
 
 def torch_candidates(rows: Sequence[EngineRow], limit: int) -> dict[int, int]:
@@ -108,41 +83,12 @@ def match_kernels(torch_kernels: Sequence[str], rows: Sequence[EngineRow]) -> tu
     return "none", ()
 
 
-def parse_config(name: str) -> tuple[int, list[tuple[int, int]]]:
-    """An engine configuration's stable name -> (engine id, [(knob type, value), ...]):
-    ``eng62{TILE_SIZE=0,TILEK=1}`` -> (62, [(2, 0), (13, 1)]). ValueError naming the value when it is not one."""
-    split = split_config_name(name)
-    if split is None:
-        raise ValueError(f"configs: {name!r} is not an engine configuration name such as eng62{{TILE_SIZE=0,TILEK=1}}")
-    knobs = []
-    for k, v in split[1]:
-        if k in KNOBS:
-            t = KNOBS.index(k)
-        elif k.startswith("KNOB_") and k[5:].isdigit():
-            t = int(k[5:])
-        else:
-            raise ValueError(f"configs: {name!r} names a knob {k!r} that is not one of cuDNN's ({', '.join(KNOBS)})")
-        try:
-            knobs.append((t, int(v)))
-        except ValueError:
-            raise ValueError(f"configs: {name!r}: knob {k} needs an integer value, not {v!r}") from None
-    return split[0], knobs
 
 
-def named_knobs(knobs: Sequence[tuple[int, int]]) -> tuple[tuple[str, int], ...]:
-    """cuDNN's (knob type, value) pairs as (name, value): ``(2, 0)`` -> ``("TILE_SIZE", 0)``."""
-    return tuple((_name(KNOBS, t, "KNOB_"), v) for t, v in knobs)
 
 
-def numerical_note_names(notes: Sequence[int]) -> tuple[str, ...]:
-    return tuple(_name(NUMERICAL_NOTES, v, "NOTE_") for v in notes)
 
 
-def config_name(engine_id: int, knobs: Sequence[tuple[int, int]]) -> str:
-    """An engine configuration's stable name from cuDNN's numbers (parse_config's inverse):
-    ``eng62{TILE_SIZE=0,TILEK=1}``."""
-    named = named_knobs(knobs)
-    return f"eng{engine_id}" + ("{" + ",".join(f"{k}={v}" for k, v in named) + "}" if named else "")
 
 
 def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[EngineRow]:
@@ -152,7 +98,7 @@ def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[En
     for plan in plans:
         knobs = named_knobs(plan.knobs)
         nn = numerical_note_names(plan.numerical_notes)
-        bn = tuple(_name(BEHAVIOR_NOTES, v, "BEHAVIOR_") for v in plan.behavior_notes)
+        bn = behavior_note_names(plan.behavior_notes)
         name = config_name(plan.engine_id, plan.knobs)
         out.append(EngineRow(
             direction=cdir, engine_id=plan.engine_id, knobs=knobs, name=name, numerical_notes=nn, behavior_notes=bn,
@@ -469,6 +415,5 @@ def identify_torch(result: EngineSearchResult, *, torch_benchmark: bool | None =
         return _identify(result, problem, bench, dev)
 
 
-__all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "parse_config", "config_name",
-           "named_knobs", "numerical_note_names", "legacy_family", "torch_filter", "torch_candidates", "match_kernels",
-           "RUNTIME_COMPILATION"]
+__all__ = ["find_engines", "validate_engines", "identify_torch", "mark_torch_run", "legacy_family", "torch_candidates",
+           "match_kernels"]

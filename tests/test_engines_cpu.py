@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from cudnn_algos import find_engines
-from cudnn_algos.engines import legacy_family, mark_torch_run, match_kernels, torch_candidates, torch_filter
+from cudnn_algos.configs import torch_filter
+from cudnn_algos.engines import legacy_family, mark_torch_run, match_kernels, torch_candidates
 
 
 def test_torch_filter_follows_torchs_rules():
@@ -112,7 +113,7 @@ def test_find_engines_argument_errors_before_any_gpu_work(kwargs, match):
 
 
 def test_configuration_names_parse_back_to_engine_and_knobs():
-    from cudnn_algos.engines import KNOBS, parse_config
+    from cudnn_algos.configs import KNOBS, parse_config
 
     assert parse_config("eng62{TILE_SIZE=0,TILEK=1,WORKSPACE=2}") == (
         62, [(KNOBS.index("TILE_SIZE"), 0), (KNOBS.index("TILEK"), 1), (KNOBS.index("WORKSPACE"), 2)])

@@ -132,7 +132,8 @@ def test_pyproject_ships_every_subpackage():
 # The layers, bottom to top (docs/layout.md): a module imports only from its own layer or a lower one. Each top-level
 # module or subpackage of cudnn_algos is in exactly one layer; a new one must be placed here.
 LAYERS = (
-    ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "commands", "choices", "zoo"),
+    ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "commands", "choices", "configs",
+     "zoo"),
     ("problem", "_ext"),
     ("backend", "plans_ahead", "sysinfo"),
     ("results", "comparison", "trace"),

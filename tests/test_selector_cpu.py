@@ -402,7 +402,8 @@ def test_a_known_configuration_goes_first_only_near_a_training_problem_it_won(mo
     (KNOWN_NEAR infinite) eng5 would be first there too."""
     pytest.importorskip("sklearn")
     from cudnn_algos.choose.features import row_features
-    from cudnn_algos.choose.model import listed, name_key
+    from cudnn_algos.choose.model import listed
+    from cudnn_algos.configs import name_key
     from cudnn_algos.selector.train import train
 
     assert name_key("eng63{SPLIT_K_SLC=13,SPLIT_K_BUF=18}") == "63,SPLIT_K_BUF=18,SPLIT_K_SLC=13"

@@ -14,7 +14,7 @@ import torch
 
 import cudnn_algos
 from cudnn_algos import backend
-from cudnn_algos.engines import config_name
+from cudnn_algos.configs import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
 from cudnn_algos.choose.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order, instant_first

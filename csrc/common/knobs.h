@@ -3,8 +3,8 @@
 // Each table is append-only: entry i names the enum value i, spelled with cuDNN's own enumerator, and a
 // static_assert checks that the values run 0, 1, 2, ... So a cuDNN whose header renumbers or drops one fails the
 // build here instead of a row printing another knob's name. Values newer than the oldest supported cuDNN are
-// appended under the version that introduced them. The Python side (cudnn_algos/engines.py: KNOBS,
-// NUMERICAL_NOTES, BEHAVIOR_NOTES) must start with the same names; tests/test_choices_cpu.py checks it through
+// appended under the version that introduced them. The Python side (cudnn_algos/configs.py: KNOBS,
+// NUMERICAL_NOTES, BEHAVIOR_NOTES) must start with the same names; tests/test_configs_cpu.py checks it through
 // the extension's knob_names(), numerical_note_names() and behavior_note_names().
 #pragma once
 

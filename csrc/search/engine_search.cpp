@@ -88,7 +88,7 @@ std::vector<BackendDesc> get_descs(const BackendDesc& d, cudnnBackendAttributeNa
 }
 
 // cuDNN's heuristic lists by the names the package gives them: its mode and the source its rows carry. The one C++
-// place that names them; cudnn_algos/choices.py's LISTS is the one Python place (tests/test_choices_cpu.py checks
+// place that names them; cudnn_algos/configs.py's LISTS is the one Python place (tests/test_configs_cpu.py checks
 // that the two agree, through heuristic_lists() below).
 struct HeuristicList {
   const char* name;

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ..choices import heuristic_list
+from ..configs import heuristic_list
 from ..spec import ConvSpec, input_dims
 
 PROBLEM_FEATURES = (

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from ..choices import split_config_name
+from ..configs import config_key, name_key
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
@@ -116,16 +116,6 @@ class Neighbours:
         return None
 
 
-def config_key(engine_id: int, knobs: dict[str, int]) -> str:
-    """A configuration as Evidence keys it: "67" or "67,SPLIT_K_SLC=1,TILE=3" (knobs by name, sorted)."""
-    return ",".join([str(int(engine_id))] + [f"{k}={int(v)}" for k, v in sorted(knobs.items())])
-
-
-def name_key(name: str) -> str:
-    """config_key of a configuration's name ("eng67{TILE=3,SPLIT_K_SLC=1}", engines.config_name's form); a name of
-    another form as it is."""
-    split = split_config_name(name)
-    return name if split is None else config_key(split[0], {k: int(v) for k, v in split[1]})
 
 
 def listed(candidate: tuple) -> bool:
@@ -485,5 +475,5 @@ class Selector:
 
 __all__ = ["instant_first",
            "FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
-           "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector", "config_key",
-           "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "name_key", "listed"]
+           "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector",
+           "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "listed"]

@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..engines import RUNTIME_COMPILATION, config_name, named_knobs, numerical_note_names, parse_config, torch_filter
+from ..configs import RUNTIME_COMPILATION, config_name, named_knobs, numerical_note_names, parse_config, torch_filter
 from .features import RANKED_LISTS, positions
 from .model import AUTO, Selector
 
@@ -76,7 +76,7 @@ def _named(knobs: Knobs) -> tuple[tuple[str, int], ...]:
 
 def candidates_of(plans: Sequence[Any], dtype: str, deterministic: bool, allow_tf32: bool) -> list[Candidate]:
     """The distinct configurations of the heuristic lists' answer (backend.Plan rows) that torch would accept
-    (engines.torch_filter), in the order the lists gave them, each marked where it compiles at run time."""
+    (configs.torch_filter), in the order the lists gave them, each marked where it compiles at run time."""
     seen: set[tuple[int, Knobs]] = set()
     out = []
     for p in plans:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..choices import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
+from ..configs import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
 from ..spec import input_dims
 
 METHODS = SEARCH_LISTS + ("torch_off", "legacy_heuristic", "legacy_find", "torch_on")

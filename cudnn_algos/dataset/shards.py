@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ..choices import LISTS
+from ..configs import LISTS
 from .measured import problem_errors
 from ..results.tables import knobs_text
 from ..sweep.store import StoredTask, SweepStore

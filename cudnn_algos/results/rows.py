@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..choices import heuristic_list
+from ..configs import heuristic_list
 
 @dataclass(frozen=True)
 class Stats:
@@ -164,7 +164,7 @@ class EngineRow(MeasuredRow):
     plan: Any = field(default=None, compare=False, repr=False, metadata={"saved": False})  # live plan, this process
 
     def rank(self, source: str) -> int | None:
-        """Position in a heuristic list, by the source its rows carry (choices.LISTS: "heuristic_a", ...)."""
+        """Position in a heuristic list, by the source its rows carry (configs.LISTS: "heuristic_a", ...)."""
         return next((r for s, r in self.heuristic_ranks if s == source), None)
 
     @property

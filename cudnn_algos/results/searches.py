@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..choices import LISTS, heuristic_list
+from ..configs import LISTS, heuristic_list
 from ..environment import Environment
 from ..spec import ConvShapes, ConvSpec
 from .codec import Saved, register

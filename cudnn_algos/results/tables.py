@@ -7,7 +7,7 @@ import html
 import textwrap
 from typing import Any, Sequence
 
-from ..choices import LISTS
+from ..configs import LISTS
 from ..commands import repro_command
 from ..environment import Environment
 from .rows import AlgoResult, EngineRow, Measurement, TorchRun

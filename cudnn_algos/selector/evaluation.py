@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..choices import LISTS
+from ..configs import LISTS
 from ..dataset.regret import (BIG, NO_SEARCH, ProblemRegret, against_best_heuristic, plot_cdf, present, quantile,
                               search_costs, worse_than)
 from .train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, RANK_MS

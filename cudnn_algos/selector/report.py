@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..choices import heuristic_list
+from ..configs import heuristic_list
 from ..choose.features import positions, problem_features
 from ..choose.model import AUTO, Selector
 from .train import MEASURE_K, encoded_by_name

@@ -17,9 +17,10 @@ import numpy as np
 
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts, config_key,
+from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts,
                             evidence_class, heuristic_order, listed, problem_class)
 from ..choose.trees import Trees
+from ..configs import config_key
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "random_state": 0}
 # learner="hist" (HistGradientBoostingRegressor: features binned to 255 values, far less work a split): the same
@@ -264,7 +265,7 @@ def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
 
 def encoded_by_name(name: str) -> tuple[int, dict[str, int], dict[str, int | None]]:
     """A configuration's name as Selector.rank's candidate (engine id, knobs by name, in no list)."""
-    from ..engines import named_knobs, parse_config
+    from ..configs import named_knobs, parse_config
 
     engine_id, knobs = parse_config(name)
     return engine_id, dict(named_knobs(knobs)), {}

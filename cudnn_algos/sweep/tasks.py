@@ -13,7 +13,8 @@ import time
 from contextlib import nullcontext
 from typing import Any, Iterable
 
-from ..choices import DIRECTIONS, SEARCH_LISTS
+from ..choices import DIRECTIONS
+from ..configs import SEARCH_LISTS
 from .turns import GpuTurn
 
 DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker

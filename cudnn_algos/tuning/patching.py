@@ -105,7 +105,7 @@ class Applied:
         """Per problem key the operator met: calls that ran the stored configuration (``pinned``), torch's op as
         the stored winner, torch's op as a fallback (with the last ``reason``); and, while host stages are timed
         (:meth:`time_host`), ``execute_us`` (cudnnBackendExecute's host time) over ``timed_calls`` pinned calls."""
-        from ..engines import config_name
+        from ..configs import config_name
 
         return [{"key": c.key, "pinned": c.pinned, "torch_winner": c.torch, "fallback": c.fallback,
                  "reason": c.reason, "execute_us": c.execute_ns / 1e3, "timed_calls": c.timed_calls,
@@ -141,7 +141,7 @@ class Applied:
         import json
         from dataclasses import asdict
 
-        from ..engines import parse_config
+        from ..configs import parse_config
         from .winner import Winner, now
 
         chosen = [c for c in self.counts() if c["origin"] not in ("", "stored") and c["config"]]

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..engines import parse_config
+from ..configs import parse_config
 from ..problem import Environment
 from ..results import EngineSearchResult
 from .winner import TORCH_WINNER, Winner, now

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import torch
 
 from ..backend import environment
-from ..choices import TORCH_LISTS
+from ..configs import TORCH_LISTS
 from ..engines import find_engines
 from ..errors import CudaError, CudnnError
 from ..model import discover, distinct_problems
