@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     from cudnn_algos.selector import Selector, problem_features
     from cudnn_algos.spec import ConvSpec
 
-    sel = Selector.shipped("sm_90 cudnn 9.19") if a.model == "shipped" else Selector.load(a.model)
+    sel = Selector.shipped("sm_90-cudnn-9.19") if a.model == "shipped" else Selector.load(a.model)
     engines = list(sel.vocabulary.engines)
     spec = ConvSpec(64, 128, (3, 3), padding=(1, 1))
     ev = "none" if sel.evidence is None else f"{len(sel.evidence.value)} entries, k={sel.evidence.k}"

@@ -43,9 +43,16 @@ class Environment:
 
 
 def selector_family(compute_capability: str, cudnn: str) -> str:
-    """GPU architecture x cuDNN major.minor, e.g. ("9.0", "9.19.0") -> "sm_90 cudnn 9.19": what a selector is trained
-    for (engine ids and their knobs are cuDNN's, their speeds the architecture's)."""
-    return f"sm_{str(compute_capability).replace('.', '')} cudnn {'.'.join(str(cudnn).split('.')[:2])}"
+    """GPU architecture x cuDNN major.minor, e.g. ("9.0", "9.19.0") -> "sm_90-cudnn-9.19": what a selector is
+    trained for (engine ids and their knobs are cuDNN's, their speeds the architecture's), spelled as the dataset's
+    directory (data/sm_90-cudnn-9.19) and the shipped model's file name are."""
+    return family_name(f"sm_{str(compute_capability).replace('.', '')} cudnn {'.'.join(str(cudnn).split('.')[:2])}")
+
+
+def family_name(text: str) -> str:
+    """An environment family in its one spelling: "sm_90 cudnn 9.19" (how model files before 2026-12-04 wrote it)
+    -> "sm_90-cudnn-9.19"."""
+    return "-".join(str(text).split())
 
 
 def driver_release() -> str | None:

@@ -436,7 +436,7 @@ def test_selector_speed_ranks_with_the_shipped_model_or_a_file_with_evidence(tmp
     ss = _load("selector_speed")
     assert ss.main(["--candidates", "5,9", "--repeats", "3"]) == 0
     model = tmp_path / "ev.npz"
-    train(real_sample(), family="sm_90 cudnn 9.19", params={"n_estimators": 10, "max_depth": 3}).save(model)
+    train(real_sample(), family="sm_90-cudnn-9.19", params={"n_estimators": 10, "max_depth": 3}).save(model)
     assert ss.main(["--candidates", "5", "--repeats", "3", "--model", str(model)]) == 0
     out = capsys.readouterr().out.splitlines()
     counts = [ln.split()[0] for ln in out if ln.split() and ln.split()[0].isdigit()]
@@ -474,7 +474,7 @@ def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use
 
     monkeypatch.setattr(backend, "engine_search", search)
     monkeypatch.setattr(backend, "conv_problem", lambda p: None)
-    family = types.SimpleNamespace(selector_family=lambda: "sm_90 cudnn 9.19")
+    family = types.SimpleNamespace(selector_family=lambda: "sm_90-cudnn-9.19")
     monkeypatch.setattr(backend, "environment", lambda i: family, raising=False)
     monkeypatch.setattr(measure, "operand_sets", lambda p, l2, d: [{"x": 0, "w": 0, "y": 0}])
     assert pk.main(["--batches", "16", "--sizes", "192", "--near", "1"]) == 0

@@ -98,7 +98,7 @@ def test_the_histogram_learner_trains_a_selector_that_picks_like_the_exact_one(t
     rs = leave_one_out(problems, by="family", learner="hist", params={"max_iter": 30, "max_depth": 3,
                                                                       "min_samples_leaf": 2})
     assert len(rs) == 18 and all(r.regret["selector"] == pytest.approx(0.0) for r in rs)
-    sel = train(real_sample(), family="sm_90 cudnn 9.19", learner="hist")
+    sel = train(real_sample(), family="sm_90-cudnn-9.19", learner="hist")
     assert sel.trained_on["learner"] == "hist" and sel.trained_on["params"]["max_iter"] == 300
     sel.save(tmp_path / "h.npz")
     back = Selector.load(tmp_path / "h.npz")
@@ -152,7 +152,7 @@ def test_a_lightgbm_ranked_selector_saves_and_loads_without_lightgbm_code(tmp_pa
     from cudnn_algos.choose.features import row_features
     from cudnn_algos.selector.train import engine_candidates, train
 
-    sel = train(real_sample(), family="sm_90 cudnn 9.19", objective="rank", learner="lightgbm",
+    sel = train(real_sample(), family="sm_90-cudnn-9.19", objective="rank", learner="lightgbm",
                 params={"n_estimators": 30})
     assert sel.trained_on["learner"] == "lightgbm" and sel.trained_on["objective"] == "rank"
     sel.save(tmp_path / "l.npz")
@@ -179,7 +179,10 @@ def test_trained_on_the_real_sample_the_file_round_trips_without_pickle(tmp_path
     with np.load(path, allow_pickle=False) as z:  # plain arrays: nothing needs unpickling
         assert all(z[k].dtype != object for k in z.files)
     back = Selector.load(path)
-    assert back.family == "sm_90 cudnn 9.19" and back.vocabulary == sel.vocabulary
+    assert back.family == "sm_90-cudnn-9.19" and back.vocabulary == sel.vocabulary  # given as "sm_90 cudnn 9.19"
+    from cudnn_algos.environment import selector_family
+
+    assert selector_family("9.0", "9.19.2") == "sm_90-cudnn-9.19" == Selector.shipped("sm_90 cudnn 9.19").family
     key, rows = problems[0]
     cands = [c.encoded for c in engine_candidates(rows)]
     np.testing.assert_allclose(back.predict(row_features(rows[0]), cands), sel.predict(row_features(rows[0]), cands))
@@ -555,7 +558,7 @@ def test_neighbour_distances_and_repeated_candidates_give_the_direct_answers():
         assert list(nb.order(p)[:5]) == list(np.argsort(direct, kind="stable")[:5])
     assert nb.distance(f[7] * nb.scale + nb.mean) == pytest.approx(0, abs=1e-6)
 
-    sel = Selector.shipped("sm_90 cudnn 9.19")
+    sel = Selector.shipped("sm_90-cudnn-9.19")
     prob = problem_features(ConvSpec.parse("Conv2d(64, 64, kernel_size=3, padding=1)"), (8, 64, 56, 56), "float16",
                             "channels_last", "forward")
     cands = [(e, {}, {"b": i + 1}) for i, e in enumerate(sel.vocabulary.engines[:6])]
@@ -593,7 +596,7 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
     from cudnn_algos.selector.train import engine_candidates, train
 
     problems = real_sample()
-    sel = train(problems, family="sm_90 cudnn 9.19", params={"n_estimators": 40, "max_depth": 4})
+    sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4})
     assert FORMAT == 3 and sel.evidence is not None and len(sel.evidence.klass) == 17
     sel.save(tmp_path / "s.npz")
     with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
@@ -617,7 +620,7 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
     assert old.evidence is None and (old.predict(feats, cands) == plain.predict(feats, cands)).all()
     with pytest.raises(ValueError, match="without its evidence"):
         replace(sel, evidence=None).predict(feats, cands)
-    shipped = Selector.shipped("sm_90 cudnn 9.19")
+    shipped = Selector.shipped("sm_90-cudnn-9.19")
     assert len(shipped.predict(feats, cands)) == len(cands)
 
 

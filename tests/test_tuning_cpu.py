@@ -743,7 +743,7 @@ def _engine2_selector():
                   left=np.array([1, -1, -1], dtype=np.int32), right=np.array([2, -1, -1], dtype=np.int32),
                   value=np.array([0.0, 1.0, -1.0]), offset=np.array([0], dtype=np.int64), base=0.0, rate=1.0)
     nb = Neighbours(np.zeros((1, n)), ("eng0",), np.zeros(n), np.ones(n))
-    return Selector(Vocabulary((0, 2), ("WORKSPACE",)), trees, nb, "sm_90 cudnn 9.19", {"problems": 1})
+    return Selector(Vocabulary((0, 2), ("WORKSPACE",)), trees, nb, "sm_90-cudnn-9.19", {"problems": 1})
 
 
 def test_tune_predict_stores_the_selectors_pick_without_timing(fake_tune, tmp_path):
@@ -761,7 +761,7 @@ def test_tune_predict_stores_the_selectors_pick_without_timing(fake_tune, tmp_pa
         ws = t.winners(env_key(_env()))
     assert len(ws) == 9 and {w.config for w in ws} == {"eng2"} and {w.source for w in ws} == {"predicted"}
     assert all(w.kernel_ms is None and w.runner_up == "eng0" for w in ws)
-    assert json.loads(ws[0].settings)["search"] == "predict" and "sm_90 cudnn 9.19" in ws[0].settings
+    assert json.loads(ws[0].settings)["search"] == "predict" and "sm_90-cudnn-9.19" in ws[0].settings
     from conftest import run_cli
 
     listed = run_cli("db", "list", "--db", db)

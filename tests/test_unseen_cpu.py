@@ -23,7 +23,7 @@ from cudnn_algos.choose import unseen as unseen_mod
 from cudnn_algos.choose.ranking import Candidate, with_known
 from cudnn_algos.choose.unseen import UnseenHandler, candidates_of, query_problem
 
-FAMILY = "sm_90 cudnn 9.19"
+FAMILY = "sm_90-cudnn-9.19"
 
 
 def shipped():
@@ -33,7 +33,7 @@ def shipped():
 def test_the_package_ships_the_h200_selector_and_names_what_it_has_otherwise():
     sel = shipped()
     assert sel.family == FAMILY and sel.trained_on["problems"] > 100
-    with pytest.raises(ValueError, match=r"no selector ships for sm_75 cudnn 9.1 \(shipped: sm_90 cudnn 9.19\)"):
+    with pytest.raises(ValueError, match=r"no selector ships for sm_75-cudnn-9.1 \(shipped: sm_90-cudnn-9.19\)"):
         Selector.shipped("sm_75 cudnn 9.1")
     from conftest import ENV
 
@@ -44,7 +44,7 @@ def test_the_package_ships_the_h200_selector_and_names_what_it_has_otherwise():
 def test_environment_family():
     from conftest import ENV
 
-    assert ENV.selector_family() == "sm_90 cudnn 9.19"
+    assert ENV.selector_family() == "sm_90-cudnn-9.19"
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from ..configs import config_key, name_key
+from ..environment import family_name
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
@@ -258,7 +259,7 @@ class Selector:
     vocabulary: Vocabulary
     trees: Trees
     neighbours: Neighbours
-    family: str  # e.g. "sm_90 cudnn 9.19"
+    family: str  # e.g. "sm_90-cudnn-9.19" (environment.family_name's spelling, whatever the file wrote)
     trained_on: dict[str, Any] = field(default_factory=dict)  # problems, candidates, families, when
     # Note [the selector's reach]: a problem farther than this from every training problem (Euclidean distance of
     # the standardized PROBLEM_FEATURES, the neighbours' metric) is outside what the trees learned: there the
@@ -275,6 +276,9 @@ class Selector:
     # would accept, nothing is added (ranking.with_known).
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     evidence: Evidence | None = None  # Note [neighbour evidence]; None: trees trained without it (format 2)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", family_name(self.family))
 
     def known_for(self, direction: str, dtype: str, memory_format: str, deterministic: bool = False,
                   allow_tf32: bool = True) -> tuple[str, ...]:
@@ -395,13 +399,14 @@ class Selector:
 
     @classmethod
     def shipped(cls, family: str) -> "Selector":
-        """The selector the package ships for environment family `family` ("sm_90 cudnn 9.19",
+        """The selector the package ships for environment family `family` ("sm_90-cudnn-9.19",
         Environment.selector_family); ValueError naming the families it has when it has none for this one."""
         if not isinstance(family, str):
             raise TypeError(f"family={family!r} is not text: give the family's name (Environment.selector_family())")
-        path = SHIPPED / f"{family.replace(' ', '-')}.npz"
+        family = family_name(family)
+        path = SHIPPED / f"{family}.npz"
         if not path.is_file():
-            have = sorted(p.stem.replace("-", " ") for p in SHIPPED.glob("*.npz"))
+            have = sorted(p.stem for p in SHIPPED.glob("*.npz"))
             raise ValueError(f"no selector ships for {family} (shipped: {', '.join(have) or 'none'}); train one on a "
                              "sweep of this GPU (cudnn-algos selector train) and pass selector=FILE")
         return cls.load(path)
