@@ -32,7 +32,7 @@ MODES = ("off", "on", "apply")
 def _model(name: str, batch: int, cl: bool):
     import torch
 
-    from cudnn_algos.models import load_model
+    from cudnn_algos.model_source import load_model
 
     torch.manual_seed(0)  # the same weights and data in every mode's process: the loss curves are comparable
     model, x, _ = load_model(name, batch=batch)

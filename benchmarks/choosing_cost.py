@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     import torch
 
     from cudnn_algos.problem import make_problem
-    from cudnn_algos.zoo import resnet50_convs
+    from cudnn_algos.builtin_models import resnet50_convs
 
     torch.manual_seed(0)
     rows = []

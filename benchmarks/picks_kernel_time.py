@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
     from cudnn_algos.backend import environment
     from cudnn_algos.selector import Selector
-    from cudnn_algos.zoo import resnet50_convs
+    from cudnn_algos.builtin_models import resnet50_convs
 
     torch.manual_seed(0)
     sel = Selector.shipped(environment(0).selector_family())

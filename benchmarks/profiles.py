@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import cudnn_algos  # noqa: E402
-from cudnn_algos.models import load_model  # noqa: E402
+from cudnn_algos.model_source import load_model  # noqa: E402
 from cudnn_algos.results import fidelity_table  # noqa: E402
 
 CONFIGS = {"fp16-nhwc": (torch.float16, True), "fp32": (torch.float32, False), "bf16-nhwc": (torch.bfloat16, True)}

@@ -70,7 +70,7 @@ def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
 
         model = torchvision.models.regnet_y_800mf().to(device)
     else:
-        from cudnn_algos.zoo import BUILTIN_MODELS
+        from cudnn_algos.builtin_models import BUILTIN_MODELS
 
         model = BUILTIN_MODELS["resnet50"][0]().to(device)
     return model.to(memory_format=torch.channels_last) if cl else model

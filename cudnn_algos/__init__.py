@@ -18,7 +18,7 @@ from ._version import __version__
 # CLI's --help and --version do not import torch
 _WHERE = {
     "find": "api", "run": "api", "compare": "comparison", "Comparison": "comparison",
-    "find_engines": "engines", "identify_torch": "engines", "info": "sysinfo",
+    "find_engines": "engines", "identify_torch": "engines", "info": "installation",
     "CudaError": "errors", "CudaUnavailableError": "errors", "CudnnError": "errors",
     "CudnnOutOfMemoryError": "errors", "ExtensionUnavailableError": "errors",
     "DIRECTIONS": "choices", "MATH_TYPES": "choices", "MODES": "choices", "Environment": "environment",
@@ -64,6 +64,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement,
                           ModelReport, SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
     from .spec import ConvShapes, ConvSpec
-    from .sysinfo import info
+    from .installation import info
     from .trace import chrome_trace, write_chrome_trace
     from .tuning import Applied, TuneResult, TuningDB, Winner, apply, tune

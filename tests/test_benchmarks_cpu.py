@@ -53,7 +53,7 @@ def test_unseen_models_are_outside_the_corpus():
     """benchmarks/unseen_models.py's models: none is a model of the dataset's corpus, and each loads as `profile`
     takes a FILE:factory (its example input at batch 32)."""
     from cudnn_algos.corpus import FAMILIES
-    from cudnn_algos.models import load_model
+    from cudnn_algos.model_source import load_model
 
     um = _load("unseen_models")
     names = [n for n in vars(um) if not n.startswith("_") and callable(getattr(um, n)) and n != "annotations"]

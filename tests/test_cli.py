@@ -229,7 +229,7 @@ def test_a_usage_error_prints_the_commands_own_usage():
 
 
 def test_info_writes_cuda_versions_as_people_do():
-    from cudnn_algos.sysinfo import _cuda_version
+    from cudnn_algos.installation import _cuda_version
 
     assert _cuda_version(13000) == "13.0" and _cuda_version(12080) == "12.8" and _cuda_version(0) == "none (no driver)"
 
@@ -269,24 +269,24 @@ def test_help_version_usage_errors_and_show_do_not_import_torch(argv):
 
 def test_the_builtin_model_names_are_the_zoos():
     from cudnn_algos.choices import BUILTIN_MODEL_NAMES
-    from cudnn_algos.zoo import BUILTIN_MODELS
+    from cudnn_algos.builtin_models import BUILTIN_MODELS
 
     assert tuple(BUILTIN_MODELS) == BUILTIN_MODEL_NAMES
 
 
 def test_every_repro_command_parses_with_the_cli(make):
-    """CPU: the long-form tables' `repro` column (cudnn_algos.commands) names only flags the CLI's parser has, for
+    """CPU: the long-form tables' `repro` column (cudnn_algos.repro) names only flags the CLI's parser has, for
     every kind of candidate (engine configuration, legacy algorithm, torch's op on and off): a renamed flag fails
     here, not in a user's shell."""
     import shlex
 
-    from cudnn_algos.commands import CANDIDATE_KINDS
+    from cudnn_algos.repro import CANDIDATE_KINDS
 
     recs = make.model_report().to_records()
     seen = {r["candidate_kind"] for r in recs}
     assert {"engine", "torch_on"} <= seen
     lines = {r["repro"] for r in recs}
-    from cudnn_algos.commands import repro_command
+    from cudnn_algos.repro import repro_command
 
     spec = cudnn_algos.ConvSpec.from_module(torch.nn.Conv1d(4, 8, 3, padding=1, groups=2))
     lines |= {repro_command(k, "eng1{TILE_SIZE=2}" if k == "engine" else "IMPLICIT_GEMM", spec=spec,

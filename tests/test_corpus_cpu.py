@@ -27,9 +27,9 @@ def test_decoders_family_counts_and_round_trip(tmp_path):
 
 def test_resnet_family_matches_resnet50s_known_layers():
     """torchvision's ResNet family: ResNet-50's part is its 23 distinct convolutions and 53 calls (the built-in
-    table in cudnn_algos.zoo), and problems shared by several models are kept once with every source."""
+    table in cudnn_algos.builtin_models), and problems shared by several models are kept once with every source."""
     pytest.importorskip("torchvision")
-    from cudnn_algos.zoo import resnet50_convs
+    from cudnn_algos.builtin_models import resnet50_convs
 
     c = build_corpus(["torchvision-resnet"], batches=(32,), configs=("fp16-nhwc",), progress=False)
     assert len(c.models["torchvision-resnet"]) == 8 and not c.missing

@@ -132,15 +132,15 @@ def test_pyproject_ships_every_subpackage():
 # The layers, bottom to top (docs/layout.md): a module imports only from its own layer or a lower one. Each top-level
 # module or subpackage of cudnn_algos is in exactly one layer; a new one must be placed here.
 LAYERS = (
-    ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "commands", "choices", "configs",
-     "zoo"),
+    ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "repro", "choices", "configs",
+     "builtin_models"),
     ("problem", "_ext"),
-    ("backend", "plans_ahead", "sysinfo"),
+    ("backend", "plans_ahead", "installation"),
     ("results", "comparison", "trace"),
     ("measure",),
     ("api", "engines"),
     ("choose",),  # the run-time choice without a search: the selector's inference, apply()'s unseen handler
-    ("model", "models", "corpus", "sampling"),
+    ("model", "model_source", "corpus", "sampling"),
     ("tuning",),
     ("sweep",),
     ("dataset",),  # the measured rows, the shards, the regret report

@@ -9,7 +9,7 @@ import torch
 from cudnn_algos import load_json
 from cudnn_algos.model import discover
 from cudnn_algos.results import ModelReport
-from cudnn_algos.zoo import resnet50, resnet50_convs
+from cudnn_algos.builtin_models import resnet50, resnet50_convs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RECORDED = sorted(FIXTURES.glob("profile_*_engines.json*"))

@@ -68,7 +68,7 @@ EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the
 EVIDENCE_CLASS = ("transposed", "float16", "bfloat16", "float32", "channels_last", "forward", "backward_data",
                   "backward_filter")
 _CLASS_AT = [PROBLEM_FEATURES.index(n) for n in EVIDENCE_CLASS]
-SHIPPED = Path(__file__).parent / "models"  # the trained selectors the package ships, one file per family
+SHIPPED = Path(__file__).parent / "shipped"  # the trained selectors the package ships, one file per family
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def _model_from_args(a: argparse.Namespace) -> tuple:
         if d not in DIRECTIONS:
             raise UsageError(f"--directions: {d!r} is not one of {', '.join(DIRECTIONS)}")
     shape = parse_shape(a.input) if a.input else None  # usage errors before torch is imported
-    from ..models import ModelSourceError, check_source, load_model
+    from ..model_source import ModelSourceError, check_source, load_model
 
     try:
         check_source(a.model)
@@ -360,7 +360,7 @@ def _print_winners(ws) -> None:
 
 
 def cmd_info(a: argparse.Namespace) -> int:
-    from ..sysinfo import info
+    from ..installation import info
 
     print(info())
     return 0

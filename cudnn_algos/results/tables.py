@@ -8,7 +8,7 @@ import textwrap
 from typing import Any, Sequence
 
 from ..configs import LISTS
-from ..commands import repro_command
+from ..repro import repro_command
 from ..environment import Environment
 from .rows import AlgoResult, EngineRow, Measurement, TorchRun
 

@@ -46,7 +46,7 @@ def load_model(source: str, batch: int = 32, input_shape: tuple[int, ...] | None
         shape = None
     import torch
 
-    from .zoo import BUILTIN_MODELS
+    from .builtin_models import BUILTIN_MODELS
 
     if source in BUILTIN_MODELS:
         factory, chw = BUILTIN_MODELS[source]
