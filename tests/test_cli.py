@@ -152,6 +152,25 @@ def test_show_renders_a_saved_report_without_a_gpu(tmp_path):
     assert "<table>" in (tmp_path / "r.html").read_text()
 
 
+def test_every_output_format_is_a_flag_and_parquet_holds_the_csv_rows(tmp_path):
+    """results.writers.WRITERS: each format is a --<name> flag of show and profile (the registry is the one place);
+    show --parquet writes the same long-form rows as --csv, typed."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from cudnn_algos.cli.parsing import build_parser
+    from cudnn_algos.results.writers import WRITERS
+
+    parser = build_parser()
+    for command in (["show", "F"], ["profile", "resnet50"]):
+        for name in WRITERS:
+            assert getattr(parser.parse_args(command + [f"--{name}", "P"]), name) == "P"
+    r = _run("show", str(R50_A), "--csv", str(tmp_path / "r.csv"), "--parquet", str(tmp_path / "r.parquet"))
+    assert r.returncode == 0, r.stderr
+    csv, pq = pd.read_csv(tmp_path / "r.csv"), pd.read_parquet(tmp_path / "r.parquet")
+    assert len(pq) == len(csv) > 100 and list(pq.columns) == list(csv.columns)
+    assert pq.kernel_median_ms.dtype.kind == "f" and f"wrote {tmp_path / 'r.parquet'} ({len(pq)} rows)" in r.stdout
+
+
 def test_show_usage_errors(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": 1, "model": "old"}')

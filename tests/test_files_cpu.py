@@ -12,6 +12,7 @@ from conftest import run_cli
 from cudnn_algos import load_json
 from cudnn_algos.errors import ResultFileError
 from cudnn_algos.files import atomic_write, read_text
+from cudnn_algos.results.writers import WRITERS
 from cudnn_algos.tuning import TuningDB
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,10 +28,9 @@ def out_cases(saved):
     s = str(saved)
     return [
         ["find", *LAYER, "--json", "OUT"], ["engines", *LAYER, "--json", "OUT"],
-        ["show", s, "--csv", "OUT"], ["show", s, "--html", "OUT"], ["show", s, "--trace", "OUT"],
-        ["compare", s, s, "--csv", "OUT"],
+        *(["show", s, f"--{w}", "OUT"] for w in WRITERS), ["compare", s, s, "--csv", "OUT"],
         ["profile", "resnet50", "--json", "OUT"], ["profile", "resnet50", "--store", "OUT"],
-        ["profile", "resnet50", "--csv", "OUT"], ["profile", "resnet50", "--html", "OUT"],
+        *(["profile", "resnet50", f"--{w}", "OUT"] for w in WRITERS),
         ["tune", "resnet50", "--db", "OUT"],
         ["db", "export", "OUT", "--db", "DB"], ["db", "import", s, "--db", "OUT"], ["db", "clear", "--db", "OUT"],
         ["db", "reselect", "--torch-margin", "0", "--db", "OUT"],

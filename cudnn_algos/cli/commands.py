@@ -130,13 +130,13 @@ def cmd_db(a: argparse.Namespace) -> int:
 def cmd_profile(a: argparse.Namespace) -> int:
     if a.build_threads is not None and not 1 <= a.build_threads <= MAX_BUILD_THREADS:
         raise UsageError(f"--build-threads {a.build_threads} must be in [1, {MAX_BUILD_THREADS}]")
-    for flag, given, module in (("--rich", a.rich, "rich"), ("--csv", a.csv, "pandas"),
-                                ("--plot", a.plot, "matplotlib")):
+    for flag, given, module in (("--rich", a.rich, "rich"), ("--plot", a.plot, "matplotlib")):
         if given:
             needs(flag, module)
+    outputs = _writer_outputs(a)
     store = a.store or (a.json + ".searches.jsonl" if a.json else None)
     check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
-                   {"--json": a.json, "--csv": a.csv, "--html": a.html, "--store": store}, {"--plot": a.plot})
+                   {"--json": a.json, **outputs, "--store": store}, {"--plot": a.plot})
     model, example, name, directions, fmt = _model_from_args(a)
     from ..model import profile
     from ..problem import device_index
@@ -165,10 +165,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
         print("\n".join(fidelity_table([report])))
     if a.json:
         print(f"wrote {a.json}")
-    for path, write in ((a.csv, report.to_csv), (a.html, report.to_html)):
-        if path:
-            write(path)
-            print(f"wrote {path}")
+    _write_outputs(report, outputs)
     if a.plot:
         for p in report.plot(a.plot):
             print(f"wrote {p}")
@@ -194,14 +191,12 @@ def _load(path: str):
 
 
 def cmd_show(a: argparse.Namespace) -> int:
-    from ..files import atomic_write
     from ..results import ModelReport, fidelity_table
-    from ..results.tables import csv_text
 
-    for flag, given, module in (("--csv", a.csv, "pandas"), ("--plot", a.plot, "matplotlib")):
-        if given:
-            needs(flag, module)
-    check_outputs({"FILE": a.file}, {"--csv": a.csv, "--html": a.html, "--trace": a.trace}, {"--plot": a.plot})
+    if a.plot:
+        needs("--plot", "matplotlib")
+    outputs = _writer_outputs(a)
+    check_outputs({"FILE": a.file}, outputs, {"--plot": a.plot})
     obj = _load(a.file)
     for flag, given in (("--plot", a.plot), ("--selector", a.selector)):
         if given and not isinstance(obj, ModelReport):
@@ -214,25 +209,39 @@ def cmd_show(a: argparse.Namespace) -> int:
         print("\n".join(selector_lines(selector_picks(obj, sel), sel)))
     if a.fidelity:
         print("\n".join(fidelity_table([obj])))
-    if a.csv:
-        atomic_write(a.csv, csv_text(obj.to_dataframe()))
-        print(f"wrote {a.csv}")
-    if a.html:
-        html = obj.to_html() if isinstance(obj, ModelReport) else f"<html><body>{obj._repr_html_()}</body></html>"
-        atomic_write(a.html, html)
-        print(f"wrote {a.html}")
+    _write_outputs(obj, outputs)
     if a.plot:
         for path in obj.plot(a.plot):
             print(f"wrote {path}")
-    if a.trace:
-        from ..trace import write_chrome_trace
-
-        try:
-            n = write_chrome_trace(obj, a.trace)
-        except ValueError as e:
-            raise UsageError(f"--trace: {e}") from None
-        print(f"wrote {a.trace} ({n} phase slices)")
     return 0
+
+
+def _writer_outputs(a: argparse.Namespace) -> dict[str, str]:
+    """The output formats asked for (results.writers.WRITERS: one flag each), as {flag: path}; a package one needs
+    checked now, before any work."""
+    from ..results.writers import WRITERS
+
+    out = {}
+    for w in WRITERS.values():
+        path = getattr(a, w.name, None)
+        if path:
+            for module in w.needs:
+                needs(f"--{w.name}", module)
+            out[f"--{w.name}"] = path
+    return out
+
+
+def _write_outputs(result, outputs: dict[str, str]) -> None:
+    """Each asked-for format of `result` written (_writer_outputs' {flag: path}); a format the result cannot give is
+    a usage error naming the flag."""
+    from ..results.writers import WRITERS
+
+    for flag, path in outputs.items():
+        try:
+            note = WRITERS[flag[2:]].write(result, path)
+        except ValueError as e:
+            raise UsageError(f"{flag}: {e}") from None
+        print(f"wrote {path}" + (f" ({note})" if note else ""))
 
 
 def _selector_for(given: str, report):

@@ -213,16 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_writer_flags(parser: argparse.ArgumentParser) -> None:
+    """One --<format> PATH flag per output format of results.writers.WRITERS."""
+    from ..results.writers import WRITERS
+
+    for w in WRITERS.values():
+        parser.add_argument(f"--{w.name}", metavar="PATH", help=w.help)
+
+
 def _add_saved_parsers(sub) -> None:
     """show and compare: saved results, no GPU."""
     sh = sub.add_parser("show", help="render a saved result (any kind; .json or .json.gz) without a GPU")
     sh.add_argument("file")
-    sh.add_argument("--csv", metavar="PATH", help="the long-form table as CSV")
-    sh.add_argument("--html", metavar="PATH")
+    add_writer_flags(sh)
     sh.add_argument("--plot", metavar="DIR", help="figures (model reports)")
     sh.add_argument("--fidelity", action="store_true", help="the kernel clock against the reference clock")
-    sh.add_argument("--trace", metavar="PATH",
-                    help="the search's timeline as a Chrome trace (chrome://tracing, Perfetto)")
     sh.add_argument("--selector", metavar="FILE", help="model reports: what a selector (.npz, or 'shipped': the "
                     "package's for the report's GPU) would pick, beside the best and INSTANT")
     cp = sub.add_parser("compare", help="two saved results side by side, per problem, direction and candidate")
@@ -267,8 +272,7 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--store", metavar="PATH",
                     help="append each finished search to this JSON-lines file; a re-run with it resumes "
                          "(default with --json: PATH.searches.jsonl beside it)")
-    pr.add_argument("--csv", metavar="PATH")
-    pr.add_argument("--html", metavar="PATH")
+    add_writer_flags(pr)
     pr.add_argument("--plot", metavar="DIR", help="write the figures (PNG and SVG) into DIR")
     pr.add_argument("--rich", action="store_true", help="print a rich table (needs rich)")
     pr.add_argument("--no-progress", action="store_true")
