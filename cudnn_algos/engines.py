@@ -11,15 +11,15 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 import torch
 
 from . import backend
 from .choices import MAX_BUILD_THREADS
-from .configs import (RUNTIME_COMPILATION, SEARCH_LISTS, TORCH_LISTS, behavior_note_names, config_name, heuristic_list,
-                      named_knobs, numerical_note_names, parse_config, torch_filter)
+from .configs import (SEARCH_LISTS, TORCH_LISTS, behavior_note_names, config_name, heuristic_list, named_knobs,
+                      numerical_note_names, parse_config, torch_filter)
 from .errors import CudaContextLost, is_context_lost
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
