@@ -19,10 +19,28 @@ Knobs = tuple[tuple[int, int], ...]
 
 @dataclass(frozen=True)
 class Candidate:
+    """One engine configuration offered for a problem: what the run-time chooser ranks (from the lists' answer) and
+    what training learns from (from a dataset row, with its measured ``ms``)."""
+
     engine_id: int
     knobs: Knobs  # cuDNN's (knob type, value)
-    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position)
+    ranks: tuple[tuple[str, int], ...] = ()  # (heuristic list of RANKED_LISTS, position); lists without it left out
     compiled: bool = False  # cuDNN's behaviour note RUNTIME_COMPILATION (as far as the lists said: a known one, no)
+    ms: float | None = None  # its measured kernel time, where one is known (training's candidates)
+
+    @classmethod
+    def of_name(cls, name: str, ranks: dict[str, int | None] | None = None, ms: float | None = None
+                ) -> "Candidate":
+        """The candidate a configuration's name (configs.config_name's form) names, with its positions by list
+        (None: not in that list) and its measured time; ValueError naming the name when it is not one."""
+        engine_id, knobs = parse_config(name)
+        return cls(engine_id, _pairs(tuple(itertools.chain.from_iterable(knobs))),
+                   tuple((n, int(p)) for n, p in (ranks or {}).items() if p is not None and p == p), False, ms)
+
+    @property
+    def listed(self) -> bool:
+        """Named by one of the lists the unseen handler queries (what it can be offered)."""
+        return bool(self.ranks)
 
     @functools.cached_property
     def name(self) -> str:

@@ -11,14 +11,15 @@ import datetime as _dt
 import math
 import time
 from dataclasses import replace
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts,
-                            evidence_class, heuristic_order, listed, problem_class)
+                            evidence_class, heuristic_order, problem_class)
+from ..choose.ranking import Candidate
 from ..choose.trees import Trees
 from ..configs import config_key
 
@@ -34,28 +35,10 @@ LEARNERS = ("exact", "hist", "lightgbm")  # train()'s learner: "exact" / "hist" 
 TARGET_CAP = 0.5
 
 
-class Candidate(NamedTuple):
-    name: str
-    engine_id: int
-    knobs: dict[str, int]
-    ranks: dict[str, int | None]  # position in each of features.RANKED_LISTS (None: not in it)
-    ms: float
-
-    @property
-    def listed(self) -> bool:
-        """Named by a list the operator's unseen handler queries (what it can be offered)."""
-        return listed(self.encoded)
-
-    @property
-    def encoded(self) -> tuple[int, dict[str, int], dict[str, int | None]]:
-        return self.engine_id, self.knobs, self.ranks
-
-
 def engine_candidates(rows: Sequence[dict[str, Any]], listed: bool = False) -> list[Candidate]:
     """Every timed engine configuration torch would accept; `listed`: only those RANKED_LISTS name (what apply()'s
     unseen handler is offered by cuDNN)."""
-    out = [Candidate(r["candidate"], int(r["engine_id"]), dict(r.get("knobs") or {}),
-                     {n: r.get(f"rank_{n}") for n in RANKED_LISTS}, t) for r in rows
+    out = [Candidate.of_name(r["candidate"], {n: r.get(f"rank_{n}") for n in RANKED_LISTS}, t) for r in rows
            if r.get("candidate_kind") == "engine" and not r.get("torch_filter") and r.get("engine_id") is not None
            and (t := timed_ms(r)) is not None]
     return [c for c in out if c.listed] if listed else out
@@ -144,7 +127,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     ps = list(_problems(problems))
     if not ps:
         raise ValueError("no problem-direction with a timed engine configuration to train on")
-    vocab = Vocabulary.of((c.engine_id, c.knobs) for *_, cands in ps for c in cands)
+    vocab = Vocabulary.of((c.engine_id, c.named) for *_, cands in ps for c in cands)
     f = np.array([feats for _, _, feats, _ in ps], dtype=np.float64)
     mean, scale = f.mean(axis=0), f.std(axis=0)
     scale[scale == 0] = 1.0
@@ -152,7 +135,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     groups = [[c.ms for c in cands] for *_, cands in ps]
     evidence = None
     if evidence_k > 0:
-        evidence = Evidence.of([[(config_key(c.engine_id, c.knobs), v) for c, v in zip(cands, targets(ms))]
+        evidence = Evidence.of([[(config_key(c.engine_id, c.named), v) for c, v in zip(cands, targets(ms))]
                                 for (*_, cands), ms in zip(ps, groups)], [evidence_class(v) for v in f], evidence_k)
     rows_of = Selector(vocab, None, nb, family, evidence=evidence).rows  # the trees' input, before there are trees
     x = np.concatenate([rows_of(feats, [c.encoded for c in cands], exclude=i)
