@@ -1,6 +1,7 @@
 """CPU: the README holds true. It is a user's document (at most 12 KB); every `cudnn-algos` line in its code blocks
 names a command that exists and flags that command takes (checked against the real parser, with --help); every
-docs/ page it points to exists; every Python name its API block calls is in the package."""
+docs/ page it points to exists; every Python name its API block calls is in the package. The docs read in a terminal:
+no line over 120 characters, and the pages a user reads first stay short (dated runs live in docs/results/)."""
 import re
 import shlex
 from pathlib import Path
@@ -43,6 +44,18 @@ def test_the_readme_is_a_users_document():
 def test_every_docs_page_the_readme_names_exists():
     for page in set(re.findall(r"docs/[\w./-]+\.md", README)):
         assert (ROOT / page).is_file(), page
+
+
+def test_no_line_of_the_docs_is_over_120_characters():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    long = [f"{p.relative_to(ROOT)}:{n}" for p in pages
+            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120]
+    assert long == [], long[:10]
+
+
+def test_the_how_to_pages_stay_pages_not_run_logs():
+    for page, kb in (("selector.md", 15), ("sweep.md", 16), ("dataset.md", 18)):
+        assert len((ROOT / "docs" / page).read_bytes()) <= kb * 1024, page
 
 
 @pytest.mark.parametrize("argv", _cli_lines(), ids=lambda a: " ".join(a)[:60])
