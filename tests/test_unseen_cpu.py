@@ -830,3 +830,20 @@ def test_the_guard_takes_the_trees_first_only_where_they_predict_a_clear_win_ove
     assert guarded(order, predicted, cudnn, 0.3) == 1  # not 0.3 below: cuDNN's first
     assert guarded(order, predicted, [2, 0], 0.1) == 2 and guarded(order, predicted, [2, 0], 0.05) == 0
     assert guarded(cudnn, None, cudnn, 0.3) == 1 and guarded(order, predicted, [0, 1], 0.3) == 0
+
+
+def test_the_guard_against_instants_first_falls_back_to_it_where_there_are_no_predictions():
+    """Note [a guard against INSTANT's first]: the reference is INSTANT's first (torch's benchmark-off pick); with no
+    predictions (outside the reach) the fallback's first, not the order's; confident and not confident as above."""
+    from cudnn_algos.choose.model import instant_first
+    from cudnn_algos.selector.train import guarded
+
+    cands = [(1, {}, {"b": 0}), (2, {}, {"a": 1, "b": 1}), (3, {}, {"a": 0}), (4, {}, {})]
+    inst = instant_first(cands)
+    assert inst == [2]
+    predicted = np.array([0.0, 0.3, 0.4, 0.9])
+    order = [0, 1, 2, 3]
+    assert guarded(order, predicted, inst, 0.3, fallback=inst) == 0  # 0.4 ahead of INSTANT's first: confident
+    assert guarded(order, predicted, inst, 0.5, fallback=inst) == 2  # not 0.5 ahead: INSTANT's first
+    assert guarded(order, None, inst, 0.0, fallback=inst) == 2  # outside the reach: INSTANT's first, not B's
+    assert guarded(order, None, inst, 0.0) == 0  # no fallback: the order's first (guard_M's behaviour)

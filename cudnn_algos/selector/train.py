@@ -18,7 +18,7 @@ import numpy as np
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
 from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts,
-                            evidence_class, heuristic_order, problem_class)
+                            evidence_class, heuristic_order, instant_first, problem_class)
 from ..choose.ranking import Candidate
 from ..choose.trees import Trees
 from ..configs import config_key
@@ -187,7 +187,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {**{f"guard_{m:g}": None for m in GUARD_MARGINS}, "selector": None, "nearest": None, "offered": None,
+        return {**{f"guard_{m:g}": None for m in GUARD_MARGINS},
+                **{f"off_guard{w}_{m:g}": None for m in OFF_GUARD_MARGINS for w in ("", "_all")}, "selector": None, "nearest": None, "offered": None,
                 "shortlist": [], "known": None,
                 "known_shortlist": [], "known_auto": [], "known_auto_first": [], "known_auto_torch": [],
                 "offered_known": None, "known_untimed": False, "rank_ms": None}
@@ -210,6 +211,15 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
     cudnn_order = heuristic_order(enc[:len(cands)])
     guards = {f"guard_{m:g}": cands[guarded(order, predicted, cudnn_order, m)].name for m in GUARD_MARGINS}
+    # Note [a guard against INSTANT's first]: the trees' first only where they predict it `m` ahead of INSTANT's first
+    # (torch's pick with benchmark off), else INSTANT's first; "off_guard" inside the reach alone (outside it INSTANT's
+    # first), "off_guard_all" with the trees' predictions everywhere
+    inst = instant_first(enc[:len(cands)]) or cudnn_order[:1]
+    everywhere = selector.predict(feats, enc[:len(cands)]) if predicted is None else predicted[:len(cands)]
+    trees_first = int(np.argmin(everywhere))
+    for m in OFF_GUARD_MARGINS:
+        guards[f"off_guard_{m:g}"] = cands[guarded(order, predicted, inst, m, fallback=inst)].name
+        guards[f"off_guard_all_{m:g}"] = cands[guarded([trees_first], everywhere, inst, m, fallback=inst)].name
     return {**guards, "selector": cands[order[0]].name,
             "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
@@ -230,15 +240,26 @@ def torch_timed(rows: Sequence[dict[str, Any]]) -> list[str]:
 # the margins choose() scores the guard at (guarded): the trees' first only where they predict it this much (log2 of
 # time relative to the fastest: 0.1 is 7%, 0.3 is 23%) faster than cuDNN's first, otherwise cuDNN's first
 GUARD_MARGINS = (0.1, 0.3)
+# Note [a guard against INSTANT's first]: issue 53 asks that predict never be a bet against cuDNN: where the model is
+# not confident, it takes what torch runs with benchmark off (INSTANT's first configuration). guard_M measures a
+# margin against list B's first (heuristic_order); off_guard_M against INSTANT's first: the trees' first where they
+# predict it at least M (log2 of time over the fastest) ahead of INSTANT's first, else INSTANT's first; outside the
+# reach (no predictions) INSTANT's first. off_guard_all_M predicts everywhere (the reach ignored) and keeps the
+# margin alone as the guard. The evaluation says which, if any, predict should become.
+# OFF_GUARD_MARGINS: the margins scored; 0: the trees' first wherever they put it ahead at all
+OFF_GUARD_MARGINS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
 
-def guarded(order: Sequence[int], predicted: np.ndarray | None, cudnn_order: Sequence[int], margin: float) -> int:
+def guarded(order: Sequence[int], predicted: np.ndarray | None, cudnn_order: Sequence[int], margin: float,
+            fallback: Sequence[int] | None = None) -> int:
     """The pick of a guarded predict: the trees' first (`order[0]`) where their predictions put it at least `margin`
-    below cuDNN's first (`cudnn_order[0]`), else cuDNN's first; outside the reach (no predictions) cuDNN's first is
-    `order[0]` already. Indices into the same candidates."""
-    if predicted is None or not cudnn_order or order[0] == cudnn_order[0]:
+    below cuDNN's first (`cudnn_order[0]`), else cuDNN's first; with no predictions (outside the reach) `fallback`'s
+    first where one is given, else `order[0]` (cuDNN's first already). Indices into the same candidates."""
+    if predicted is None:
+        return fallback[0] if fallback else order[0]
+    if not cudnn_order or order[0] == cudnn_order[0]:
         return order[0]
-    return order[0] if predicted[cudnn_order[0]] - predicted[order[0]] >= margin else cudnn_order[0]
+    return order[0] if predicted[cudnn_order[0]] - predicted[order[0]] > margin - 1e-12 else cudnn_order[0]
 
 
 def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
@@ -260,7 +281,8 @@ AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its
 AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
 AUTO_TORCH_K = "auto_torch_k"  # with_selector's: how many known_auto_torch times (not a regret: its cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
-SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS), f"selector_top{MEASURE_K}", "nearest",
+SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS),
+                    *(f"off_guard{w}_{m:g}" for w in ("", "_all") for m in OFF_GUARD_MARGINS), f"selector_top{MEASURE_K}", "nearest",
                     "offered", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "known_auto_torch",
                     "offered_known")
 
