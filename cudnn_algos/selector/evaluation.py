@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from ..configs import LISTS
 from ..dataset.regret import (BIG, NO_SEARCH, ProblemRegret, against_best_heuristic, plot_cdf, present, quantile,
                               search_costs, worse_than)
-from .train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, OFF_GUARD_MARGINS, RANK_MS
+from .train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, OFF_GUARD_METHODS, RANK_MS
 
 # each method's name in what selector eval prints: with_selector's methods (the "known" ones are what apply() does)
 # and the dataset report's
@@ -34,7 +34,7 @@ def half_of_best(summaries: Sequence[Any], by: str) -> str:
 def worse_than_off(rs: Sequence[ProblemRegret]) -> str:
     """How often each way of choosing runs a layer more than 5% slower than torch with benchmark off would
     (regret.worse_than against torch_off: INSTANT's first that torch accepts)."""
-    methods = ["known", *(f"off_guard{w}_{m:g}" for w in ("", "_all") for m in OFF_GUARD_MARGINS),
+    methods = ["known", *OFF_GUARD_METHODS,
                f"known_top{MEASURE_K}", "known_auto", "known_auto_torch", "b", "torch_on"]
     cells = [f"  {METHOD_LABELS.get(m, m)}: {n} of {of} ({100 * n / of:.1f}%)"
              for m, (n, of) in worse_than(rs, methods).items() if of]

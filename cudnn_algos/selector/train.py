@@ -187,8 +187,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
-        return {**{f"guard_{m:g}": None for m in GUARD_MARGINS},
-                **{f"off_guard{w}_{m:g}": None for m in OFF_GUARD_MARGINS for w in ("", "_all")}, "selector": None, "nearest": None, "offered": None,
+        return {**{f"guard_{m:g}": None for m in GUARD_MARGINS}, **dict.fromkeys(OFF_GUARD_METHODS),
+                "selector": None, "nearest": None, "offered": None,
                 "shortlist": [], "known": None,
                 "known_shortlist": [], "known_auto": [], "known_auto_first": [], "known_auto_torch": [],
                 "offered_known": None, "known_untimed": False, "rank_ms": None}
@@ -207,7 +207,10 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
     rtc = runtime_compiled(rows)
-    auto = selector.shortlist(feats, enc, AUTO, order_more, None if predicted is None else predicted[:len(more)])
+    # the trees' predictions of every timed candidate, inside the reach or not (one call: k="auto" and the guards
+    # against INSTANT's first read them; each candidate's prediction depends on it alone)
+    everywhere = selector.predict(feats, enc) if predicted is None else predicted[:len(more)]
+    auto = selector.shortlist(feats, enc, AUTO, order_more, everywhere)
     auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
     cudnn_order = heuristic_order(enc[:len(cands)])
     guards = {f"guard_{m:g}": cands[guarded(order, predicted, cudnn_order, m)].name for m in GUARD_MARGINS}
@@ -215,7 +218,7 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     # (torch's pick with benchmark off), else INSTANT's first; "off_guard" inside the reach alone (outside it INSTANT's
     # first), "off_guard_all" with the trees' predictions everywhere
     inst = instant_first(enc[:len(cands)]) or cudnn_order[:1]
-    everywhere = selector.predict(feats, enc[:len(cands)]) if predicted is None else predicted[:len(cands)]
+    everywhere = everywhere[:len(cands)]
     trees_first = int(np.argmin(everywhere))
     for m in OFF_GUARD_MARGINS:
         guards[f"off_guard_{m:g}"] = cands[guarded(order, predicted, inst, m, fallback=inst)].name
@@ -248,6 +251,7 @@ GUARD_MARGINS = (0.1, 0.3)
 # margin alone as the guard. The evaluation says which, if any, predict should become.
 # OFF_GUARD_MARGINS: the margins scored; 0: the trees' first wherever they put it ahead at all
 OFF_GUARD_MARGINS = (0.0, 0.1, 0.2, 0.3, 0.5)
+OFF_GUARD_METHODS = tuple(f"off_guard{w}_{m:g}" for w in ("", "_all") for m in OFF_GUARD_MARGINS)
 
 
 def guarded(order: Sequence[int], predicted: np.ndarray | None, cudnn_order: Sequence[int], margin: float,
@@ -259,7 +263,7 @@ def guarded(order: Sequence[int], predicted: np.ndarray | None, cudnn_order: Seq
         return fallback[0] if fallback else order[0]
     if not cudnn_order or order[0] == cudnn_order[0]:
         return order[0]
-    return order[0] if predicted[cudnn_order[0]] - predicted[order[0]] > margin - 1e-12 else cudnn_order[0]
+    return order[0] if predicted[cudnn_order[0]] - predicted[order[0]] >= margin else cudnn_order[0]
 
 
 def runtime_compiled(rows: Sequence[dict[str, Any]]) -> set[str]:
@@ -281,10 +285,9 @@ AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its
 AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
 AUTO_TORCH_K = "auto_torch_k"  # with_selector's: how many known_auto_torch times (not a regret: its cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
-SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS),
-                    *(f"off_guard{w}_{m:g}" for w in ("", "_all") for m in OFF_GUARD_MARGINS), f"selector_top{MEASURE_K}", "nearest",
-                    "offered", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "known_auto_torch",
-                    "offered_known")
+SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS), *OFF_GUARD_METHODS,
+                    f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}", "known_auto_first",
+                    "known_auto", "known_auto_torch", "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
