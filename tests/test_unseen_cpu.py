@@ -5,6 +5,7 @@ helper process's own query and reply code in this process: no cuDNN, no GPU; wha
 against the selector's own ranking), and the helper process itself started for real (its answers on a machine with
 no GPU are cuDNN's errors, which is what the test checks). The operator asking the handler, and the choices' outputs
 against torch, are GPU tests (tests/test_gpu_apply.py)."""
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -509,7 +510,6 @@ def test_show_selector_ranks_the_known_configurations_as_apply_does():
     a known configuration the profile timed (a refined row no list named) that the selector ranks first is the pick;
     one it did not time, ranked first, is flagged and the next timed one counted. A stand-in selector's rank puts
     the known ones first (no GPU: the committed profile's rows)."""
-    import dataclasses
 
     from cudnn_algos.results import load_json
     from cudnn_algos.choose.features import positions
@@ -847,3 +847,37 @@ def test_the_guard_against_instants_first_falls_back_to_it_where_there_are_no_pr
     assert guarded(order, predicted, inst, 0.5, fallback=inst) == 2  # not 0.5 ahead: INSTANT's first
     assert guarded(order, None, inst, 0.0, fallback=inst) == 2  # outside the reach: INSTANT's first, not B's
     assert guarded(order, None, inst, 0.0) == 0  # no fallback: the order's first (guard_M's behaviour)
+
+
+def test_a_guarded_selector_runs_instants_first_unless_its_trees_are_sure():
+    """Note [a guard against INSTANT's first]: with a guard the trees rank everywhere (the reach aside) and their first
+    goes first only where they predict it at least the guard below INSTANT's first; otherwise INSTANT's first leads
+    and the rest keep the trees' order. Without a guard, outside the reach: cuDNN's order. The guard survives the
+    file; a negative or non-numeric one is a ValueError naming it."""
+    @dataclasses.dataclass(frozen=True)
+    class Fixed(Selector):
+        scores: tuple = ()
+
+        def predict(self, problem, candidates):
+            return np.array(self.scores[:len(candidates)], dtype=float)
+
+    base = {f.name: getattr(shipped(), f.name) for f in dataclasses.fields(Selector)}
+    nb = shipped().neighbours
+    near = list(nb.features[0] * nb.scale + nb.mean)  # a training problem: inside the reach
+    far = [99.0] * len(near)
+    cands = [(1, {}, {"b": 0}), (2, {}, {"a": 0, "b": 1}), (3, {}, {"a": 1, "b": 2})]  # INSTANT's first: index 1
+    sure = Fixed(**{**base, "guard": 0.1}, scores=(0.0, 0.3, 0.5))
+    unsure = Fixed(**{**base, "guard": 0.1}, scores=(0.25, 0.3, 0.5))
+    for problem in (near, far):
+        order, predicted = sure.ranked(problem, cands)
+        assert order == [0, 1, 2] and predicted is not None
+        assert unsure.ranked(problem, cands)[0] == [1, 0, 2]
+    bare = Fixed(**base, scores=(0.25, 0.3, 0.5))
+    assert bare.guard is None and bare.ranked(near, cands)[0] == [0, 1, 2]
+    assert bare.ranked(far, cands) == ([0, 1, 2], None)  # cuDNN's order (B's first): no predictions
+    assert unsure.unguarded.guard is None and unsure.unguarded.ranked(near, cands)[0] == [0, 1, 2]
+    assert Selector.from_bytes(dataclasses.replace(shipped(), guard=0.2).to_bytes()).guard == 0.2
+    assert Selector.from_bytes(shipped().to_bytes()).guard == shipped().guard
+    for bad in (-0.1, "0.1", float("nan"), True):
+        with pytest.raises(ValueError, match="guard="):
+            dataclasses.replace(shipped(), guard=bad)

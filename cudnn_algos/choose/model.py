@@ -5,9 +5,11 @@ with ``allow_pickle=False``: no library object is unpickled) holding the arrays 
 vocabulary names, the environment family it was trained for, and what it was trained on."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +52,13 @@ AUTO_OUTSIDE = 4
 # first at every batch size; benchmarks/picks_kernel_time.py and docs/results/selector-2026-12-01-to-03.md have the
 # figures).
 KNOWN_NEAR = 1.0
+# Note [a guard against INSTANT's first]: issue 53 asks that predict never bet against cuDNN. A selector with a guard
+# (Selector.guard, a margin in the trees' unit: log2 of time over the problem's fastest) ranks with its trees
+# everywhere, the reach aside, and puts INSTANT's first (instant_first: what torch runs with benchmark off) ahead of
+# their first unless they predict their first at least the margin faster than it. Where the trees are not sure, a
+# user gets what torch would have run. GUARD: what train() gives a model (0.1 is 7%); the margins scored and why this
+# one: selector/train.py's OFF_GUARD_MARGINS and docs/selector.md.
+GUARD = 0.1
 
 
 def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[T], list[T]]:
@@ -276,9 +285,17 @@ class Selector:
     # would accept, nothing is added (ranking.with_known).
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     evidence: Evidence | None = None  # Note [neighbour evidence]; None: trees trained without it (format 2)
+    guard: float | None = None  # Note [a guard against INSTANT's first]; None: none (the reach alone, as before)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "family", family_name(self.family))
+        object.__setattr__(self, "guard", _guard(self.guard, "guard"))
+
+    @functools.cached_property
+    def unguarded(self) -> "Selector":
+        """This selector without its guard (itself where it has none): the reach alone decides where the trees
+        rank."""
+        return self if self.guard is None else dataclasses.replace(self, guard=None)
 
     def known_for(self, direction: str, dtype: str, memory_format: str, deterministic: bool = False,
                   allow_tf32: bool = True) -> tuple[str, ...]:
@@ -350,12 +367,24 @@ class Selector:
         return self.ranked(problem, candidates)[0]
 
     def ranked(self, problem: Sequence[float], candidates: Sequence[tuple]) -> tuple[list[int], np.ndarray | None]:
-        """rank()'s order and the predictions it sorted (None outside the reach: cuDNN's order)."""
-        if not self.within_reach(problem):
+        """rank()'s order and the predictions it sorted (None outside the reach: cuDNN's order). With a guard
+        (Note [a guard against INSTANT's first]) the trees rank everywhere and guarded() has the last word."""
+        if self.guard is None and not self.within_reach(problem):
             return heuristic_order(candidates), None
         predicted = self.predict(problem, candidates)
-        order = [int(i) for i in np.argsort(predicted, kind="stable")]
-        return self.known_first(problem, candidates, order), predicted
+        order = self.known_first(problem, candidates, [int(i) for i in np.argsort(predicted, kind="stable")])
+        return (order if self.guard is None else self.guarded(candidates, order, predicted)), predicted
+
+    def guarded(self, candidates: Sequence[tuple], order: list[int], predicted: np.ndarray) -> list[int]:
+        """`order` with INSTANT's first (cuDNN's first where INSTANT names none of them) moved to the front unless
+        `predicted` puts order's first at least the guard below it (Note [a guard against INSTANT's first]);
+        `order` itself without a guard."""
+        inst = instant_first(candidates) or heuristic_order(candidates)[:1]
+        if self.guard is None or not order or not inst or order[0] == inst[0]:
+            return order
+        if predicted[inst[0]] - predicted[order[0]] >= self.guard:
+            return order
+        return inst + [i for i in order if i != inst[0]]
 
     def known_first(self, problem: Sequence[float], candidates: Sequence[tuple], order: list[int],
                     radius: float | None = None) -> list[int]:
@@ -443,7 +472,8 @@ class Selector:
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
-                  "reach": self.reach, "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
+                  "reach": self.reach, "guard": self.guard,
+                  "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
         t, nb, ev = self.trees, self.neighbours, self.evidence
         more = {}
         if ev is not None:
@@ -475,10 +505,20 @@ class Selector:
                                     z["ev_class"], int(h["evidence_k"]))
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
-                   float(h.get("reach", REACH)), known, evidence)
+                   float(h.get("reach", REACH)), known, evidence, _guard(h.get("guard"), f"{path}: guard"))
 
 
-__all__ = ["instant_first",
+def _guard(value: Any, where: str) -> float | None:
+    """A guard as a float, or None (none; also a file written before guards were kept); ValueError naming `where`
+    for anything but a finite margin >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}={value!r} must be None or a margin >= 0 (log2 of time over the fastest)")
+    return float(value)
+
+
+__all__ = ["instant_first", "GUARD",
            "FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector",
            "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "listed"]

@@ -413,6 +413,10 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: the model's reach: a problem farther than R (standardized features) from every "
                          "training problem is ranked in cuDNN's order, not the trees' (default 2; inf: the trees "
                          "everywhere; Note [the selector's reach])")
+    se.add_argument("--guard", default=None, metavar="M",
+                    help="train/eval: predict takes INSTANT's first (torch's pick with benchmark off) unless the trees "
+                         "predict their first at least M faster (log2 of time: 0.1 is 7%%); default 0.1, 'none': no "
+                         "guard (Note [a guard against INSTANT's first])")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -46,12 +46,30 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
+    if a.guard is not None and a.action == "show":
+        raise UsageError(f"--guard {a.guard}: only selector train and eval take it")
+
+
+def _guard_of(text: str | None, default: float | None) -> float | None:
+    """--guard's value: `default` where it is not given, None for 'none', else a margin >= 0 (UsageError)."""
+    if text is None:
+        return default
+    if text.strip().lower() == "none":
+        return None
+    try:
+        m = float(text)
+    except ValueError:
+        m = float("nan")
+    if not m >= 0 or m == float("inf"):
+        raise UsageError(f"--guard {text}: give a margin >= 0 (log2 of time over the fastest: 0.1 is 7%) or 'none'")
+    return m
 
 
 def cmd_selector(a: argparse.Namespace) -> int:
     _check_selector_args(a)
-    from ..choose.model import EVIDENCE_K, REACH
+    from ..choose.model import EVIDENCE_K, GUARD, REACH
 
+    guard = _guard_of(a.guard, GUARD)
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
     reach = REACH if a.reach is None else a.reach
     check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
@@ -70,7 +88,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
                         known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
-                        learner=a.learner)
+                        learner=a.learner, guard=guard)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -78,11 +96,12 @@ def cmd_selector(a: argparse.Namespace) -> int:
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
     if a.model:
-        return _selector_score(a.model, problems, a.by, a.plot, a.reach)
-    return _selector_leave_one_out(a, problems, evidence_k, reach)
+        return _selector_score(a.model, problems, a.by, a.plot, a.reach, _guard_of(a.guard, ...))
+    return _selector_leave_one_out(a, problems, evidence_k, reach, guard)
 
 
-def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float) -> int:
+def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float,
+                            guard: float | None) -> int:
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
@@ -92,7 +111,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
         rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
-                           learner=a.learner, only=only)
+                           learner=a.learner, only=only, guard=guard)
     except ValueError as e:
         if not str(e).startswith("only="):
             raise
@@ -102,12 +121,15 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
     trees = f"{a.objective} trees" + (f" ({a.learner})" if a.objective == "regression" else "")
-    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}):\n"
+    guarded = "no guard" if guard is None else f"guard {guard:g}"
+    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}, {guarded}):\n"
           "regret against the measured best (pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
-    print(f"selector: unseen='predict' (the trees' first; cuDNN's order outside their reach, {reach:g})\n"
+    print(f"predict: what unseen='predict' pins ({guarded}: INSTANT's first unless the trees predict theirs that "
+          f"much faster)\nselector: the trees' first without the guard (cuDNN's order outside their reach, "
+          f"{reach:g})\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
           f"selector is offered (a perfect ranker's pick: what its candidates allow)\n"
@@ -126,9 +148,11 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     return EXIT_OK
 
 
-def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None) -> int:
+def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None,
+                    guard: float | None = ...) -> int:
     """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
-    trained on apart from those it was not; `reach` (--reach) in place of the model's own."""
+    trained on apart from those it was not; `reach` (--reach) and `guard` (--guard; ...: not given) in place of the
+    model's own."""
     from dataclasses import replace
 
     from ..choose.model import Selector
@@ -141,10 +165,12 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
     except (OSError, KeyError, ValueError) as e:
         raise FileError(f"--model {model}: {str(e)[:300]}") from None
     sel = sel if reach is None else replace(sel, reach=float(reach))
+    sel = sel if guard is ... else replace(sel, guard=guard)
     seen, new = score(sel, problems)
     methods = present(seen + new, SELECTOR_METHODS + METHODS)
     print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
-          f"on {len(problems)} problem-directions, reach {sel.reach:g}: regret against the measured best (pick / best "
+          f"on {len(problems)} problem-directions, reach {sel.reach:g}, "
+          f"{'no guard' if sel.guard is None else f'guard {sel.guard:g}'}: regret against the measured best (pick / best "
           "- 1, %)")
     for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
         print(f"\n{what}: {len(rs)} rows")
@@ -186,7 +212,8 @@ def _selector_show(path: str) -> int:
           "nodes), "
           f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
-          f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach])")
+          f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach]); "
+          + ("no guard" if sel.guard is None else f"guard {sel.guard:g} (Note [a guard against INSTANT's first])"))
     n = sum(len(v) for v in sel.known.values())
     print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
           "(Note [known configurations])")

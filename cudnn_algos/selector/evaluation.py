@@ -12,7 +12,7 @@ from .train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, OFF_GUARD_METHOD
 
 # each method's name in what selector eval prints: with_selector's methods (the "known" ones are what apply() does)
 # and the dataset report's
-METHOD_LABELS = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+METHOD_LABELS = {"predict": "predict", "known": "predict without its guard", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
                  "known_auto_first": "measure_top_k (k='auto'), at once", "known_auto": "measure_top_k (k='auto')",
                  "known_auto_torch": "k='auto' + benchmark mode's candidates", "nearest": "nearest neighbour",
                  "offered_known": "floor: the fastest offered", "instant": "INSTANT (torch, benchmark off)",
@@ -22,7 +22,7 @@ METHOD_LABELS = {"known": "predict", f"known_top{MEASURE_K}": f"measure_top_k (k
 def half_of_best(summaries: Sequence[Any], by: str) -> str:
     """Per selector method, the held-out groups where its mean regret is at most half of the best cuDNN heuristic
     mode's there (regret.against_best_heuristic), and those where it is not."""
-    methods = ["known", f"known_top{MEASURE_K}", "known_auto"]
+    methods = ["predict", "known", f"known_top{MEASURE_K}", "known_auto"]
     lines = [f"at most half of the best heuristic's mean ({', '.join(NO_SEARCH)}), per held-out {by}:"]
     for m, (met, missed) in against_best_heuristic(summaries, methods).items():
         if met or missed:
@@ -34,7 +34,7 @@ def half_of_best(summaries: Sequence[Any], by: str) -> str:
 def worse_than_off(rs: Sequence[ProblemRegret]) -> str:
     """How often each way of choosing runs a layer more than 5% slower than torch with benchmark off would
     (regret.worse_than against torch_off: INSTANT's first that torch accepts)."""
-    methods = ["known", *OFF_GUARD_METHODS,
+    methods = ["predict", "known", *OFF_GUARD_METHODS,
                f"known_top{MEASURE_K}", "known_auto", "known_auto_torch", "b", "torch_on"]
     cells = [f"  {METHOD_LABELS.get(m, m)}: {n} of {of} ({100 * n / of:.1f}%)"
              for m, (n, of) in worse_than(rs, methods).items() if of]
@@ -71,7 +71,7 @@ def choosing_costs(problems: Any, rs: Sequence[ProblemRegret]) -> str:
 def plot_selector(rs: Sequence[ProblemRegret], path: str, title: str) -> None:
     """The regret CDF of `rs` (selector rows: with_selector's) per method a user chooses between (no search, a
     short one, cuDNN's heuristics, torch's benchmark mode) and the candidates' floor, written to `path`."""
-    methods = ("known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "nearest", "offered_known",
+    methods = ("predict", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "nearest", "offered_known",
                "instant", "b", "legacy_heuristic", "torch_on")
     plot_cdf(rs, path, present(rs, methods), title=title, labels={m: METHOD_LABELS[m] for m in methods})
     print(f"wrote {path}")

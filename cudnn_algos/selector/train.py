@@ -17,7 +17,7 @@ import numpy as np
 
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from ..choose.model import (AUTO, EVIDENCE_K, REACH, Evidence, Neighbours, Selector, auto_parts,
+from ..choose.model import (AUTO, EVIDENCE_K, GUARD, REACH, Evidence, Neighbours, Selector, auto_parts,
                             evidence_class, heuristic_order, instant_first, problem_class)
 from ..choose.ranking import Candidate
 from ..choose.trees import Trees
@@ -103,7 +103,8 @@ def _check_objective(objective: str) -> None:
 
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
-          evidence_k: int = EVIDENCE_K, reach: float = REACH, learner: str = "exact") -> Selector:
+          evidence_k: int = EVIDENCE_K, reach: float = REACH, learner: str = "exact",
+          guard: float | None = GUARD) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
@@ -113,7 +114,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     everywhere). `learner` (regression): "exact" (GradientBoostingRegressor, TREE_PARAMS) or "hist"
     (HistGradientBoostingRegressor, HIST_PARAMS: binned features, much faster on many problems); (rank) "exact"
     (rank.fit, our LambdaMART on scikit-learn's trees) or "lightgbm" (LightGBM's lambdarank, rank.fit_lightgbm;
-    the saved trees need no LightGBM)."""
+    the saved trees need no LightGBM). `guard`: Selector.guard (Note [a guard against INSTANT's first]; None:
+    none)."""
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
@@ -164,7 +166,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
             **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
             "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
-    return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence)
+    return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence, guard=guard)
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -184,11 +186,16 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     runtime-compiled ones it builds later are timed; "known_auto_first": what it times at once (auto_parts: beyond
     its first two, none the rows' notes say compile at run time); "known_auto_torch": k="auto"'s shortlist and the
     candidates torch's benchmark mode itself would time (the rows' torch_rank), together.
+    Those are the selector's without its guard (Selector.unguarded). "predict": what apply(unseen="predict") pins,
+    the selector's own ranking of the same candidates with its guard where it has one (Note [a guard against
+    INSTANT's first]; "known" where it has none), its first that has a time.
     "rank_ms": the host ms of that one ranking (Selector.rank over every candidate, apply()'s own step)."""
+    guarded_by = selector
+    selector = selector.unguarded
     cands = engine_candidates(rows, listed=True) or engine_candidates(rows)
     if not cands:
         return {**{f"guard_{m:g}": None for m in GUARD_MARGINS}, **dict.fromkeys(OFF_GUARD_METHODS),
-                "selector": None, "nearest": None, "offered": None,
+                "selector": None, "predict": None, "nearest": None, "offered": None,
                 "shortlist": [], "known": None,
                 "known_shortlist": [], "known_auto": [], "known_auto_first": [], "known_auto_torch": [],
                 "offered_known": None, "known_untimed": False, "rank_ms": None}
@@ -206,6 +213,9 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     rank_ms = 1e3 * (time.perf_counter() - t0)
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
+    pinned = order_more
+    if guarded_by is not selector:
+        pinned = [i for i in guarded_by.ranked(feats, enc + untimed)[0] if i < len(more)]
     rtc = runtime_compiled(rows)
     # the trees' predictions of every timed candidate, inside the reach or not (one call: k="auto" and the guards
     # against INSTANT's first read them; each candidate's prediction depends on it alone)
@@ -227,7 +237,7 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
             "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
-            "known": more[order_more[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
+            "known": more[order_more[0]].name, "predict": more[pinned[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
             "known_auto": [more[i].name for i in auto], "known_auto_first": [more[i].name for i in auto_first],
             "known_auto_torch": list(dict.fromkeys([more[i].name for i in auto] + torch_timed(rows))),
@@ -285,7 +295,7 @@ AUTO_K = "auto_k"  # with_selector's: how many k="auto" timed (not a regret: its
 AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (runtime-compiled; not a regret)
 AUTO_TORCH_K = "auto_torch_k"  # with_selector's: how many known_auto_torch times (not a regret: its cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
-SELECTOR_METHODS = ("selector", *(f"guard_{m:g}" for m in GUARD_MARGINS), *OFF_GUARD_METHODS,
+SELECTOR_METHODS = ("selector", "predict", *(f"guard_{m:g}" for m in GUARD_MARGINS), *OFF_GUARD_METHODS,
                     f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}", "known_auto_first",
                     "known_auto", "known_auto_torch", "offered_known")
 
@@ -348,10 +358,12 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
                   objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH,
-                  learner: str = "exact", only: Iterable[str] | None = None) -> list[ProblemRegret]:
+                  learner: str = "exact", only: Iterable[str] | None = None, guard: float | None = GUARD
+                  ) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
-    left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere).
+    left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere);
+    `guard`: theirs (Note [a guard against INSTANT's first]).
     `only`: hold out these groups alone (each still trained on everything outside it); a name no problem has is a
     ValueError."""
     from ..dataset.regret import problem_regrets
@@ -374,7 +386,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
             sel = train(rest, params=params, objective=objective, evidence_k=evidence_k, reach=reach,
-                        learner=learner)
+                        learner=learner, guard=guard)
         except ValueError:
             continue
         for k, rows in held:
