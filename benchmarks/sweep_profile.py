@@ -42,6 +42,9 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="no GPU: dry-run tasks (the plumbing only)")
     ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy`: no legacy searches")
     ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
+    ap.add_argument("--lean", action="store_true", help="as `sweep --lean`: a lean screen")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="no cProfile: the tasks' wall time and stages alone (the rate a worker would see)")
     a = ap.parse_args()
     if a.n < 1 or a.skip < 0 or a.top < 1 or a.build_threads < 1:
         ap.error(f"--n {a.n}, --skip {a.skip}, --top {a.top} and --build-threads {a.build_threads}: --n, --top and "
@@ -54,29 +57,36 @@ def main() -> int:
         ap.error(f"{a.corpus}: {len(tasks)} task(s) from --skip {a.skip}; need a warm-up task and one to profile")
     fn = dry_run_measure if a.dry_run else measure_task
     options = {"seconds": 0.01} if a.dry_run else {}
-    options.update(legacy=not a.no_legacy, build_threads=a.build_threads)
+    options.update(legacy=not a.no_legacy, build_threads=a.build_threads, lean=a.lean)
     fn(tasks[0], options)  # warm-up: torch, CUDA and cuDNN loaded, first plans built
     prof = cProfile.Profile()
     stages: dict[str, float] = {}
     failed, walls = 0, []
     for t in tasks[1:]:
         t0 = time.perf_counter()
-        prof.enable()
+        if not a.no_profile:
+            prof.enable()
         r = fn(t, options)
-        prof.disable()
+        if not a.no_profile:
+            prof.disable()
         walls.append(time.perf_counter() - t0)
         failed += r.get("status") != "done"
         for k, v in (r.get("stages") or {}).items():
             stages[k] = stages.get(k, 0.0) + v
     n = len(walls)
-    stats = pstats.Stats(prof, stream=io.StringIO())
     out = {"tasks": n, "failed": failed, "task_mean_s": sum(walls) / n, "options": options,
-           "stages_mean_s": {k: v / n for k, v in stages.items()},
-           "by_own_time": where(stats, "tottime", a.top), "by_time_with_callees": where(stats, "cumtime", a.top)}
-    print(f"sweep profile: {n} tasks ({failed} failed) after one warm-up ({'' if options['legacy'] else 'no legacy, '}"
-          f"{options['build_threads']} build thread(s)), {out['task_mean_s']:.3f} s a task under "
-          f"cProfile; stages (s a task): " + ", ".join(f"{k} {v:.3f}" for k, v in out["stages_mean_s"].items()))
+           "stages_mean_s": {k: v / n for k, v in stages.items()}, "profiled": not a.no_profile}
+    if not a.no_profile:
+        stats = pstats.Stats(prof, stream=io.StringIO())
+        out.update(by_own_time=where(stats, "tottime", a.top), by_time_with_callees=where(stats, "cumtime", a.top))
+    how = ", ".join(x for x in ("" if options["legacy"] else "no legacy", f"{options['build_threads']} build "
+                                "thread(s)", "lean screen" if a.lean else "") if x)
+    print(f"sweep profile: {n} tasks ({failed} failed) after one warm-up ({how}), {out['task_mean_s']:.3f} s a task"
+          f"{'' if a.no_profile else ' under cProfile'} ({1 / out['task_mean_s']:.2f}/s in one process); stages (s a "
+          "task): " + ", ".join(f"{k} {v:.3f}" for k, v in out["stages_mean_s"].items()))
     for title, key in (("own time", "by_own_time"), ("with what they call", "by_time_with_callees")):
+        if key not in out:
+            continue
         print(f"top {a.top} by {title} (s a task, calls a task):")
         for r in out[key]:
             s = r["own_s" if key == "by_own_time" else "with_callees_s"] / n

@@ -25,6 +25,7 @@ from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
 from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
 from .plans_ahead import Built, Listed, build_key, build_plans
+from .measure.steps import step
 from .measure import (PRUNE, SCREEN_CLOSE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows,
                       operand_sets, plan_runnable, reference_output, torch_runnable)
 
@@ -110,7 +111,7 @@ def _rows(plans: Sequence[backend.Plan], cdir: str, problem: Problem) -> list[En
 
 
 def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
-                compare_torch, torch_benchmark, direction, build_threads=1) -> None:
+                compare_torch, torch_benchmark, direction, build_threads=1, lean=False) -> None:
     if direction == "all":
         raise ValueError("find_engines searches one direction at a time: forward, backward_data or backward_filter")
     if isinstance(heuristics, str):
@@ -129,6 +130,10 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
         check_int("screen", screen, 1)
     if (refine or screen) and not measure:
         raise ValueError("refine and screen need measure=True (they work on measured configurations)")
+    if not isinstance(lean, bool):
+        raise TypeError(f"lean={lean!r} must be a bool")
+    if lean and screen is None:
+        raise ValueError("lean=True needs screen (it changes how a screen's first calls are made)")
     for name, v in (("compare_torch", compare_torch), ("torch_benchmark", torch_benchmark)):
         if v is not None and not isinstance(v, bool):
             raise TypeError(f"{name}={v!r} must be a bool")
@@ -139,7 +144,7 @@ def validate_engines(
     heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64, measure: bool = False,
     repeats: int = 10, warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
     refine: int = 0, refine_max: int = 64, screen: int | None = None, confirm: int = 3, configs: Sequence[str] = (),
-    device=None, build_threads: int = 1,
+    device=None, build_threads: int = 1, lean: bool = False,
 ) -> tuple[Problem, tuple[str, ...], list, int]:
     """All of find_engines's argument checks, in the order it makes them, with no GPU work but the final check that
     CUDA is usable (the CLI calls it before any search). Returns (problem, the heuristic lists, the exact
@@ -153,7 +158,7 @@ def validate_engines(
     if not heuristics and not exact and not exhaustive:
         raise ValueError("nothing to search: heuristics is empty, configs is empty and exhaustive is off")
     _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, refine_max, screen, confirm,
-                measure if compare_torch is None else compare_torch, torch_benchmark, direction, build_threads)
+                measure if compare_torch is None else compare_torch, torch_benchmark, direction, build_threads, lean)
     problem = make_problem(conv, input_shape, dtype, memory_format, None)
     return problem, tuple(heuristics), exact, device_index(device)
 
@@ -181,7 +186,7 @@ def find_engines(
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
     screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
     device=None, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None,
-    built: Built | None = None,
+    built: Built | None = None, lean: bool = False,
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
@@ -198,6 +203,9 @@ def find_engines(
         fastest ones torch would accept (and torch's op) with ``repeats`` samples of every clock on fresh operands,
         in one kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen
         samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
+    lean: with screen, the screen's accuracy calls are enqueued together with one wait for all, and each is its
+        row's first-call estimate (Note [a lean screen] in measure/pipeline.py): every row still checked before it
+        is timed, much less host time a configuration; a screened row then has no host time. For sweeps.
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
         kernels (the kernel clock's CUPTI records), and with ``measure`` time it in the same session as our best
         (default: = measure).
@@ -220,7 +228,7 @@ def find_engines(
         conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
         exhaustive=exhaustive, max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2,
         compare_torch=compare_torch, torch_benchmark=torch_benchmark, refine=refine, refine_max=refine_max,
-        screen=screen, confirm=confirm, configs=configs, device=device, build_threads=build_threads)
+        screen=screen, confirm=confirm, configs=configs, device=device, build_threads=build_threads, lean=lean)
     compare_torch = measure if compare_torch is None else compare_torch
     cdir = problem.cudnn_direction(direction)
     settings = (heuristics, exhaustive, max_configs, runtime_compiled, exact, dev)
@@ -246,7 +254,7 @@ def find_engines(
                 return _identify(result, problem, bench, dev)
             cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)
             return _measured(result, problem, cfg, screen, confirm, refine, refine_max, runtime_compiled,
-                             compare_torch, bench, dev, build_threads)
+                             compare_torch, bench, dev, build_threads, lean)
     except CudaContextLost:
         raise
     except Exception as e:  # a fault reported outside a candidate's own calls (operands, torch's op, ...)
@@ -257,22 +265,27 @@ def find_engines(
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,
               refine: int, refine_max: int, runtime_compiled: bool, compare_torch: bool, bench: bool, dev: int,
-              build_threads: int = 1) -> EngineSearchResult:
+              build_threads: int = 1, lean: bool = False) -> EngineSearchResult:
     """Screen (or measure) every built plan, refine around the fastest, then confirm the fastest beside torch."""
     t0 = time.perf_counter()
     cdir = result.cudnn_direction
-    sets = operand_sets(problem, cfg.l2, dev)
-    ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
+    with step("operands"):
+        sets = operand_sets(problem, cfg.l2, dev)
+        ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
     cfg = replace(cfg, buffer_sets=len(sets))
-    screen_cfg = replace(cfg, repeats=screen, prune=PRUNE, throughput=False, close=SCREEN_CLOSE) if screen else cfg
-    result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref, screen_cfg,
-                      dev)
+    screen_cfg = (replace(cfg, repeats=screen, prune=PRUNE, throughput=False, close=SCREEN_CLOSE, lean=lean)
+                  if screen else cfg)
+    with step("screen" if screen else "measure"):
+        result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref,
+                          screen_cfg, dev)
     if refine:
-        result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev,
-                         build_threads)
+        with step("refine"):
+            result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev,
+                             build_threads)
     del sets
-    result = _confirm(result, problem, ref, cfg, confirm if (screen or compare_torch) else 0, compare_torch, bench,
-                      dev)
+    with step("confirm"):
+        result = _confirm(result, problem, ref, cfg, confirm if (screen or compare_torch) else 0, compare_torch,
+                          bench, dev)
     return replace(result, measure=cfg, measure_s=time.perf_counter() - t0)
 
 
@@ -357,7 +370,8 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
                           f"{problem.describe(result.direction)} | {result.rows[i].name} (confirm)") for i in idx]
     first_ms, first_err = None, ""
     if compare_torch:
-        first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
+        with step("torch_first_call"):
+            first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
         runs.append(trun)
     with cudnn_benchmark(bench):
         ms = measure_rows(runs, problem, cfg, ref2, dev)

@@ -306,3 +306,52 @@ def test_run_on_misaligned_operands_matches_pytorch(name):
             if not torch.isfinite(out).all() or (e := rel_err(out, ref)) > tol:
                 failures.append(f"{d} {row.name}: {'non-finite' if not torch.isfinite(out).all() else f'{e:.2e}'}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("name", ["3x3-fp16-nhwc", "1x1s2-bf16"])
+def test_a_lean_screen_checks_and_times_every_row_like_the_full_one(name):
+    """find_engines(lean=True) (Note [a lean screen]): the same configurations built, every one checked and timed
+    (a relative error and a kernel time on each row that has one in the full screen), the screened rows without a
+    host time, the confirmed ones with their full samples."""
+    module, shape, dtype, fmt = CASES[name]
+    kw = dict(dtype=dtype, memory_format=fmt, measure=True, repeats=3, screen=2)
+    full = cudnn_algos.find_engines(module, shape, **kw)
+    lean = cudnn_algos.find_engines(module, shape, lean=True, **kw)
+    assert {r.name for r in lean.rows} == {r.name for r in full.rows}
+    timed_full = {r.name for r in full.succeeded if r.kernel_ms is not None}
+    timed_lean = {r.name for r in lean.succeeded if r.kernel_ms is not None}
+    assert timed_lean == timed_full and timed_lean
+    for r in lean.succeeded:
+        if r.kernel_ms is None:
+            continue
+        m = r.measured
+        assert m.rel_err is not None and m.rel_err < 1e-2, (r.name, m.rel_err, m.error)
+        assert (m.host_ms is not None) == m.confirmed, r.name
+    assert lean.best.measured.confirmed and lean.best.measured.host_ms.n == 3
+
+
+def test_a_lean_screen_fails_the_rows_whose_output_check_fails():
+    """_checked_together on real CUDA tensors (no cuDNN: stand-in calls that write the output right, leave it
+    poisoned, or write into a guard): the right one gets its error against the reference and an estimate, the
+    others a failed row naming what went wrong and no estimate."""
+    from cudnn_algos.measure.pipeline import _checked_together
+    from cudnn_algos.measure.runnable import Runnable, guarded_like
+
+    ref = torch.randn(4, 8, device="cuda", dtype=torch.float64)
+
+    def fake(kind):
+        def guarded():
+            out, guards = guarded_like(torch.empty(4, 8, device="cuda", dtype=torch.float16))
+            out.fill_(float("nan"))
+            if kind != "unwritten":
+                out.copy_(ref)
+            if kind == "outside":
+                guards[1][:3].fill_(0.0)
+            return out, guards
+        return Runnable(lambda i: None, lambda k: (0.0, 0.0), lambda: None, heuristic_rank=7, guarded_output=guarded)
+
+    (ok, est), (unwritten, est_u), (outside, est_o) = _checked_together(
+        [fake("right"), fake("unwritten"), fake("outside")], ref, 0)
+    assert ok.rel_err is not None and ok.rel_err < 1e-3 and est > 0 and not ok.error and ok.heuristic_rank == 7
+    assert est_u is None and "left 32 of 32 output elements unwritten" in unwritten.error
+    assert est_o is None and "wrote outside its output buffer: 3 of" in outside.error and "after" in outside.error

@@ -530,3 +530,24 @@ def test_one_search_asks_for_the_peak_once_per_math_kind(monkeypatch):
     assert sorted(asked) == [False, True]
     assert all(m.tflops > 0 and m.pct_peak is None for m in out)
     assert [m.measured_rank for m in out] == [0, 1, 2, 3, 4]
+
+
+def test_an_output_check_names_a_write_outside_before_an_unwritten_element():
+    from cudnn_algos.measure.runnable import REDZONE, output_problem
+
+    assert output_problem(0, 0, 0, 10) is None
+    assert output_problem(0, 2, 5, 10) == (f"wrote outside its output buffer: 2 of {REDZONE} guard elements after "
+                                           "it changed")
+    assert output_problem(1, 0, 0, 10).endswith("before it changed")
+    assert output_problem(0, 0, 5, 10) == "left 5 of 10 output elements unwritten (still the NaN poison)"
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(lean=True), ValueError, "lean=True needs screen"),
+    (dict(lean=1, screen=2, measure=True), TypeError, "lean=1 must be a bool"),
+])
+def test_a_lean_screen_is_asked_for_with_a_screen(kwargs, exc, match):
+    from cudnn_algos.engines import validate_engines
+
+    with pytest.raises(exc, match=match):
+        validate_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), **kwargs)

@@ -94,7 +94,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     corpus = _load_corpus(a.corpus)
     from ..sweep import sweep
 
-    options = {"exhaustive": a.exhaustive, "build_threads": a.build_threads, "legacy": not a.no_legacy}
+    options = {"exhaustive": a.exhaustive, "build_threads": a.build_threads, "legacy": not a.no_legacy,
+               "lean": a.lean}
     if a.known:
         options["known"] = _known_of(a.known)
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,

@@ -24,7 +24,7 @@ from ..results import MeasureConfig, Measurement, Stats
 from .accuracy import errors
 from .clocks import KernelClockUnavailable, again_if_lost, kernel_clock, reference_kernel_ms
 from .peak import peak_or_none
-from .runnable import Runnable
+from .runnable import OutputCheckFailed, Runnable, check_counts, output_problem
 
 
 TARGET_SAMPLE_MS = 1.0  # GPU work per throughput sample, which sets K (calls per sample)
@@ -41,6 +41,15 @@ ONE_CALL_SLACK_MS = 5.0
 # candidate beyond it is never a pick (the three fastest are confirmed on fresh operands; the selector's targets stop
 # at 2 ** 0.5 = 1.41x the fastest, selector.train.TARGET_CAP), and one kernel-clock sample is its time
 SCREEN_CLOSE = 1.5
+# Note [a lean screen]: with cfg.lean (a screen, find_engines(lean=True): what a sweep of thousands of problems asks),
+# every runnable's accuracy call is enqueued after the last one's, with CUDA events around each call and its check's
+# counts (guards, poison, errors against the reference) left on the GPU; one wait then reads them all. Each row is
+# still checked before it is timed (a row that fails its check is never timed), but the host waits once instead of
+# ~8 times per row, and the accuracy call's event time is the row's first-call estimate (for K and the prune): no
+# separate first timed call, so a screened row has no host time. A first call's one-time costs (a module loaded
+# before its first launch) can only raise an estimate: such a row is pruned to one sample at worst, and its kernel
+# clock sample still ranks it (PRUNE's note). A fault that loses the context shows at the wait, after the calls
+# enqueued behind it: the task fails as before, its reason naming the wait, not the row.
 
 
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
@@ -64,13 +73,22 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     out: list[Measurement | None] = [None] * len(runnables)
     phases: dict[int, list[tuple[str, float, float]]] = {i: [] for i in range(len(runnables))}
     first: dict[int, float] = {}
+    lean = cfg.lean and ref is not None and ref.is_cuda
     for i, r in enumerate(runnables):
+        if lean and r.guarded_output is not None:
+            continue  # _checked_together below
         cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
                if cfg.prune and first else None)
         with _phase(phases[i], "first call"):
             out[i], est = _first_call(r, ref, device, cut)
         if est is not None:
             first[i] = est
+    if lean:
+        together = [i for i, r in enumerate(runnables) if r.guarded_output is not None]
+        for i, (m, est) in zip(together, _checked_together([runnables[i] for i in together], ref, device)):
+            out[i] = m
+            if est is not None:
+                first[i] = est
     fastest = min(first.values(), default=0.0)
     plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
     for i, est in first.items():
@@ -180,6 +198,50 @@ def _first_call(r: Runnable, ref: torch.Tensor | None, device: int, cut_ms: floa
                            rel_err=rel, max_abs_err=mx, heuristic_rank=r.heuristic_rank, error=err), est
     except Exception as e:  # a candidate that fails to run is a row saying so, never a crash
         return _failed(r, e, device, stage), None
+
+
+def _checked_together(runnables: Sequence[Runnable], ref: torch.Tensor, device: int
+                      ) -> list[tuple[Measurement, float | None]]:
+    """Note [a lean screen]: each runnable's accuracy call (guarded_output) between two CUDA events, its check's
+    counts and errors left on the GPU, all enqueued before one wait: (measurement so far, its call's GPU ms or None)
+    per runnable, as _first_call's (no host time)."""
+    ref_norm = ref.norm().clamp_min(1e-300)
+    pending: list[tuple[int, Any, Any, torch.Tensor, int]] = []
+    got: list[tuple[Measurement, float | None] | None] = [None] * len(runnables)
+    for j, r in enumerate(runnables):
+        try:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out, guards = r.guarded_output()
+            end.record()
+            o = out.to(dtype=torch.float64)
+            d = o - ref
+            pending.append((j, start, end, torch.cat([check_counts(out, guards).to(torch.float64),
+                                                      torch.isfinite(o).all().to(torch.float64).reshape(1),
+                                                      (d.norm() / ref_norm).reshape(1), d.abs().max().reshape(1)]),
+                            out.numel()))
+            del o, d, out, guards
+        except Exception as e:  # a call that raises at once (a cuDNN status): its row says so
+            got[j] = (_failed(r, e, device, "accuracy check"), None)
+    try:
+        counts = torch.stack([c for _, _, _, c, _ in pending]).tolist() if pending else []
+    except Exception as e:  # a fault seen at the wait: the context is gone (Note [a lean screen])
+        if is_context_lost(e):
+            raise CudaContextLost.after(f"the lean screen's {len(pending)} accuracy calls", e) from e
+        raise
+    for (j, start, end, _, numel), (before, after, unwritten, finite, rel, mx) in zip(pending, counts):
+        r = runnables[j]
+        wrong = output_problem(int(before), int(after), int(unwritten), numel)
+        if wrong:
+            got[j] = (_failed(r, OutputCheckFailed(wrong), device, "accuracy check"), None)
+            continue
+        ok = bool(finite)
+        got[j] = (Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0,
+                              kernel_clock="none", rel_err=float(rel) if ok else None,
+                              max_abs_err=float(mx) if ok else None, heuristic_rank=r.heuristic_rank,
+                              error="" if ok else "output has non-finite values (overflow)"),
+                  max(start.elapsed_time(end), 1e-4))
+    return got
 
 
 def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) -> tuple[Measurement, int]:

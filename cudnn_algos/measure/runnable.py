@@ -27,6 +27,9 @@ class Runnable:
     heuristic_rank: int | None = None
     tensor_math: bool = True  # for % of peak: the dtype's tensor-core matmul rate (fp32: TF32) or plain fp32
     label: str = ""  # problem, direction and candidate: the NVTX range its timing runs in
+    # output() without its check and without waiting: (the output, its guards), for checks enqueued together
+    # (pipeline's lean screen, Note [a lean screen]); None: only output() (torch's op)
+    guarded_output: Callable[[], tuple[torch.Tensor, list[torch.Tensor]]] | None = None
 
 
 REDZONE = 4096  # elements of guard before and after an output buffer in the accuracy call (8-16 KB: alignment kept)
@@ -47,23 +50,37 @@ def guarded_like(t: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
     return buf.as_strided(t.shape, t.stride(), REDZONE), [buf[:REDZONE], buf[REDZONE + span:]]
 
 
+def check_counts(out: torch.Tensor, guards: Sequence[torch.Tensor]) -> torch.Tensor:
+    """On the output's device, without waiting: [guard elements changed before, after, NaN-poisoned elements left]
+    (int64; what check_output judges)."""
+    changed = [(g != torch.full((), REDZONE_VALUE, dtype=g.dtype)).sum() for g in guards]  # as stored (bf16 rounds)
+    return torch.stack(changed + [torch.isnan(out).sum()])
+
+
+def output_problem(before: int, after: int, unwritten: int, numel: int) -> str | None:
+    """What is wrong with an output whose check_counts are these, or None."""
+    for where, changed in (("before", before), ("after", after)):
+        if changed:
+            return f"wrote outside its output buffer: {changed} of {REDZONE} guard elements {where} it changed"
+    if unwritten:
+        return f"left {unwritten} of {numel} output elements unwritten (still the NaN poison)"
+    return None
+
+
 def check_output(out: torch.Tensor, guards: Sequence[torch.Tensor]) -> None:
     """OutputCheckFailed when a guard changed (a write outside the buffer) or a NaN poison survived (unwritten)."""
-    for where, g in zip(("before", "after"), guards):
-        changed = int((g != torch.full((), REDZONE_VALUE, dtype=g.dtype)).sum())  # as stored (bf16 rounds it)
-        if changed:
-            raise OutputCheckFailed(f"wrote outside its output buffer: {changed} of {REDZONE} guard elements "
-                                    f"{where} it changed")
-    unwritten = int(torch.isnan(out).sum())
-    if unwritten:
-        raise OutputCheckFailed(f"left {unwritten} of {out.numel()} output elements unwritten (still the NaN poison)")
+    wrong = output_problem(*(int(n) for n in check_counts(out, guards).tolist()), out.numel())
+    if wrong:
+        raise OutputCheckFailed(wrong)
 
 
 def own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]], call: Callable[[int], Any]):
-    """output(): one call into a NaN-poisoned output placed between two guards (redzones), checked after."""
+    """(output, guarded_output): output() makes one call into a NaN-poisoned output placed between two guards
+    (redzones) and checks it; guarded_output() makes the same call and returns (the output, its guards) unchecked,
+    without waiting for it."""
     role = OUTPUT_OPERAND[cdir]
 
-    def output() -> torch.Tensor:
+    def guarded_output() -> tuple[torch.Tensor, list[torch.Tensor]]:
         orig = sets[0][role]
         out, guards = guarded_like(orig)
         out.fill_(float("nan"))
@@ -72,10 +89,14 @@ def own_output(problem: Problem, cdir: str, sets: list[dict[str, torch.Tensor]],
             call(0)
         finally:
             sets[0][role] = orig
+        return out, guards
+
+    def output() -> torch.Tensor:
+        out, guards = guarded_output()
         check_output(out, guards)
         return out
 
-    return output
+    return output, guarded_output
 
 
 def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, sets, limit: int,
@@ -93,8 +114,9 @@ def legacy_runnable(problem: Problem, cdir: str, algo_id: int, math_type: str, s
         t = backend.legacy_time_calls(cdir, cp, algo_id, math_type, xs, ws, ys, k, limit)
         return t.host_ms, t.gpu_ms
 
-    return Runnable(call, loop, own_output(problem, cdir, sets, call),
-                    tensor_math=tensor_math(problem.dtype, math_type), label=label)
+    output, guarded = own_output(problem, cdir, sets, call)
+    return Runnable(call, loop, output, tensor_math=tensor_math(problem.dtype, math_type), label=label,
+                    guarded_output=guarded)
 
 
 def plan_runnable(problem: Problem, cdir: str, plan: backend.Plan, sets, heuristic_rank: int | None = None,
@@ -111,8 +133,9 @@ def plan_runnable(problem: Problem, cdir: str, plan: backend.Plan, sets, heurist
         t = plan.time_calls(xs, ws, ys, k)
         return t.host_ms, t.gpu_ms
 
-    return Runnable(call, loop, own_output(problem, cdir, sets, call), heuristic_rank=heuristic_rank,
-                    tensor_math=tensor_math(problem.dtype, problem.math), label=label)
+    output, guarded = own_output(problem, cdir, sets, call)
+    return Runnable(call, loop, output, heuristic_rank=heuristic_rank,
+                    tensor_math=tensor_math(problem.dtype, problem.math), label=label, guarded_output=guarded)
 
 
 def torch_runnable(problem: Problem, cdir: str, sets) -> Runnable:

@@ -40,6 +40,8 @@ class MeasureConfig:
     throughput: bool = True  # False (a screen): kernel-clock samples only; host time is the first timed call's
     close: float = 0.0  # > 0 (a screen): one kernel-clock sample each first, the rest only for rows within close x
     # the fastest of those samples (measure_rows)
+    lean: bool = False  # a screen's accuracy calls enqueued together, each its row's first-call estimate, one wait
+    # for all, no separate first timed call (measure_rows; Note [a lean screen] in measure/pipeline.py)
 
 
 @dataclass(frozen=True)

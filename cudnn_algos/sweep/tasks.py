@@ -107,7 +107,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
     configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
-    workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py), screened,
+    workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py;
+    options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True)), screened,
     refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
     algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
     "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
@@ -117,12 +118,13 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     from ..backend import environment
     from ..engines import find_engines
     from ..errors import CudaContextLost, CudaError, CudnnError, is_context_lost
+    from ..measure.steps import recording
     from ..problem import CUDNN_DIRECTION
     from ..choose.model import problem_class
     from ..spec import ConvSpec
 
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,
-            "share_gpu": False, **(options or {})}
+            "share_gpu": False, "lean": False, **(options or {})}
     t0 = time.perf_counter()
     base = {"worker": worker_name(), "env": None}
     if (skip := _after_loss(base)) is not None:
@@ -136,16 +138,19 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         spec = ConvSpec.from_dict(task["spec"])
         cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
         known = (opts.get("known") or {}).get(problem_class(cdir, task["dtype"], task["memory_format"]), ())
-        r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
-                         memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
-                         repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
-                         exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
-                         build_threads=opts["build_threads"], configs=tuple(known),
-                         heuristics=SEARCH_LISTS, gpu_turn=turn)
+        with recording() as steps:
+            r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
+                             memory_format=task["memory_format"], measure=True, compare_torch=True,
+                             torch_benchmark=True, repeats=opts["repeats"], screen=opts["screen"],
+                             refine=opts["refine"], exhaustive=opts["exhaustive"] > 0,
+                             max_configs=max(opts["exhaustive"], 64), build_threads=opts["build_threads"],
+                             configs=tuple(known), heuristics=SEARCH_LISTS, gpu_turn=turn, lean=bool(opts["lean"]))
         # disjoint steps: building every plan (the refine's neighbours too), then everything else find_engines did
         # (screen, refine's timing, confirm, torch's op); measure_s alone would count the refine's building twice
         build_s = r.search_ms / 1e3
         stages.update(engine_build=build_s, engine_timing=max(0.0, time.perf_counter() - t0 - build_s))
+        # within the timing (not disjoint from it: the refine's step holds its building): the search's own steps
+        stages.update({f"step_{k}": v for k, v in steps.items()})
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
         rows = r.to_records(**context)
         if opts["legacy"]:
