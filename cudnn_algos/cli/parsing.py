@@ -334,7 +334,8 @@ def _add_corpus_parser(sub) -> None:
                         "columns do)")
     w.add_argument("--lean", action="store_true",
                    help="a lean screen: each configuration's accuracy check enqueued with the others' and one wait "
-                        "for all, no separate first timed call (screened rows have no host time; docs/sweep.md)")
+                        "for all, no separate first timed call (screened rows have no host time), and CUPTI kept "
+                        "attached for each worker's life (docs/sweep.md)")
     w.add_argument("--known", default=None, metavar="MODEL",
                    help="also time the known configurations of this selector ('shipped' or a .npz) for each "
                         "problem's class, so `selector eval` can score them (Note [known configurations])")

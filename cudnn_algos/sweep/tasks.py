@@ -20,6 +20,20 @@ from .turns import GpuTurn
 DIE_ONCE_ENV = "CUDNN_ALGOS_SWEEP_DIE_ONCE"  # dry runs: a file whose first reader deletes it and kills its worker
 NOT_RUN = "not run"  # a task's status when its worker's CUDA context was lost before it: the driver runs it again
 _LOST: dict[str, str] = {}  # this process's lost CUDA context, once a task lost it: {"reason": ...}
+_HELD: list[Any] = []  # the cupti_held() block a lean task entered in this process, never left (_hold_cupti)
+
+
+def _hold_cupti() -> None:
+    """A lean sweep's worker keeps CUPTI attached between its searches' kernel-clock sessions for the rest of its
+    life (measure.cupti_held: entered once, never left): one attach instead of one per session (five a task), and
+    no host memory kept by each attach/finalize cycle over thousands of tasks. The idle CUPTI slows launches a
+    little: that reaches the confirmed rows' throughput and host samples, not the kernel clock."""
+    if not _HELD:
+        from ..measure import cupti_held
+
+        held = cupti_held()
+        held.__enter__()
+        _HELD.append(held)
 
 
 def _context_lost(base: dict[str, Any], e: BaseException, t0: float) -> dict[str, Any]:
@@ -108,7 +122,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
     configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
     workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py;
-    options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True)), screened,
+    options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held
+    attached for the worker's life, _hold_cupti), screened,
     refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
     algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
     "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
@@ -138,6 +153,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         spec = ConvSpec.from_dict(task["spec"])
         cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
         known = (opts.get("known") or {}).get(problem_class(cdir, task["dtype"], task["memory_format"]), ())
+        if opts["lean"]:
+            _hold_cupti()
         with recording() as steps:
             r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
                              memory_format=task["memory_format"], measure=True, compare_torch=True,
