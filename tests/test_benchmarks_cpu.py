@@ -368,7 +368,8 @@ def test_sweep_profile_lists_where_a_tasks_time_goes(tmp_path):
     p = subprocess.run([sys.executable, script, str(corpus), "--n", "2", "--dry-run", "--no-legacy", "--build-threads",
                         "4", "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "(no legacy, 4 build thread(s))" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
-    assert json.loads(out.read_text())["options"] == {"seconds": 0.01, "legacy": False, "build_threads": 4}
+    assert json.loads(out.read_text())["options"] == {"seconds": 0.01, "legacy": False, "build_threads": 4,
+                                                      "lean": False}
     p = subprocess.run([sys.executable, script, str(corpus), "--n", "0", "--dry-run"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "--n 0" in p.stderr
