@@ -190,8 +190,8 @@ def find_engines(
 ) -> EngineSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
-    heuristics: which of cuDNN's ranked lists to take configurations from ("instant", "a", "b", "fallback");
-        torch's convolution uses "instant" then "fallback". Default: all four, or none when ``configs`` is given.
+    heuristics: which of cuDNN's ranked lists to take configurations from ("instant", "a", "b", "fallback"; torch
+        uses "instant" then "fallback"). Default: all four, or none when ``configs`` is given.
     configs: configurations to build exactly, by their stable names (``eng62{TILE_SIZE=0,...}``, as rows name
         them; source "exact"): to time one row again, alone, in another process or on another day.
     exhaustive: also every engine x every knob combination (in rounds over the engines) until ``max_configs``
@@ -203,15 +203,13 @@ def find_engines(
         fastest ones torch would accept (and torch's op) with ``repeats`` samples of every clock on fresh operands,
         in one kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen
         samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
-    lean: with screen, the screen's accuracy calls are enqueued together with one wait for all, and each is its
-        row's first-call estimate (Note [a lean screen] in measure/pipeline.py): every row still checked before it
-        is timed, much less host time a configuration; a screened row then has no host time. For sweeps.
+    lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (every
+        row still checked before it is timed; screened rows have no host time): for sweeps (Note [a lean screen]).
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
         kernels (the kernel clock's CUPTI records), and with ``measure`` time it in the same session as our best
         (default: = measure).
-    torch_benchmark: cudnn.benchmark for torch's calls (default: as set). torch keeps the first plan it picks for a
-        problem for the life of the process, so benchmark mode's choice shows only for a problem torch has not run
-        yet in this process.
+    torch_benchmark: cudnn.benchmark for torch's calls (default: as set). torch keeps its first plan for a problem
+        for the process's life: benchmark mode's choice shows only for a problem torch has not run yet here.
     refine: with measure, build every one-knob neighbour of the ``refine`` fastest configurations torch would
         accept, up to ``refine_max`` new ones, and measure them too (source "refine").
     check_clock: also time every measured row with the independent clock (torch.profiler).

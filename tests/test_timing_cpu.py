@@ -363,12 +363,12 @@ def test_output_redzones_catch_writes_outside_and_unwritten_elements(dtype, fmt)
         sets[0]["y"].view(-1)[: sets[0]["y"].numel() // 2].fill_(1.0) if fmt == torch.contiguous_format else \
             sets[0]["y"][:1].fill_(1.0)
 
-    out = measure.runnable.own_output(problem, "forward", sets, honest)()
+    out = measure.runnable.own_output(problem, "forward", sets, honest)[0]()
     assert torch.equal(out.float(), torch.ones(2, 4, 6, 6)) and sets[0]["y"] is y  # the operand set is restored
     for call, match in ((past_the_end, "guard elements after"), (before_the_start, "guard elements before"),
                         (half, "unwritten")):
         with pytest.raises(measure.OutputCheckFailed, match=match):
-            measure.runnable.own_output(problem, "forward", sets, call)()
+            measure.runnable.own_output(problem, "forward", sets, call)[0]()
         assert sets[0]["y"] is y
 
 

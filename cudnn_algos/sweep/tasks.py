@@ -131,11 +131,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
 
     from ..api import find
     from ..backend import environment
-    from ..engines import find_engines
     from ..errors import CudaContextLost, CudaError, CudnnError, is_context_lost
-    from ..measure.steps import recording
-    from ..problem import CUDNN_DIRECTION
-    from ..choose.model import problem_class
     from ..spec import ConvSpec
 
     opts = {"repeats": 5, "screen": 3, "refine": 2, "exhaustive": 0, "legacy": True, "build_threads": 1,
@@ -151,17 +147,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     turn = GpuTurn(directory=opts.get("turn_dir")) if opts["share_gpu"] else None
     try:
         spec = ConvSpec.from_dict(task["spec"])
-        cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
-        known = (opts.get("known") or {}).get(problem_class(cdir, task["dtype"], task["memory_format"]), ())
-        if opts["lean"]:
-            _hold_cupti()
-        with recording() as steps:
-            r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
-                             memory_format=task["memory_format"], measure=True, compare_torch=True,
-                             torch_benchmark=True, repeats=opts["repeats"], screen=opts["screen"],
-                             refine=opts["refine"], exhaustive=opts["exhaustive"] > 0,
-                             max_configs=max(opts["exhaustive"], 64), build_threads=opts["build_threads"],
-                             configs=tuple(known), heuristics=SEARCH_LISTS, gpu_turn=turn, lean=bool(opts["lean"]))
+        r, steps = _engine_search(spec, task, opts, turn)
         # disjoint steps: building every plan (the refine's neighbours too), then everything else find_engines did
         # (screen, refine's timing, confirm, torch's op); measure_s alone would count the refine's building twice
         build_s = r.search_ms / 1e3
@@ -200,6 +186,28 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         if is_context_lost(e):
             return _context_lost(base, e, t0)
         raise
+
+
+def _engine_search(spec: Any, task: dict[str, Any], opts: dict[str, Any], turn: Any) -> tuple[Any, dict[str, float]]:
+    """measure_task's find_engines call (with options["known"], the known configurations of the task's class too)
+    and the host seconds of its steps (measure.steps)."""
+    from ..choose.model import problem_class
+    from ..engines import find_engines
+    from ..measure.steps import recording
+    from ..problem import CUDNN_DIRECTION
+
+    cdir = CUDNN_DIRECTION[(spec.transposed, task["direction"])]  # the class's direction: the one cuDNN runs
+    known = (opts.get("known") or {}).get(problem_class(cdir, task["dtype"], task["memory_format"]), ())
+    if opts["lean"]:
+        _hold_cupti()
+    with recording() as steps:
+        r = find_engines(spec, tuple(task["input_shape"]), direction=task["direction"], dtype=task["dtype"],
+                         memory_format=task["memory_format"], measure=True, compare_torch=True, torch_benchmark=True,
+                         repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
+                         exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
+                         build_threads=opts["build_threads"], configs=tuple(known), heuristics=SEARCH_LISTS,
+                         gpu_turn=turn, lean=bool(opts["lean"]))
+    return r, steps
 
 
 def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
