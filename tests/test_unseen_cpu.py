@@ -497,7 +497,9 @@ def test_show_selector_beside_a_saved_profile(tmp_path):
     rep = load_json(path)
     picks = selector_picks(rep, shipped())
     assert len(picks) == sum(len(p.engines) for p in rep.problems)
-    assert all(x.pick_ms >= x.best_ms * 0.999 and x.shortlist_ms <= x.pick_ms for x in picks)
+    # the shortlist holds the selector's first; where that is a known configuration the profile did not time, the
+    # pick is the next timed one, which the shortlist of 3 may not hold
+    assert all(x.pick_ms >= x.best_ms * 0.999 and (x.shortlist_ms <= x.pick_ms or x.untimed_first) for x in picks)
     assert all(x.auto_ms >= x.best_ms * 0.999 for x in picks)  # k="auto"'s shortlist: timed rows of the profile
     lines = selector_lines(picks, shipped())
     assert lines[-1].lstrip().startswith("all") and max(map(len, lines)) <= 120
@@ -772,7 +774,8 @@ def test_the_helper_ranks_as_the_models_process_would(mode, k):
         lp.close()
     want, want_short = rank(candidates_of(plans, "float16", False, True), shipped(), feats, k)
     assert ms == 3.0 and ranked == want and short == want_short and len(ranked) > 2
-    assert len(short) == k if k != "auto" else 2 <= len(short) <= AUTO_MAX
+    # k, and INSTANT's first after them where they do not hold it (Selector.shortlist)
+    assert k <= len(short) <= k + 1 if k != "auto" else 2 <= len(short) <= AUTO_MAX
 
 
 def test_k_auto_ranks_and_shortlists_from_one_prediction_a_subclass_rank_still_asked(monkeypatch):
