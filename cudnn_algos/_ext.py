@@ -87,15 +87,15 @@ def how_loaded() -> str:
 def _check_versions(mod: ModuleType) -> None:
     import torch
 
-    v = mod.versions()
-    built, run = v["cudnn_build"], v["cudnn_runtime"]
+    v = mod.versions()  # the bound struct (csrc/bind/problem.cpp); backend.Versions is its typed face
+    built, run = v.cudnn_build, v.cudnn_runtime
     if built // 10000 != run // 10000:
         raise ExtensionUnavailableError(
             f"cudnn_algos._C was built against cuDNN {built} but cuDNN {run} is loaded: rebuild the extension"
         )
-    if v["torch_build"] != torch.__version__:
+    if v.torch_build != torch.__version__:
         warnings.warn(
-            f"cudnn_algos._C was built with torch {v['torch_build']} but torch {torch.__version__} is running; "
+            f"cudnn_algos._C was built with torch {v.torch_build} but torch {torch.__version__} is running; "
             "rebuild it (pip install --no-build-isolation -e .) if anything misbehaves",
             RuntimeWarning,
             stacklevel=3,

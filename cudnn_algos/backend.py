@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Sequence
 
 import torch
@@ -31,6 +31,12 @@ __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTi
            "cudnn_handles"]
 
 KnobList = Sequence[tuple[int, int]]  # (cuDNN knob type, value) pairs
+
+
+def _as(cls: type, bound: Any, **given: Any) -> Any:
+    """The frozen dataclass `cls` from the extension's bound struct of the same field names (csrc/bind/*.cpp), the
+    fields in `given` as given."""
+    return cls(**{f.name: given[f.name] if f.name in given else getattr(bound, f.name) for f in fields(cls)})
 
 
 def load():
@@ -99,8 +105,7 @@ def legacy_search(direction: Direction | str, cp, mode: Mode | str, x: torch.Ten
     """cuDNN's legacy Find / FindEx / Get (heuristic) for one cuDNN direction of problem `cp` (conv_problem)."""
     d = _ext.load().search(_dir(direction), cp, Mode(mode).value, x, w, y, workspace_limit=workspace_limit,
                            device=device)
-    return LegacySearch(rows=tuple(LegacyRow(**r) for r in d["rows"]), workspace_given=d["workspace_given"],
-                        search_ms=float(d["search_ms"]), returned=int(d["returned"]))
+    return _as(LegacySearch, d, rows=tuple(_as(LegacyRow, r) for r in d.rows))
 
 
 def legacy_execute(direction: Direction | str, cp, algo_id: int, math: MathType | str, x: torch.Tensor,
@@ -113,9 +118,8 @@ def legacy_time_calls(direction: Direction | str, cp, algo_id: int, math: MathTy
                       xs: Sequence[torch.Tensor], ws: Sequence[torch.Tensor], ys: Sequence[torch.Tensor], iters: int,
                       workspace_limit: int = -1) -> CallTiming:
     """`iters` back-to-back calls in C++, rotating through the operand sets."""
-    t = _ext.load().time_calls(_dir(direction), cp, algo_id, MathType(math).value, list(xs), list(ws), list(ys),
-                               iters, workspace_limit)
-    return CallTiming(float(t["host_ms"]), float(t["gpu_ms"]))
+    return _as(CallTiming, _ext.load().time_calls(_dir(direction), cp, algo_id, MathType(math).value, list(xs),
+                                                  list(ws), list(ys), iters, workspace_limit))
 
 
 def algo_names(direction: Direction | str) -> list[str]:
@@ -155,7 +159,7 @@ class Plan:
     def time_calls(self, xs: Sequence[torch.Tensor], ws: Sequence[torch.Tensor], ys: Sequence[torch.Tensor],
                    iters: int) -> CallTiming:
         t = self.live.time_calls(list(xs), list(ws), list(ys), iters)
-        return CallTiming(float(t["host_ms"]), float(t["gpu_ms"]))
+        return _as(CallTiming, t)
 
 
 @dataclass(frozen=True)
@@ -178,9 +182,8 @@ def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SE
     out = _ext.load().engine_search(_dir(direction), cp, list(heuristics), exhaustive, max_configs, runtime_compiled,
                                     device, [(e, [tuple(k) for k in kn]) for e, kn in seeds],
                                     [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build), int(build_threads))
-    return EngineSearchOut(plans=tuple(Plan.of(p) for p in out["plans"]), engine_count=int(out["engine_count"]),
-                           search_ms=float(out["search_ms"]),
-                           heuristic_query_ms=tuple((str(m), float(t)) for m, t in out["heuristic_query_ms"]))
+    return _as(EngineSearchOut, out, plans=tuple(Plan.of(p) for p in out.plans),
+               heuristic_query_ms=tuple((str(m), float(t)) for m, t in out.heuristic_query_ms))
 
 
 def build_listed(out: EngineSearchOut, threads: int = 1, device: int = 0) -> EngineSearchOut:
@@ -226,7 +229,8 @@ def kernel_clock_now() -> int:
 
 def kernel_clock_end(device: int, windows: Sequence[tuple[int, int]]) -> list[WindowActivity]:
     """Closes the session; what each window saw (RuntimeError "session lost" when CUPTI was finalized under it)."""
-    return [WindowActivity(int(b), int(n), tuple(k)) for b, n, k in _ext.load().kernel_clock_end(device, list(windows))]
+    return [_as(WindowActivity, w, kernels=tuple(w.kernels))
+            for w in _ext.load().kernel_clock_end(device, list(windows))]
 
 
 def kernel_clock_abort() -> None:
@@ -238,7 +242,7 @@ def kernel_clock_keep_attached(on: bool) -> None:
 
 
 def kernel_clock_stats() -> KernelClockStats:
-    return KernelClockStats(**_ext.load().kernel_clock_stats())
+    return _as(KernelClockStats, _ext.load().kernel_clock_stats())
 
 
 # =============================================================================================== pinned winners
@@ -294,7 +298,7 @@ def pinned_clear() -> None:
 
 
 def pinned_counts() -> list[PinnedCount]:
-    return [PinnedCount(*c[:9], tuple(tuple(k) for k in c[9])) for c in _ext.load().pinned_counts()]
+    return [_as(PinnedCount, c, knobs=tuple(tuple(k) for k in c.knobs)) for c in _ext.load().pinned_counts()]
 
 
 def pinned_set_miss_handler(handler) -> None:
@@ -317,7 +321,7 @@ def pinned_stage_timing(on: bool) -> None:
 
 def pinned_stage_times() -> StageTimes:
     t = _ext.load().pinned_stage_times()
-    return StageTimes(int(t["forward_calls"]), int(t["backward_calls"]), dict(t["ns"]))
+    return _as(StageTimes, t, ns=dict(t.ns))
 
 
 def bound_conv(stride: Sequence[int], padding: Sequence[int], output_padding: Sequence[int],
@@ -348,7 +352,7 @@ class HandleCounts:
 
 
 def versions() -> Versions:
-    return Versions(**_ext.load().versions())
+    return _as(Versions, _ext.load().versions())
 
 
 @functools.lru_cache(maxsize=None)
@@ -370,4 +374,4 @@ def probe_handle(device: int = 0) -> str:
 
 
 def cudnn_handles() -> HandleCounts:
-    return HandleCounts(**_ext.load().cudnn_handles())
+    return _as(HandleCounts, _ext.load().cudnn_handles())

@@ -13,16 +13,16 @@ def ext():
 
 
 def test_loaded_and_versions_agree_with_torch(ext):
-    v = ext.versions()
-    assert v["cudnn_runtime"] == torch.backends.cudnn.version()
-    assert v["cudnn_build"] // 10000 == v["cudnn_runtime"] // 10000
-    assert v["torch_build"] == torch.__version__
+    v = backend.versions()
+    assert v.cudnn_runtime == torch.backends.cudnn.version()
+    assert v.cudnn_build // 10000 == v.cudnn_runtime // 10000
+    assert v.torch_build == torch.__version__
     assert backend.how_loaded() in ("installed", "jit")
 
 
 def test_build_config_finds_the_cudnn_torch_loads(ext):
     cfg = _build.find_build_config()
-    assert cfg.cudnn_header_version == ext.versions()["cudnn_build"]
+    assert cfg.cudnn_header_version == ext.versions().cudnn_build
     from cudnn_algos.problem import loaded_cudnn_library
 
     lib = loaded_cudnn_library()
@@ -74,7 +74,7 @@ def test_jit_build_from_source_tree(tmp_path):
     import sys
 
     env = dict(os.environ, CUDNN_ALGOS_FORCE_JIT="1")
-    code = "from cudnn_algos import backend; m = backend.load(); print(backend.how_loaded(), m.versions()['cudnn_runtime'])"
+    code = "from cudnn_algos import backend; m = backend.load(); print(backend.how_loaded(), m.versions().cudnn_runtime)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split()[-2:] == ["jit", str(torch.backends.cudnn.version())]
@@ -90,4 +90,28 @@ def test_handle_counts_count_only_handles_made(ext):
         ext.probe_handle(0)
     except RuntimeError:
         pass
-    assert ext.cudnn_handles() == {"created": 0, "pooled": 0}
+    assert backend.cudnn_handles() == backend.HandleCounts(created=0, pooled=0)
+
+
+def test_the_extensions_results_are_structs_named_as_the_typed_face_reads_them(ext):
+    """Issue 54: every result the extension returns is a bound struct (csrc/bind/*.cpp), not a dict or a positional
+    tuple, and backend.py builds its frozen dataclasses from it by field name (backend._as): a field renamed or left
+    out on either side fails here, on the CPU, before any GPU run reads it."""
+    from dataclasses import fields
+
+    faces = {"AlgoRow": backend.LegacyRow, "SearchOutput": backend.LegacySearch, "CallTiming": backend.CallTiming,
+             "EngineSearchOutput": backend.EngineSearchOut, "WindowActivity": backend.WindowActivity,
+             "KernelClockStats": backend.KernelClockStats, "PinnedCount": backend.PinnedCount,
+             "StageTimes": backend.StageTimes, "Versions": backend.Versions, "HandleCounts": backend.HandleCounts}
+    for name, face in faces.items():
+        bound = getattr(ext, name)
+        assert [f.name for f in fields(face) if not hasattr(bound, f.name)] == [], name
+    # the ones that answer without a GPU, through the typed face
+    v = backend.versions()
+    assert isinstance(v, backend.Versions) and v.cudnn_build > 0 and isinstance(v.torch_build, str)
+    assert isinstance(backend.kernel_clock_stats().sessions, int) and backend.cudnn_handles().created >= 0
+    backend.pinned_clear()
+    backend.pinned_reset_counts()
+    assert backend.pinned_counts() == []
+    times = backend.pinned_stage_times()
+    assert isinstance(times, backend.StageTimes) and isinstance(times.ns, dict) and times.forward_calls >= 0

@@ -214,15 +214,15 @@ def test_threads_that_come_and_go_reuse_the_handles_of_ended_threads():
         deadline = time.monotonic() + 10
         while True:
             now = backend.load().cudnn_handles()
-            if now["pooled"] >= before["pooled"] + now["created"] - before["created"] or time.monotonic() > deadline:
+            if now.pooled >= before.pooled + now.created - before.created or time.monotonic() > deadline:
                 return now
             time.sleep(0.01)
 
     first = round_of(4)
-    assert not errors and first["pooled"] >= 4, errors
+    assert not errors and first.pooled >= 4, errors
     for _ in range(3):
         later = round_of(4)
-        assert later["created"] == first["created"] and later["pooled"] == first["pooled"]
+        assert later.created == first.created and later.pooled == first.pooled
     assert not errors
 
 

@@ -130,12 +130,12 @@ def test_sessions_with_cupti_held_record_what_finalized_sessions_record():
     torch.nn.functional.conv2d(x, w, padding=1)  # the process's first convolution may launch more (set-up) kernels
     torch.cuda.synchronize()
     plain = session()
-    f0 = ext.kernel_clock_stats()["finalizes"]
+    f0 = ext.kernel_clock_stats().finalizes
     with measure.cupti_held():
         held = [session() for _ in range(3)]
-        assert ext.kernel_clock_stats()["attached"] and ext.kernel_clock_stats()["finalizes"] == f0
+        assert ext.kernel_clock_stats().attached and ext.kernel_clock_stats().finalizes == f0
     stats = ext.kernel_clock_stats()
-    assert stats["finalizes"] == f0 + 1 and not stats["attached"] and stats["buffers_outstanding"] == 0
+    assert stats.finalizes == f0 + 1 and not stats.attached and stats.buffers_outstanding == 0
     for busy, n, kernels in held:
         assert n == plain[1] and kernels == plain[2] and 0.5 < busy / plain[0] < 2
     with measure.cupti_held():

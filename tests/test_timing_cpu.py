@@ -3,6 +3,7 @@ FLOP counts, argument checks, the union of intervals, CUPTI teardown, the benchm
 measure_rows' handling of a kernel clock that cannot run and of a candidate that fails. GPU truth (the kernel clock
 against CUPTI, accuracy) is in test_gpu_measure.py and the device script's fidelity table."""
 import os
+from types import SimpleNamespace
 from dataclasses import replace
 
 import pytest
@@ -119,6 +120,11 @@ def test_kernel_clock_refuses_inside_a_profiler_session(monkeypatch):
             pass
 
 
+def _window(busy_ns, activities, kernels):
+    """What the extension's kernel_clock_end answers per window (its bound WindowActivity's fields)."""
+    return SimpleNamespace(busy_ns=busy_ns, activities=activities, kernels=kernels)
+
+
 class _ClockExt:
     """A stand-in for the extension's kernel clock: kernel_clock_end answers end(windows)."""
 
@@ -149,7 +155,7 @@ def test_a_session_another_cupti_client_finalized_is_measured_again(monkeypatch)
         how = outcomes.pop(0)
         if how == "lost":
             raise RuntimeError("kernel clock: session lost: another CUPTI client finalized CUPTI during it")
-        return [(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
+        return [_window(2000, 0 if how == "silent" else 1, ["k"]) for _ in windows]
 
     monkeypatch.setattr(backend._ext, "load", lambda: _ClockExt(end))
     monkeypatch.setattr(measure.clocks.torch.cuda, "is_available", lambda: False)  # no marker window (below)
@@ -179,7 +185,7 @@ def test_a_session_finalized_part_way_is_caught_by_its_closing_marker(monkeypatc
     def end(windows):
         ends.append(len(windows))
         cut = outcomes.pop(0)  # windows from this index on saw nothing
-        return [(2000, 200 if i < cut else 0, ["k"]) for i in range(len(windows))]
+        return [_window(2000, 200 if i < cut else 0, ["k"]) for i in range(len(windows))]
 
     monkeypatch.setattr(backend._ext, "load", lambda: _ClockExt(end))
     monkeypatch.setattr(measure.clocks.torch.cuda, "is_available", lambda: True)
@@ -482,15 +488,15 @@ def test_a_session_kept_attached_is_finalized_when_keeping_ends():
     try:
         failed_session()
         s1 = ext.kernel_clock_stats()
-        assert s1["sessions"] == s0["sessions"] + 1 and s1["finalizes"] == s0["finalizes"] and s1["attached"]
+        assert s1.sessions == s0.sessions + 1 and s1.finalizes == s0.finalizes and s1.attached
         failed_session()  # attached already: registers again, still no finalize
-        assert ext.kernel_clock_stats()["finalizes"] == s0["finalizes"]
+        assert ext.kernel_clock_stats().finalizes == s0.finalizes
     finally:
         ext.kernel_clock_keep_attached(False)
     s2 = ext.kernel_clock_stats()
-    assert s2["finalizes"] == s0["finalizes"] + 1 and not s2["attached"] and s2["buffers_outstanding"] == 0
+    assert s2.finalizes == s0.finalizes + 1 and not s2.attached and s2.buffers_outstanding == 0
     failed_session()  # not kept: finalized at the session's end
-    assert ext.kernel_clock_stats()["finalizes"] == s0["finalizes"] + 2
+    assert ext.kernel_clock_stats().finalizes == s0.finalizes + 2
 
 
 def test_a_failed_candidate_row_names_the_stage_that_raised():

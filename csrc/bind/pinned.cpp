@@ -29,13 +29,18 @@ void bind_pinned(py::module_& m) {
   m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"), py::arg("origin") = "stored");
   m.def("pinned_clear", &pinned_clear);
   m.def("pinned_ask_again", &pinned_ask_again, py::arg("key"), py::arg("forget_origin") = "");
-  m.def("pinned_counts", []() {
-    py::list out;
-    for (const auto& c : pinned_counts())
-      out.append(py::make_tuple(c.key, c.pinned, c.torch, c.fallback, c.reason, c.execute_ns, c.timed_calls,
-                                c.origin, c.engine_id, c.knobs));
-    return out;
-  });
+  py::class_<PinnedCount>(m, "PinnedCount")
+      .def_readonly("key", &PinnedCount::key)
+      .def_readonly("pinned", &PinnedCount::pinned)
+      .def_readonly("torch", &PinnedCount::torch)
+      .def_readonly("fallback", &PinnedCount::fallback)
+      .def_readonly("reason", &PinnedCount::reason)
+      .def_readonly("origin", &PinnedCount::origin)
+      .def_readonly("engine_id", &PinnedCount::engine_id)
+      .def_readonly("knobs", &PinnedCount::knobs)
+      .def_readonly("execute_ns", &PinnedCount::execute_ns)
+      .def_readonly("timed_calls", &PinnedCount::timed_calls);
+  m.def("pinned_counts", &pinned_counts);
   // Note [unseen problems] (pinned.h): what the handler is asked, and the handler itself (a Python callable
   // query -> (configs, origin, why), or None)
   py::class_<MissQuery>(m, "MissQuery")
@@ -111,16 +116,11 @@ void bind_pinned(py::module_& m) {
   m.def("pinned_reset_counts", &pinned_reset_counts);
   m.def("pinned_plans_built", &pinned_plans_built);
   m.def("pinned_stage_timing", &pinned_stage_timing, py::arg("on"));
-  m.def("pinned_stage_times", []() {
-    const StageTimes t = pinned_stage_times();
-    py::dict d;
-    d["forward_calls"] = t.forward_calls;
-    d["backward_calls"] = t.backward_calls;
-    py::dict ns;
-    for (const auto& [name, v] : t.ns) ns[py::str(name)] = v;
-    d["ns"] = ns;
-    return d;
-  });
+  py::class_<StageTimes>(m, "StageTimes")
+      .def_readonly("forward_calls", &StageTimes::forward_calls)
+      .def_readonly("backward_calls", &StageTimes::backward_calls)
+      .def_readonly("ns", &StageTimes::ns);  // (stage, ns) pairs in the operator's order
+  m.def("pinned_stage_times", &pinned_stage_times);
 }
 
 }  // namespace cudnn_algos::bind

@@ -20,20 +20,25 @@ namespace cudnn_algos::bind {
 
 namespace {
 
-py::dict versions() {
-  py::dict d;
-  d["cudnn_runtime"] = static_cast<int64_t>(cudnnGetVersion());
-  d["cudnn_build"] = static_cast<int64_t>(CUDNN_VERSION);
-  d["cudnn_cudart"] = static_cast<int64_t>(cudnnGetCudartVersion());
-  int v = -1;
-  d["cuda_runtime"] = cudaRuntimeGetVersion(&v) == cudaSuccess ? v : -1;
-  v = -1;
-  // 0 with no driver installed; -1 if the call itself failed.
-  d["cuda_driver"] = cudaDriverGetVersion(&v) == cudaSuccess ? v : -1;
-  d["cuda_build"] = static_cast<int64_t>(CUDART_VERSION);
-  d["torch_build"] = std::string(CUDNN_ALGOS_BUILD_TORCH_VERSION);
-  return d;
-}
+// What the extension sees of the versions around it (backend.Versions reads these names).
+struct Versions {
+  int64_t cudnn_runtime = static_cast<int64_t>(cudnnGetVersion());
+  int64_t cudnn_build = static_cast<int64_t>(CUDNN_VERSION);
+  int64_t cudnn_cudart = static_cast<int64_t>(cudnnGetCudartVersion());
+  int64_t cuda_runtime = runtime_version();
+  int64_t cuda_driver = driver_version();  // 0 with no driver installed; -1 if the call itself failed
+  int64_t cuda_build = static_cast<int64_t>(CUDART_VERSION);
+  std::string torch_build = CUDNN_ALGOS_BUILD_TORCH_VERSION;
+
+  static int64_t runtime_version() {
+    int v = -1;
+    return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : -1;
+  }
+  static int64_t driver_version() {
+    int v = -1;
+    return cudaDriverGetVersion(&v) == cudaSuccess ? v : -1;
+  }
+};
 
 // A cuDNN handle needs a GPU; on a machine without one cudnnCreate answers with a status, not a crash.
 std::string probe_handle(int device) {
@@ -71,15 +76,20 @@ void bind_problem(py::module_& m) {
           }));
 
   m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
-  m.def("versions", &versions);
+  py::class_<Versions>(m, "Versions")
+      .def_readonly("cudnn_runtime", &Versions::cudnn_runtime)
+      .def_readonly("cudnn_build", &Versions::cudnn_build)
+      .def_readonly("cudnn_cudart", &Versions::cudnn_cudart)
+      .def_readonly("cuda_runtime", &Versions::cuda_runtime)
+      .def_readonly("cuda_driver", &Versions::cuda_driver)
+      .def_readonly("cuda_build", &Versions::cuda_build)
+      .def_readonly("torch_build", &Versions::torch_build);
+  m.def("versions", [] { return Versions{}; });
   m.def("probe_handle", &probe_handle, py::arg("device") = 0);
-  m.def("cudnn_handles", []() {
-    const HandleCounts c = handle_counts();
-    py::dict d;
-    d["created"] = c.created;
-    d["pooled"] = c.pooled;
-    return d;
-  });
+  py::class_<HandleCounts>(m, "HandleCounts")
+      .def_readonly("created", &HandleCounts::created)
+      .def_readonly("pooled", &HandleCounts::pooled);
+  m.def("cudnn_handles", &handle_counts);
   // for the CPU tests of the translation below: raises what a failed cuDNN call with this status raises
   m.def("_raise_cudnn_status", [](int code) {
     throw_cudnn(static_cast<cudnnStatus_t>(code), "_raise_cudnn_status", __FILE__, __LINE__);

@@ -10,22 +10,13 @@ namespace cudnn_algos::bind {
 
 namespace {
 
-py::dict row_to_dict(const AlgoRow& r) {
-  py::dict d;
-  d["algo_id"] = r.algo_id;
-  d["algo"] = r.algo;
-  d["status"] = r.status;
-  d["status_code"] = r.status_code;
-  d["time_ms"] = r.time_ms < 0 ? py::object(py::none()) : py::object(py::float_(r.time_ms));
-  d["workspace_bytes"] = r.workspace_bytes < 0 ? py::object(py::none()) : py::object(py::int_(r.workspace_bytes));
-  d["deterministic"] = r.deterministic < 0 ? py::object(py::none()) : py::object(py::bool_(r.deterministic == 1));
-  d["math_type"] = r.math_type.empty() ? py::object(py::none()) : py::object(py::str(r.math_type));
-  d["rank"] = r.rank < 0 ? py::object(py::none()) : py::object(py::int_(r.rank));
-  d["note"] = r.note;
-  return d;
+// a field cuDNN left unset (its sentinel: < 0, or empty) reads as None in Python
+template <typename T>
+py::object unless_negative(T v) {
+  return v < 0 ? py::object(py::none()) : py::cast(v);
 }
 
-py::dict search(const std::string& direction, const ConvProblem& p, const std::string& mode,
+SearchOutput search(const std::string& direction, const ConvProblem& p, const std::string& mode,
                 std::optional<at::Tensor> x, std::optional<at::Tensor> w, std::optional<at::Tensor> y,
                 int64_t workspace_limit, int device) {
   const Direction dir = parse_direction(direction);
@@ -37,19 +28,8 @@ py::dict search(const std::string& direction, const ConvProblem& p, const std::s
     b = buffers_of(p, *x, *w, *y, &device);
     bp = &b;
   }
-  SearchOutput out;
-  {
-    py::gil_scoped_release nogil;
-    out = legacy_search(dir, p, m, bp, workspace_limit, device);
-  }
-  py::list rows;
-  for (const auto& r : out.rows) rows.append(row_to_dict(r));
-  py::dict d;
-  d["rows"] = rows;
-  d["workspace_given"] = out.workspace_given < 0 ? py::object(py::none()) : py::object(py::int_(out.workspace_given));
-  d["search_ms"] = out.search_ms;
-  d["returned"] = out.returned;
-  return d;
+  py::gil_scoped_release nogil;
+  return legacy_search(dir, p, m, bp, workspace_limit, device);
 }
 
 void execute(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
@@ -62,29 +42,23 @@ void execute(const std::string& direction, const ConvProblem& p, int algo_id, co
   legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
 }
 
-py::dict time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
+CallTiming time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
                     const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
                     const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
   const Direction dir = parse_direction(direction);
   const cudnnMathType_t mt = parse_math(math);
   int device = 0;
   const std::vector<Buffers> sets = buffer_sets(p, xs, ws, ys, &device);
-  CallTiming t;
-  {
-    py::gil_scoped_release nogil;
-    t = legacy_time_calls(dir, p, algo_id, mt, sets, iters, workspace_limit, device);
-  }
-  py::dict d;
-  d["host_ms"] = t.host_ms;
-  d["gpu_ms"] = t.gpu_ms;
-  return d;
+  py::gil_scoped_release nogil;
+  return legacy_time_calls(dir, p, algo_id, mt, sets, iters, workspace_limit, device);
 }
 
-py::dict engine_search_py(const std::string& direction, const ConvProblem& p, std::vector<std::string> heuristics,
-                          bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
-                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
-                          std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
-                          bool build, int build_threads) {
+EngineSearchOutput engine_search_py(const std::string& direction, const ConvProblem& p,
+                                    std::vector<std::string> heuristics, bool exhaustive, int64_t max_configs,
+                                    bool runtime_compiled, int device,
+                                    std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
+                                    std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
+                                    bool build, int build_threads) {
   EngineSearchOptions opt;
   opt.build = build;
   opt.build_threads = build_threads;
@@ -95,23 +69,46 @@ py::dict engine_search_py(const std::string& direction, const ConvProblem& p, st
   opt.max_configs = max_configs;
   opt.runtime_compiled = runtime_compiled;
   const Direction dir = parse_direction(direction);
-  EngineSearchOutput out;
-  {
-    py::gil_scoped_release nogil;
-    out = engine_search(dir, p, opt, device);
-  }
-  py::dict d;
-  d["plans"] = out.plans;
-  d["engine_count"] = out.engine_count;
-  d["search_ms"] = out.search_ms;
-  d["heuristic_query_ms"] = out.heuristic_query_ms;
-  return d;
+  py::gil_scoped_release nogil;
+  return engine_search(dir, p, opt, device);
 }
 
 }  // namespace
 
 // The legacy API's search, execution and timed loop; the graph API's engine search and its plans.
 void bind_search(py::module_& m) {
+  // the results, as structs with named fields (backend.py reads them by the names of its dataclasses)
+  py::class_<AlgoRow>(m, "AlgoRow")
+      .def_readonly("algo_id", &AlgoRow::algo_id)
+      .def_readonly("algo", &AlgoRow::algo)
+      .def_readonly("status", &AlgoRow::status)
+      .def_readonly("status_code", &AlgoRow::status_code)
+      .def_property_readonly("time_ms", [](const AlgoRow& r) { return unless_negative(r.time_ms); })
+      .def_property_readonly("workspace_bytes", [](const AlgoRow& r) { return unless_negative(r.workspace_bytes); })
+      .def_property_readonly("deterministic",
+                             [](const AlgoRow& r) {
+                               return r.deterministic < 0 ? py::object(py::none()) : py::cast(r.deterministic == 1);
+                             })
+      .def_property_readonly("math_type",
+                             [](const AlgoRow& r) {
+                               return r.math_type.empty() ? py::object(py::none()) : py::cast(r.math_type);
+                             })
+      .def_property_readonly("rank", [](const AlgoRow& r) { return unless_negative(r.rank); })
+      .def_readonly("note", &AlgoRow::note);
+  py::class_<SearchOutput>(m, "SearchOutput")
+      .def_readonly("rows", &SearchOutput::rows)
+      .def_property_readonly("workspace_given",
+                             [](const SearchOutput& o) { return unless_negative(o.workspace_given); })
+      .def_readonly("search_ms", &SearchOutput::search_ms)
+      .def_readonly("returned", &SearchOutput::returned);
+  py::class_<CallTiming>(m, "CallTiming")
+      .def_readonly("host_ms", &CallTiming::host_ms)
+      .def_readonly("gpu_ms", &CallTiming::gpu_ms);
+  py::class_<EngineSearchOutput>(m, "EngineSearchOutput")
+      .def_readonly("plans", &EngineSearchOutput::plans)
+      .def_readonly("engine_count", &EngineSearchOutput::engine_count)
+      .def_readonly("search_ms", &EngineSearchOutput::search_ms)
+      .def_readonly("heuristic_query_ms", &EngineSearchOutput::heuristic_query_ms);
   m.def("search", &search, py::arg("direction"), py::arg("problem"), py::arg("mode"), py::arg("x") = py::none(),
         py::arg("w") = py::none(), py::arg("y") = py::none(), py::arg("workspace_limit") = -1,
         py::arg("device") = 0);
@@ -144,15 +141,8 @@ void bind_search(py::module_& m) {
              int device = 0;
              const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
              if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
-             CallTiming t;
-             {
-               py::gil_scoped_release nogil;
-               t = pl.time_calls(sets, iters);
-             }
-             py::dict d;
-             d["host_ms"] = t.host_ms;
-             d["gpu_ms"] = t.gpu_ms;
-             return d;
+             py::gil_scoped_release nogil;
+             return pl.time_calls(sets, iters);
            });
   m.def("heuristic_lists", &heuristic_lists);
   // the build's names of cuDNN's enum values, by value (csrc/common/knobs.h)
