@@ -8,11 +8,12 @@ legacy family, determinism, workspace, status (a configuration that fails to bui
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -216,7 +217,7 @@ def find_engines(
     build_threads: threads that finalize the plans (each with its own cuDNN handle; at most 64): the same rows,
         less host time where there are many (a sweep); every plan is built before any is timed.
     gpu_turn: a context manager held for everything that runs on the GPU once the plans are built (sweep workers
-        sharing a GPU: sweep.turns, Note [sharing a GPU]); building happens outside it.
+        sharing a GPU: sweep.turns, Note [sharing a GPU]); building, the refine's too, happens outside it.
     built: the plans ``list_ahead(...).build()`` built for the same problem and lists (ValueError when it was
         another's; Note [building ahead]).
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
@@ -252,7 +253,7 @@ def find_engines(
                 return _identify(result, problem, bench, dev)
             cfg = MeasureConfig(repeats=repeats, warmup=warmup, l2=l2, check_clock=check_clock)
             return _measured(result, problem, cfg, screen, confirm, refine, refine_max, runtime_compiled,
-                             compare_torch, bench, dev, build_threads, lean)
+                             compare_torch, bench, dev, build_threads, lean, gpu_turn)
     except CudaContextLost:
         raise
     except Exception as e:  # a fault reported outside a candidate's own calls (operands, torch's op, ...)
@@ -263,7 +264,8 @@ def find_engines(
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,
               refine: int, refine_max: int, runtime_compiled: bool, compare_torch: bool, bench: bool, dev: int,
-              build_threads: int = 1, lean: bool = False) -> EngineSearchResult:
+              build_threads: int = 1, lean: bool = False, gpu_turn: AbstractContextManager | None = None
+              ) -> EngineSearchResult:
     """Screen (or measure) every built plan, refine around the fastest, then confirm the fastest beside torch."""
     t0 = time.perf_counter()
     cdir = result.cudnn_direction
@@ -279,7 +281,7 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     if refine:
         with step("refine"):
             result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev,
-                             build_threads)
+                             build_threads, gpu_turn)
     del sets
     with step("confirm"):
         result = _confirm(result, problem, ref, cfg, confirm if (screen or compare_torch) else 0, compare_torch,
@@ -317,22 +319,39 @@ def _ranked(rows: Sequence[EngineRow]) -> tuple[EngineRow, ...]:
 
 
 def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: MeasureConfig, seeds_n: int, cap: int,
-            runtime_compiled: bool, dev: int, build_threads: int = 1) -> EngineSearchResult:
+            runtime_compiled: bool, dev: int, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None
+            ) -> EngineSearchResult:
     """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
-    `cap` new configurations), measures them like the others and merges them in."""
+    `cap` new configurations), measures them like the others and merges them in. The building is host work: it
+    runs outside `gpu_turn` (left and entered again around it), as the first plans' building does."""
     seeds = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
                    key=lambda r: r.kernel_ms)[:seeds_n]
     if not seeds:
         return result
-    out = backend.engine_search(result.cudnn_direction, backend.conv_problem(problem), (), False, cap,
-                                runtime_compiled, dev, seeds=[(r.engine_id, r.plan.knobs) for r in seeds],
-                                build_threads=build_threads)
+    with _left(gpu_turn):
+        out = backend.engine_search(result.cudnn_direction, backend.conv_problem(problem), (), False, cap,
+                                    runtime_compiled, dev, seeds=[(r.engine_id, r.plan.knobs) for r in seeds],
+                                    build_threads=build_threads)
     have = {(r.engine_id, r.knobs) for r in result.rows}
     new = [r for r in _rows(out.plans, result.cudnn_direction, problem) if (r.engine_id, r.knobs) not in have]
     merged = replace(result, rows=result.rows + tuple(new), refined=len(new),
                      search_ms=result.search_ms + out.search_ms)
     n0 = len(result.rows)
     return _measure(merged, problem, [n0 + j for j, r in enumerate(new) if r.ok], sets, ref, cfg, dev)
+
+
+@contextlib.contextmanager
+def _left(turn: AbstractContextManager | None) -> Iterator[None]:
+    """The block outside `turn` (a held GPU turn: sweep Note [sharing a GPU]), which is entered again after it; a
+    no-op without one. The turn must be one that can be entered again once left (sweep.GpuTurn can)."""
+    if turn is None:
+        yield
+        return
+    turn.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        turn.__enter__()
 
 
 def _torch_first_call(problem: Problem, cdir: str, sets, bench: bool, dev: int) -> tuple[float | None, object, str]:

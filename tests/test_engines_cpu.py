@@ -206,3 +206,41 @@ def _with_plans(out, plans):
     from dataclasses import replace
 
     return replace(out, plans=tuple(plans))
+
+
+def test_the_refines_building_runs_outside_the_gpu_turn(make, monkeypatch):
+    """sweep Note [sharing a GPU]: building is host work and runs outside a worker's GPU turn, the refine's building
+    too: _refine leaves the held turn for its engine search and enters it again before measuring what it built.
+    Stand-ins for the turn and for the extension's search (no GPU)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from cudnn_algos import backend, engines
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.results import MeasureConfig
+
+    events = []
+
+    class Turn:
+        def __enter__(self):
+            events.append("enter")
+            return self
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    def search(*a, **k):
+        events.append("build")
+        return backend.EngineSearchOut(plans=(), engine_count=0, search_ms=1.0)
+
+    monkeypatch.setattr(backend, "engine_search", search)
+    monkeypatch.setattr(backend, "conv_problem", lambda problem: None)
+    monkeypatch.setattr(engines, "_measure", lambda result, *a: events.append("measure") or result)
+    result = make.engine_result()  # rows with a stand-in plan: the refine reads the seeds' knobs from it
+    result = replace(result, rows=tuple(replace(r, plan=SimpleNamespace(knobs=())) for r in result.rows))
+    problem = make_problem(result.spec, (2, 8, 8, 8), torch.float16, torch.channels_last)
+    out = engines._refine(result, problem, [], None, MeasureConfig(), 2, 8, True, 0, 1, Turn())
+    assert events == ["exit", "build", "enter", "measure"] and out.refined == 0
+    events.clear()
+    engines._refine(result, problem, [], None, MeasureConfig(), 2, 8, True, 0, 1, None)
+    assert events == ["build", "measure"]

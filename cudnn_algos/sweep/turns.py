@@ -6,7 +6,8 @@ timing, but never their GPU work: a kernel of one process running beside another
 times. So a worker holds its GPU's turn (an exclusive lock on a file named after the GPU, fcntl.flock: released by
 the kernel when a process dies, so a killed worker never leaves its GPU locked) for everything that runs on the GPU
 after its plans are built: operands, the reference, screening, refining, confirming beside torch's op, the legacy
-searches. Building plans (host work: cuDNN's heuristic queries and plan finalization) happens outside the turn.
+searches. Building plans (host work: cuDNN's heuristic queries and plan finalization) happens outside the turn, the
+refine's neighbours too (find_engines leaves the turn for that building and enters it again after).
 
 The lock is per machine (a file in the temporary directory) and per GPU (the worker's CUDA_VISIBLE_DEVICES, as the
 sweep's local cluster pins it): workers on other GPUs never wait. Whether the timings stay those of a GPU used by
