@@ -19,73 +19,14 @@
 #include <system_error>
 #include <thread>
 
+#include "../common/backend_desc.h"
 #include "../common/check.h"
 #include "../common/descriptors.h"
 #include "../common/workspace.h"
 
 namespace cudnn_algos {
 
-BackendDesc::BackendDesc(cudnnBackendDescriptorType_t type) { CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_)); }
-
-BackendDesc::~BackendDesc() {
-  if (d_) cudnnBackendDestroyDescriptor(d_);
-}
-
-BackendDesc& BackendDesc::operator=(BackendDesc&& o) noexcept {
-  if (this != &o) {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-    d_ = std::exchange(o.d_, nullptr);
-  }
-  return *this;
-}
-
 namespace {
-
-// ---- attribute helpers (an attribute call that fails is a bug in how we describe the problem: it throws)
-template <typename T>
-void set_attr(const BackendDesc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, const T* v,
-              int64_t n = 1) {
-  CUDNN_CHECK(cudnnBackendSetAttribute(d.get(), a, t, n, v));
-}
-
-void set_desc(const BackendDesc& d, cudnnBackendAttributeName_t a, const BackendDesc& v) {
-  cudnnBackendDescriptor_t raw = v.get();
-  set_attr(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw);
-}
-
-void set_int64s(const BackendDesc& d, cudnnBackendAttributeName_t a, const std::vector<int64_t>& v) {
-  set_attr(d, a, CUDNN_TYPE_INT64, v.data(), static_cast<int64_t>(v.size()));
-}
-
-int64_t get_int64(const BackendDesc& d, cudnnBackendAttributeName_t a) {
-  int64_t v = 0, n = 0;
-  CUDNN_CHECK(cudnnBackendGetAttribute(d.get(), a, CUDNN_TYPE_INT64, 1, &n, &v));
-  return v;
-}
-
-template <typename E>
-std::vector<int> get_enums(const BackendDesc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t) {
-  std::vector<E> v(64);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(d.get(), a, t, static_cast<int64_t>(v.size()), &n, v.data()) != CUDNN_STATUS_SUCCESS)
-    return {};
-  return std::vector<int>(v.begin(), v.begin() + std::min<int64_t>(n, v.size()));
-}
-
-// A list of descriptors held by an attribute (heuristic results, knob infos, knob choices): pre-created, then filled.
-std::vector<BackendDesc> get_descs(const BackendDesc& d, cudnnBackendAttributeName_t a,
-                                   cudnnBackendDescriptorType_t type, int64_t max_n) {
-  std::vector<BackendDesc> out;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < max_n; ++i) {
-    out.emplace_back(type);
-    raw.push_back(out.back().get());
-  }
-  int64_t n = 0;
-  CUDNN_CHECK(cudnnBackendGetAttribute(d.get(), a, CUDNN_TYPE_BACKEND_DESCRIPTOR, max_n, &n, raw.data()));
-  out.resize(static_cast<size_t>(std::min(n, max_n)));
-  return out;
-}
 
 // cuDNN's heuristic lists by the names the package gives them: its mode and the source its rows carry. The one C++
 // place that names them; cudnn_algos/configs.py's LISTS is the one Python place (tests/test_configs_cpu.py checks

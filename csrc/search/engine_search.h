@@ -10,29 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "../common/backend_desc.h"
 #include "../common/check.h"
 #include "../common/conv_params.h"
 #include "../common/directions.h"
 #include "../clock/timing.h"
 
 namespace cudnn_algos {
-
-// A graph-API descriptor whose type is chosen at run time (the Descriptor template in descriptors.h covers the
-// objects created by a no-argument create call; backend descriptors take their type as an argument).
-class BackendDesc {
- public:
-  BackendDesc() = default;
-  explicit BackendDesc(cudnnBackendDescriptorType_t type);
-  ~BackendDesc();
-  BackendDesc(BackendDesc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
-  BackendDesc& operator=(BackendDesc&& o) noexcept;
-  BackendDesc(const BackendDesc&) = delete;
-  BackendDesc& operator=(const BackendDesc&) = delete;
-  cudnnBackendDescriptor_t get() const { return d_; }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
 
 struct EngineGraph;  // tensors, convolution, operation and operation graph of one problem and direction
 
