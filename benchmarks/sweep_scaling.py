@@ -17,6 +17,7 @@ floor's repeats from the 1-worker run, and the kill test's problem-directions) f
     python benchmarks/sweep_scaling.py corpus.json.gz --store s.sqlite --n 50 --workers 1,2 --both-orders --kill-n 0
         # the pair twice: the counts in order on N problem-directions, then in reverse on the next N, so that
         # neither count always runs second (a second run of the same problems builds its plans faster)
+    python benchmarks/sweep_scaling.py ... --no-legacy --build-threads 4 --lean   # as the sampled sweeps run
 """
 from __future__ import annotations
 
@@ -196,12 +197,16 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--dry-run", action="store_true", help="no GPU: dry-run tasks of --task-s seconds each")
     ap.add_argument("--task-s", type=float, default=0.2, help="--dry-run: seconds per task")
+    ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy` (the sampled sweeps' setting)")
+    ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
+    ap.add_argument("--lean", action="store_true", help="as `sweep --lean`: a lean screen")
     a = ap.parse_args()
     from cudnn_algos.corpus import Corpus
 
     problems = Corpus.load(a.corpus).problems
     counts = [int(w) for w in a.workers.split(",") if w]
     options = {"seconds": a.task_s} if a.dry_run else {}
+    options.update(legacy=not a.no_legacy, build_threads=a.build_threads, lean=a.lean)
     tmp = Path(tempfile.mkdtemp(prefix="sweep_scaling_"))
     out: dict = {"n": a.n, "runs": [], "dry_run": a.dry_run}
     print(f"sweep scaling: {a.n} problem-directions the store lacks, swept by {counts} warmed worker(s)"
