@@ -170,8 +170,8 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
     methods = present(seen + new, SELECTOR_METHODS + METHODS)
     print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
           f"on {len(problems)} problem-directions, reach {sel.reach:g}, "
-          f"{'no guard' if sel.guard is None else f'guard {sel.guard:g}'}: regret against the measured best (pick / best "
-          "- 1, %)")
+          f"{'no guard' if sel.guard is None else f'guard {sel.guard:g}'}: regret against the measured best "
+          "(pick / best - 1, %)")
     for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
         print(f"\n{what}: {len(rs)} rows")
         if rs:

@@ -12,7 +12,8 @@ from .train import AUTO_K, AUTO_LATER, AUTO_TORCH_K, MEASURE_K, OFF_GUARD_METHOD
 
 # each method's name in what selector eval prints: with_selector's methods (the "known" ones are what apply() does)
 # and the dataset report's
-METHOD_LABELS = {"predict": "predict", "known": "predict without its guard", f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
+METHOD_LABELS = {"predict": "predict", "known": "predict without its guard",
+                 f"known_top{MEASURE_K}": f"measure_top_k (k={MEASURE_K})",
                  "known_auto_first": "measure_top_k (k='auto'), at once", "known_auto": "measure_top_k (k='auto')",
                  "known_auto_torch": "k='auto' + benchmark mode's candidates", "nearest": "nearest neighbour",
                  "offered_known": "floor: the fastest offered", "instant": "INSTANT (torch, benchmark off)",
@@ -71,8 +72,8 @@ def choosing_costs(problems: Any, rs: Sequence[ProblemRegret]) -> str:
 def plot_selector(rs: Sequence[ProblemRegret], path: str, title: str) -> None:
     """The regret CDF of `rs` (selector rows: with_selector's) per method a user chooses between (no search, a
     short one, cuDNN's heuristics, torch's benchmark mode) and the candidates' floor, written to `path`."""
-    methods = ("predict", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "nearest", "offered_known",
-               "instant", "b", "legacy_heuristic", "torch_on")
+    methods = ("predict", "known", f"known_top{MEASURE_K}", "known_auto_first", "known_auto", "nearest",
+               "offered_known", "instant", "b", "legacy_heuristic", "torch_on")
     plot_cdf(rs, path, present(rs, methods), title=title, labels={m: METHOD_LABELS[m] for m in methods})
     print(f"wrote {path}")
 

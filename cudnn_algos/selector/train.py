@@ -237,7 +237,8 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
             "nearest": selector.neighbours.pick(feats, [c.name for c in cands]),
             "offered": min(cands, key=lambda c: c.ms).name,
             "shortlist": [cands[i].name for i in selector.shortlist(feats, enc[:len(cands)], k, order)],
-            "known": more[order_more[0]].name, "predict": more[pinned[0]].name, "offered_known": min(more, key=lambda c: c.ms).name,
+            "known": more[order_more[0]].name, "predict": more[pinned[0]].name,
+            "offered_known": min(more, key=lambda c: c.ms).name,
             "known_shortlist": [more[i].name for i in selector.shortlist(feats, enc, k, order_more)],
             "known_auto": [more[i].name for i in auto], "known_auto_first": [more[i].name for i in auto_first],
             "known_auto_torch": list(dict.fromkeys([more[i].name for i in auto] + torch_timed(rows))),
@@ -296,8 +297,8 @@ AUTO_LATER = "auto_later"  # with_selector's: how many of them it builds later (
 AUTO_TORCH_K = "auto_torch_k"  # with_selector's: how many known_auto_torch times (not a regret: its cost)
 # the regret methods with_selector adds beside regret.METHODS, in the order tables show them
 SELECTOR_METHODS = ("selector", "predict", *(f"guard_{m:g}" for m in GUARD_MARGINS), *OFF_GUARD_METHODS,
-                    f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}", "known_auto_first",
-                    "known_auto", "known_auto_torch", "offered_known")
+                    f"selector_top{MEASURE_K}", "nearest", "offered", "known", f"known_top{MEASURE_K}",
+                    "known_auto_first", "known_auto", "known_auto_torch", "offered_known")
 
 
 def with_selector(regrets_of: Callable, selector: Selector, key: str, rows: Sequence[dict[str, Any]]
