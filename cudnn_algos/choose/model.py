@@ -250,8 +250,9 @@ class Selector:
         return {}
 
     def rank(self, problem: Sequence[float], candidates: Sequence[tuple]) -> list[int]:
-        """Candidate indices, predicted fastest first; outside the selector's reach (Note [the selector's reach]),
-        cuDNN's order (heuristic_order)."""
+        """Candidate indices, predicted fastest first; with a guard, INSTANT's first ahead where the trees are not sure
+        (Note [a guard against INSTANT's first]); without one, outside the selector's reach (Note [the selector's
+        reach]), cuDNN's order (heuristic_order)."""
         return self.ranked(problem, candidates)[0]
 
     def ranked(self, problem: Sequence[float], candidates: Sequence[tuple]) -> tuple[list[int], np.ndarray | None]:
