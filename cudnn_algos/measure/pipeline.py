@@ -21,7 +21,7 @@ from ..choices import L2_MODES
 from ..errors import CudaContextLost, is_context_lost
 from ..problem import Problem, check_choice, check_int
 from ..results import MeasureConfig, Measurement, Stats
-from .accuracy import errors
+from .accuracy import error_stats, errors
 from .clocks import KernelClockUnavailable, again_if_lost, kernel_clock, reference_kernel_ms
 from .peak import peak_or_none
 from .runnable import OutputCheckFailed, Runnable, check_counts, output_problem
@@ -205,7 +205,7 @@ def _checked_together(runnables: Sequence[Runnable], ref: torch.Tensor, device: 
     """Note [a lean screen]: each runnable's accuracy call (guarded_output) between two CUDA events, its check's
     counts and errors left on the GPU, all enqueued before one wait: (measurement so far, its call's GPU ms or None)
     per runnable, as _first_call's (no host time)."""
-    ref_norm = ref.norm().clamp_min(1e-300)
+    ref_norm = ref.norm()
     pending: list[tuple[int, Any, Any, torch.Tensor, int]] = []
     got: list[tuple[Measurement, float | None] | None] = [None] * len(runnables)
     for j, r in enumerate(runnables):
@@ -214,13 +214,9 @@ def _checked_together(runnables: Sequence[Runnable], ref: torch.Tensor, device: 
             start.record()
             out, guards = r.guarded_output()
             end.record()
-            o = out.to(dtype=torch.float64)
-            d = o - ref
             pending.append((j, start, end, torch.cat([check_counts(out, guards).to(torch.float64),
-                                                      torch.isfinite(o).all().to(torch.float64).reshape(1),
-                                                      (d.norm() / ref_norm).reshape(1), d.abs().max().reshape(1)]),
-                            out.numel()))
-            del o, d, out, guards
+                                                      error_stats(out, ref, ref_norm)]), out.numel()))
+            del out, guards
         except Exception as e:  # a call that raises at once (a cuDNN status): its row says so
             got[j] = (_failed(r, e, device, "accuracy check"), None)
     try:
