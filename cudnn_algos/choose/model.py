@@ -255,12 +255,15 @@ class Selector:
         reach]), cuDNN's order (heuristic_order)."""
         return self.ranked(problem, candidates)[0]
 
-    def ranked(self, problem: Sequence[float], candidates: Sequence[tuple]) -> tuple[list[int], np.ndarray | None]:
+    def ranked(self, problem: Sequence[float], candidates: Sequence[tuple], predicted: np.ndarray | None = None
+               ) -> tuple[list[int], np.ndarray | None]:
         """rank()'s order and the predictions it sorted (None outside the reach: cuDNN's order). With a guard
-        (Note [a guard against INSTANT's first]) the trees rank everywhere and guarded() has the last word."""
+        (Note [a guard against INSTANT's first]) the trees rank everywhere and guarded() has the last word.
+        `predicted`: predict()'s answer for these candidates, where the caller has it."""
         if self.guard is None and not self.within_reach(problem):
             return heuristic_order(candidates), None
-        predicted = self.predict(problem, candidates)
+        if predicted is None:
+            predicted = self.predict(problem, candidates)
         order = self.known_first(problem, candidates, [int(i) for i in np.argsort(predicted, kind="stable")])
         return (order if self.guard is None else self.guarded(candidates, order, predicted)), predicted
 

@@ -213,13 +213,15 @@ def choose(selector: Selector, rows: Sequence[dict[str, Any]], k: int = MEASURE_
     rank_ms = 1e3 * (time.perf_counter() - t0)
     order = [i for i in ranked if i < len(cands)]
     order_more = [i for i in ranked if i < len(more)]
+    # the trees' predictions of every candidate, inside the reach or not (one call: the guarded ranking, k="auto" and
+    # the guards against INSTANT's first read them; each candidate's prediction depends on it alone)
+    # (`predicted` stays None outside the reach: the guard_M methods read that as "no predictions")
+    every = selector.predict(feats, enc + untimed) if predicted is None else predicted
     pinned = order_more
     if guarded_by is not selector:
-        pinned = [i for i in guarded_by.ranked(feats, enc + untimed)[0] if i < len(more)]
+        pinned = [i for i in guarded_by.ranked(feats, enc + untimed, every)[0] if i < len(more)]
     rtc = runtime_compiled(rows)
-    # the trees' predictions of every timed candidate, inside the reach or not (one call: k="auto" and the guards
-    # against INSTANT's first read them; each candidate's prediction depends on it alone)
-    everywhere = selector.predict(feats, enc) if predicted is None else predicted[:len(more)]
+    everywhere = every[:len(more)]
     auto = selector.shortlist(feats, enc, AUTO, order_more, everywhere)
     auto_first = auto_parts(auto, lambda i: more[i].name in rtc)[0]
     cudnn_order = heuristic_order(enc[:len(cands)])
