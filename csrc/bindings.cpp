@@ -42,6 +42,7 @@ void register_errors() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "cudnn_algos._C: cuDNN's legacy and graph-API convolution searches and the kernel clock (internal; use "
             "cudnn_algos.backend)";
+  bind::bind_enums(m);  // first: the parts' signatures name them
   bind::bind_problem(m);
   bind::bind_search(m);
   bind::bind_clock(m);

@@ -1,9 +1,10 @@
 """The typed face of the C++ extension: the only module that calls ``cudnn_algos._C``.
 
-Everything above it passes enums (Direction, Mode, MathType; str-valued, so a plain string works too) and gets
-frozen dataclasses back, never the extension's dicts and tuples. Loading (installed, else a JIT build from csrc/)
-happens on the first call that needs it (``_ext.load``), never at import. Failures arrive as the package's own
-exceptions (CudnnError with the status name, CudaError), translated once at the binding edge (csrc/bindings.cpp).
+Everything above it passes enums (Direction, Mode, MathType; str-valued, so a plain string works too), which cross
+as the extension's bound enums of the same names (``_bound``), and gets frozen dataclasses back, never the
+extension's structs. Loading (installed, else a JIT build from csrc/) happens on the first call that needs it
+(``_ext.load``), never at import. Failures arrive as the package's own exceptions (CudnnError with the status name,
+CudaError), translated once at the binding edge (csrc/bindings.cpp).
 """
 from __future__ import annotations
 
@@ -26,9 +27,8 @@ __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTi
            "engine_search", "kernel_clock_begin", "kernel_clock_now", "kernel_clock_end", "kernel_clock_abort",
            "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_ask_again",
            "pinned_clear", "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing",
-           "pinned_stage_times",
-           "pinned_set_miss_handler", "bound_conv", "operator_key", "versions", "environment", "probe_handle",
-           "cudnn_handles"]
+           "pinned_stage_times", "MissAnswer", "pinned_set_miss_handler", "bound_conv", "operator_key", "versions",
+           "environment", "probe_handle", "cudnn_handles"]
 
 KnobList = Sequence[tuple[int, int]]  # (cuDNN knob type, value) pairs
 
@@ -57,13 +57,28 @@ def conv_problem(problem: Problem):
     stride, pad, dil = problem.conv_args()
     sh = problem.shapes
     return _ext.load().ConvProblem(
-        dtype=problem.dtype_name, layout="nchw" if problem.memory_format == "contiguous" else "nhwc",
+        dtype=problem.dtype_name, layout=_bound("Layout", "layout", _LAYOUTS[problem.memory_format != "contiguous"]),
         x=problem.lift(sh.x_shape), w=problem.lift(sh.w_shape), y=problem.lift(sh.y_shape), padding=pad,
-        stride=stride, dilation=dil, groups=problem.spec.groups, math=MathType(problem.math).value)
+        stride=stride, dilation=dil, groups=problem.spec.groups, math=_bound("MathType", "math", problem.math))
 
 
-def _dir(direction: Direction | str) -> str:
-    return Direction(direction).value
+_LAYOUTS = ("nchw", "nhwc")  # the extension's Layout names: packed, channels last
+
+
+def _bound(kind: str, arg: str, value: Any) -> Any:
+    """The member of the extension's bound enum `kind` (Direction, SearchMode, MathType, Layout, HeuristicList) named
+    `value` (one of the package's enums or its string): csrc/bind/glue.cpp, Note [enums across the boundary]. A name
+    the extension lacks is a ValueError naming `arg`."""
+    enum = getattr(_ext.load(), kind)
+    name = str(getattr(value, "value", value))
+    member = enum.__members__.get(name)
+    if member is None:
+        raise ValueError(f"{arg}={name!r} is not one of: {', '.join(enum.__members__)}")
+    return member
+
+
+def _dir(direction: Direction | str) -> Any:
+    return _bound("Direction", "direction", direction)
 
 
 # =============================================================================================== legacy API
@@ -103,23 +118,24 @@ def legacy_search(direction: Direction | str, cp, mode: Mode | str, x: torch.Ten
                   w: torch.Tensor | None = None, y: torch.Tensor | None = None, workspace_limit: int = -1,
                   device: int = 0) -> LegacySearch:
     """cuDNN's legacy Find / FindEx / Get (heuristic) for one cuDNN direction of problem `cp` (conv_problem)."""
-    d = _ext.load().search(_dir(direction), cp, Mode(mode).value, x, w, y, workspace_limit=workspace_limit,
-                           device=device)
+    d = _ext.load().search(_dir(direction), cp, _bound("SearchMode", "mode", mode), x, w, y,
+                           workspace_limit=workspace_limit, device=device)
     return _as(LegacySearch, d, rows=tuple(_as(LegacyRow, r) for r in d.rows))
 
 
 def legacy_execute(direction: Direction | str, cp, algo_id: int, math: MathType | str, x: torch.Tensor,
                    w: torch.Tensor, y: torch.Tensor, workspace_limit: int = -1) -> None:
     """One call of a legacy algorithm, writing the direction's output operand in place."""
-    _ext.load().execute(_dir(direction), cp, algo_id, MathType(math).value, x, w, y, workspace_limit=workspace_limit)
+    _ext.load().execute(_dir(direction), cp, algo_id, _bound("MathType", "math", math), x, w, y,
+                        workspace_limit=workspace_limit)
 
 
 def legacy_time_calls(direction: Direction | str, cp, algo_id: int, math: MathType | str,
                       xs: Sequence[torch.Tensor], ws: Sequence[torch.Tensor], ys: Sequence[torch.Tensor], iters: int,
                       workspace_limit: int = -1) -> CallTiming:
     """`iters` back-to-back calls in C++, rotating through the operand sets."""
-    return _as(CallTiming, _ext.load().time_calls(_dir(direction), cp, algo_id, MathType(math).value, list(xs),
-                                                  list(ws), list(ys), iters, workspace_limit))
+    return _as(CallTiming, _ext.load().time_calls(_dir(direction), cp, algo_id, _bound("MathType", "math", math),
+                                                  list(xs), list(ws), list(ys), iters, workspace_limit))
 
 
 def algo_names(direction: Direction | str) -> list[str]:
@@ -179,8 +195,9 @@ def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SE
     neighbours of `seeds` (refine); each built into a plan where cuDNN can. build=False: the heuristic lists'
     configurations only (engine, knobs, notes; status "NOT_BUILT"), none built. build_threads > 1: the plans are
     finalized by that many threads, each with its own handle (the same rows; less host time)."""
-    out = _ext.load().engine_search(_dir(direction), cp, list(heuristics), exhaustive, max_configs, runtime_compiled,
-                                    device, [(e, [tuple(k) for k in kn]) for e, kn in seeds],
+    lists = [_bound("HeuristicList", "heuristics", h) for h in heuristics]
+    out = _ext.load().engine_search(_dir(direction), cp, lists, exhaustive, max_configs, runtime_compiled, device,
+                                    [(e, [tuple(k) for k in kn]) for e, kn in seeds],
                                     [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build), int(build_threads))
     return _as(EngineSearchOut, out, plans=tuple(Plan.of(p) for p in out.plans),
                heuristic_query_ms=tuple((str(m), float(t)) for m, t in out.heuristic_query_ms))
@@ -301,10 +318,35 @@ def pinned_counts() -> list[PinnedCount]:
     return [_as(PinnedCount, c, knobs=tuple(tuple(k) for k in c.knobs)) for c in _ext.load().pinned_counts()]
 
 
+@dataclass(frozen=True)
+class MissAnswer:
+    """An unseen-problem handler's answer (Note [unseen problems], csrc/pinned/pinned.h): configurations (engine id,
+    knobs) most preferred first, how they were chosen, why there are none (when empty), and the extension's plans of
+    some of them already built for the problem (Note [plans the handler built]: not built again)."""
+
+    configs: Sequence[tuple[int, KnobList]] = ()
+    origin: str = ""
+    why: str = ""
+    built: Sequence[Any] = ()
+
+
 def pinned_set_miss_handler(handler) -> None:
-    """Note [unseen problems] (csrc/pinned/pinned.h): `handler(query) -> (configs, origin, why)` is asked once per
-    problem the registry has no winner for (query: the extension's MissQuery); None: torch's op runs them."""
-    _ext.load().pinned_set_miss_handler(handler)
+    """Note [unseen problems] (csrc/pinned/pinned.h): `handler(query) -> MissAnswer` is asked once per problem the
+    registry has no winner for (query: the extension's MissQuery); None: torch's op runs them. An answer of another
+    type, or a handler that raises, leaves the problem on torch's op with that reason."""
+    if handler is None:
+        _ext.load().pinned_set_miss_handler(None)
+        return
+    bound = _ext.load().MissAnswer
+
+    def ask(query):
+        a = handler(query)
+        if not isinstance(a, MissAnswer):
+            raise TypeError(f"the unseen-problem handler answered a {type(a).__name__}, not a backend.MissAnswer")
+        return bound(**{f.name: list(getattr(a, f.name)) if f.name in ("configs", "built") else getattr(a, f.name)
+                        for f in fields(MissAnswer)})
+
+    _ext.load().pinned_set_miss_handler(ask)
 
 
 def pinned_reset_counts() -> None:

@@ -140,8 +140,9 @@ class HeuristicList:
     """One of cuDNN's ranked engine lists (``cudnnBackendHeurMode_t``), as every part of the package names it:
     ``name`` in the API and the CLI ("instant"), ``source`` on the rows and plans it named ("heuristic_instant"),
     ``label`` in reports, ``letter`` in a search's text table; ``rank_column`` and ``query_column`` in the long-form
-    records and the dataset's shards. The extension's table of the same lists (csrc/search/engine_search.cpp,
-    kLists) maps each name to cuDNN's mode; tests/test_configs_cpu.py checks that the two agree."""
+    records and the dataset's shards. The extension's table of the same lists (csrc/search/engine_search.h,
+    kHeuristicLists) maps each name to cuDNN's mode and makes its bound enum HeuristicList, which the lists cross as
+    (backend.engine_search); tests/test_configs_cpu.py checks that the two agree."""
 
     name: str
     source: str

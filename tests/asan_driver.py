@@ -3,6 +3,7 @@
 CPU — valid and invalid arguments, errors translated at the binding edge, the winners' registry, the operator's CPU,
 meta and autograd paths — many times. Prints ASAN-DRIVER-OK at the end; AddressSanitizer aborts the process on any
 invalid access before that."""
+import pickle
 import sys
 from pathlib import Path
 
@@ -30,8 +31,8 @@ def raises(f):
 
 
 def problem(**kw):
-    a = dict(dtype="float16", layout="nhwc", x=[2, 8, 16, 16], w=[16, 8, 3, 3], y=[2, 16, 16, 16], padding=[1, 1],
-             stride=[1, 1], dilation=[1, 1], groups=1, math="default")
+    a = dict(dtype="float16", layout=C.Layout.nhwc, x=[2, 8, 16, 16], w=[16, 8, 3, 3], y=[2, 16, 16, 16],
+             padding=[1, 1], stride=[1, 1], dilation=[1, 1], groups=1, math=C.MathType.default)
     a.update(kw)
     return C.ConvProblem(**a)
 
@@ -40,21 +41,23 @@ keys = []
 for i in range(200):
     p = problem(x=[2, 8, 16 + i % 5, 16], y=[2, 16, 16 + i % 5, 16])
     assert "x=(2,8," in p.describe() and repr(p)
-    for d in ("forward", "backward_data", "backward_filter"):
+    for d in C.Direction.__members__.values():
         keys.append(C.problem_key(d, p, i % 2 == 0, i % 3 == 0))
-for bad in (dict(dtype="int8"), dict(layout="nchwc"), dict(math="fast"), dict(x=[2, 8, 16])):
+    assert pickle.loads(pickle.dumps(p)).describe() == p.describe()
+for bad in (dict(dtype="int8"), dict(layout="nchwc"), dict(math="fast"), dict(math=7), dict(x=[2, 8, 16])):
     raises(lambda bad=bad: problem(**bad))
-raises(lambda: C.problem_key("sideways", problem(), False, False))
-raises(lambda: C.algo_names("sideways"))
-assert len(C.algo_names("forward")) == 8
+raises(lambda: C.problem_key("sideways", problem(), False, False))  # a string is not the bound enum
+raises(lambda: C.algo_names("forward"))
+assert len(C.algo_names(C.Direction.forward)) == 8
 for i, k in enumerate(keys):
     C.pinned_set(k, i % 70, [(2, i % 4), (13, 1)] * (i % 3))
 C.pinned_set(keys[0], -1, [])
 assert C.pinned_counts() == [] and C.pinned_plans_built() == 0
 C.pinned_clear()
 C.pinned_reset_counts()
-raises(lambda: C.engine_search("forward", problem(), device=0))  # no GPU here: an exception, not a crash
-raises(lambda: C.engine_search("forward", problem(w=[16, 8, 3]), device=0))
+raises(lambda: C.engine_search(C.Direction.forward, problem(), device=0))  # no GPU here: an exception, not a crash
+raises(lambda: C.engine_search(C.Direction.forward, problem(w=[16, 8, 3]), device=0))
+raises(lambda: C.engine_search(C.Direction.forward, problem(), heuristics=["instant"], device=0))
 
 conv, conv_bwd = torch.ops.cudnn_algos.conv, torch.ops.cudnn_algos.conv_backward
 for i in range(100):
@@ -86,10 +89,10 @@ for i in range(50):  # transposed layers: the same paths with output_padding
     gx, gw, gb = convt_bwd(torch.randn_like(ref), x.detach(), w.detach(), [2, 2], [1, 1], [i % 2, 1], [1, 1], 2,
                            [True, True, True])
     assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == (6,)
-    key = C.operator_key("backward_data", x.detach().to("meta"), w.detach().to("meta"), [2, 2], [1, 1], [1, 1], 2,
+    key = C.operator_key(C.Direction.backward_data, x.detach().to("meta"), w.detach().to("meta"), [2, 2], [1, 1], [1, 1], 2,
                          False, True, True, [i % 2, 1])
     assert key.startswith("backward_data float32")
-raises(lambda: C.operator_key("backward_data", torch.empty(2, 4, 5, 6, device="meta"),
+raises(lambda: C.operator_key(C.Direction.backward_data, torch.empty(2, 4, 5, 6, device="meta"),
                               torch.empty(4, 3, 3, 3, device="meta"), [1, 1], [1, 1], [1, 1], 1, False, True, True,
                               [0, 1, 1]))  # output_padding of the wrong length
 raises(lambda: conv(torch.randn(2, 4, 9, 9), torch.randn(6, 2, 3), None, [1, 1], [1, 1], [1, 1], 2))

@@ -1,6 +1,6 @@
 """The heuristic lists' registry (configs.LISTS): every part of the package that names a list reads it, and the
-extension's own table of the lists (csrc/search/engine_search.cpp, kLists) agrees with it; the knob and note names
-agree with the extension's, which the build checked against cuDNN's headers. CPU only: the extension is imported,
+extension's own table of the lists (csrc/search/engine_search.h, kHeuristicLists) agrees with it; the knob and note
+names agree with the extension's, which the build checked against cuDNN's headers. CPU only: the extension is imported,
 nothing runs on a GPU."""
 from __future__ import annotations
 

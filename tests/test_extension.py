@@ -35,18 +35,37 @@ def test_build_config_finds_the_cudnn_torch_loads(ext):
 
 @pytest.mark.parametrize("direction,n", [("forward", 8), ("backward_data", 6), ("backward_filter", 7)])
 def test_every_legacy_algorithm_is_named(ext, direction, n):
-    names = ext.algo_names(direction)
+    names = backend.algo_names(direction)
     assert len(names) == n and len(set(names)) == n
 
 
 def test_algo_names_for_unknown_direction(ext):
     with pytest.raises(ValueError, match="direction='up' is not one of: forward, backward_data, backward_filter"):
-        ext.algo_names("up")
+        backend.algo_names("up")
+
+
+def test_the_bound_enums_name_what_the_package_names():
+    """Note [enums across the boundary]: directions, legacy modes, math types, layouts and heuristic lists cross as
+    the extension's enums, whose member names are the package's names, in the same order."""
+    from cudnn_algos import choices, configs
+
+    ext = backend.load()
+    assert list(ext.Direction.__members__) == list(choices.DIRECTIONS)
+    assert list(ext.SearchMode.__members__) == list(choices.MODES)
+    assert list(ext.MathType.__members__) == list(choices.MATH_TYPES)
+    assert list(ext.HeuristicList.__members__) == list(configs.SEARCH_LISTS)
+    assert list(ext.Layout.__members__) == ["nchw", "nhwc"]
+    with pytest.raises(TypeError):  # a name is not the enum: nothing in the extension parses strings
+        ext.algo_names("forward")
+    with pytest.raises(ValueError, match="heuristics='c' is not one of: instant, a, b, fallback"):
+        backend.engine_search("forward", _problem(ext), heuristics=("a", "c"))
+    with pytest.raises(ValueError, match="mode='fast' is not one of: find, find_ex, heuristic"):
+        backend.legacy_search("forward", _problem(ext), "fast")
 
 
 def _problem(ext, **over):
-    kw = dict(dtype="float32", layout="nchw", x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6], padding=[0, 0],
-              stride=[1, 1], dilation=[1, 1], groups=1, math="default")
+    kw = dict(dtype="float32", layout=ext.Layout.nchw, x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6],
+              padding=[0, 0], stride=[1, 1], dilation=[1, 1], groups=1, math=ext.MathType.default)
     kw.update(over)
     return ext.ConvProblem(**kw)
 
@@ -55,14 +74,22 @@ def test_problem_checks(ext):
     assert "x=(2,4,8,8)" in _problem(ext).describe()
     with pytest.raises(ValueError, match="dtype='int8' is not one of"):
         _problem(ext, dtype="int8")
-    with pytest.raises(ValueError, match="layout='chwn'"):
+    with pytest.raises(TypeError):
         _problem(ext, layout="chwn")
     with pytest.raises(ValueError, match="4 or 5 dims"):
         _problem(ext, x=[2, 4, 8], w=[4, 4, 3], y=[2, 4, 6])
     with pytest.raises(ValueError, match="one entry per spatial dim"):
         _problem(ext, padding=[0])
-    with pytest.raises(ValueError, match="math='tf32'"):
+    with pytest.raises(TypeError):
         _problem(ext, math="tf32")
+
+
+def test_a_problem_pickles_as_its_arguments(ext):
+    import pickle
+
+    p = _problem(ext, layout=ext.Layout.nhwc, math=ext.MathType.tensor_op, dtype="float16")
+    q = pickle.loads(pickle.dumps(p))
+    assert q.describe() == p.describe() and "nhwc" in q.describe().lower()
 
 
 @pytest.mark.skipif(__import__("os").environ.get("CUDNN_ALGOS_JIT_TEST") != "1",

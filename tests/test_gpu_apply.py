@@ -333,7 +333,7 @@ def test_an_unseen_problem_still_being_chosen_is_asked_once_until_its_answer_is_
     def pending(q):
         asked.append(q.key)
         cudnn_algos.backend.pinned_ask_again("another problem's key")  # a background answer readied meanwhile
-        return [], "", "pending (test)"
+        return cudnn_algos.backend.MissAnswer(why="pending (test)")
 
     with cudnn_algos.apply(model, tmp_path / "empty.sqlite") as h:
         cudnn_algos.backend.pinned_set_miss_handler(pending)

@@ -133,10 +133,10 @@ def test_cudnn_rejection_is_a_cudnn_error_with_status():
     from cudnn_algos import backend
 
     ext = backend.load()
-    bad = ext.ConvProblem(dtype="float32", layout="nchw", x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6],
-                          padding=[-1, 0], stride=[1, 1], dilation=[1, 1], groups=1, math="default")
+    bad = ext.ConvProblem(dtype="float32", layout=ext.Layout.nchw, x=[2, 4, 8, 8], w=[4, 4, 3, 3], y=[2, 4, 6, 6],
+                          padding=[-1, 0], stride=[1, 1], dilation=[1, 1], groups=1, math=ext.MathType.default)
     with pytest.raises(CudnnError) as ei:
-        ext.search("forward", bad, "find")
+        backend.legacy_search("forward", bad, "find")
     assert ei.value.status.startswith("CUDNN_STATUS_BAD_PARAM")
     # through the public API: an algorithm that cannot run this problem
     module, shape = CASES["1x1s2"]

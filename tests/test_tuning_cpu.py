@@ -367,7 +367,7 @@ def test_applied_transposed_layers_match_torch_on_the_cpu_and_meta_kernels(make,
     p = make_problem(m, shape)
     for d in ("forward", "backward_data", "backward_filter"):
         for det, tf32 in ((False, True), (True, False)):
-            assert problem_key(p, d, det, tf32) == backend.load().operator_key(
+            assert problem_key(p, d, det, tf32) == backend.operator_key(
                 p.cudnn_direction(d), xm, wm, a.stride, a.padding, a.dilation, a.groups, det, tf32, True,
                 a.output_padding)
 
@@ -648,7 +648,7 @@ def test_tune_and_the_operator_compute_the_same_key_for_fuzzed_layers():
         for d in ("forward", "backward_data", "backward_filter"):
             for det, tf32 in ((False, True), (True, False)):
                 ours = problem_key(p, d, det, tf32)
-                op = ext.operator_key(p.cudnn_direction(d), x, w, a.stride, a.padding, a.dilation, a.groups, det,
+                op = backend.operator_key(p.cudnn_direction(d), x, w, a.stride, a.padding, a.dilation, a.groups, det,
                                       tf32, a.output_padding is not None, a.output_padding or [])
                 assert ours == op, (c, ours, op)
         checked += 1

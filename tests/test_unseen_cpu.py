@@ -27,6 +27,12 @@ from cudnn_algos.choose.unseen import UnseenHandler, candidates_of, query_proble
 FAMILY = "sm_90-cudnn-9.19"
 
 
+def _parts(a: backend.MissAnswer, built: bool = False) -> tuple:
+    """An unseen-problem handler's answer as (configs, origin, why[, built])."""
+    assert isinstance(a, backend.MissAnswer)
+    return (list(a.configs), a.origin, a.why) + ((list(a.built),) if built else ())
+
+
 def shipped():
     return Selector.shipped(FAMILY)
 
@@ -254,7 +260,7 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     plans, calls = fake_lists
     sel = shipped()
     h = UnseenHandler("predict", sel)
-    configs, origin, why = h(_query())
+    configs, origin, why = _parts(h(_query()))
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried, nothing built
     cands = with_known(candidates_of(plans, "float16", False, True),
                        sel.known_for("forward", "float16", "channels_last"))
@@ -284,15 +290,15 @@ def test_known_configurations_are_ranked_beside_the_lists(fake_lists, in_helper)
     sel = replace(sel, known=known) if in_helper else Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family,
                                                          sel.trained_on, sel.reach, known, sel.evidence)
     names = lambda configs: {config_name(e, k) for e, k in configs}  # noqa: E731
-    configs, _, _ = UnseenHandler("predict", sel)(_query())
+    configs, _, _ = _parts(UnseenHandler("predict", sel)(_query()))
     assert len(configs) == len(plans) + 2 and {"eng70{SPLIT_K_SLC=1}", "eng71{SPLIT_K_SLC=1}"} <= names(configs)
-    configs, _, _ = UnseenHandler("predict", sel)(_query(det=True))
+    configs, _, _ = _parts(UnseenHandler("predict", sel)(_query(det=True)))
     assert "eng71{SPLIT_K_SLC=1}" in names(configs) and "eng70{SPLIT_K_SLC=1}" not in names(configs)
     q = _query(dtype="float32")
     q.channels_last = False
-    assert "eng70{SPLIT_K_SLC=1}" in names(UnseenHandler("predict", sel)(q)[0])
+    assert "eng70{SPLIT_K_SLC=1}" in names(UnseenHandler("predict", sel)(q).configs)
     q.allow_tf32 = False
-    assert "eng70{SPLIT_K_SLC=1}" not in names(UnseenHandler("predict", sel)(q)[0])
+    assert "eng70{SPLIT_K_SLC=1}" not in names(UnseenHandler("predict", sel)(q).configs)
 
 
 def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_lists, monkeypatch):
@@ -304,15 +310,17 @@ def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_li
     asked = []
     monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", asked.append)
     h = UnseenHandler("predict", sel, background=True)
-    assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
-    assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)  # asked again before the choice is in: queued once
+    assert h(_query()) == backend.MissAnswer(why=unseen_mod.BACKGROUND_WHY)
+    # asked again before the choice is in: queued once
+    assert h(_query()) == backend.MissAnswer(why=unseen_mod.BACKGROUND_WHY)
     assert h.wait(10) and asked == ["forward float16 x"]
     assert calls == [("forward", ("a", "b"), False)]  # the lists queried once, on the thread, nothing built
-    configs, origin, why = h(_query())
-    assert (configs, origin, why) == UnseenHandler("predict", sel)(_query())  # the first-call handler's answer
+    configs, origin, why = _parts(h(_query()))
+    assert (configs, origin, why) == _parts(UnseenHandler("predict", sel)(_query()))  # the first-call handler's answer
     assert [d.origin for d in h.decisions] == ["predicted"] and h.decisions[0].offered
     h.close()
-    assert h(_query()) == ([], "", "no stored winner; the selector's background threads were stopped")
+    stopped = "no stored winner; the selector's background threads were stopped"
+    assert h(_query()) == backend.MissAnswer(why=stopped)
 
 
 @pytest.mark.parametrize("k", [3, "auto"])
@@ -331,9 +339,9 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
         return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5], None, []
 
     monkeypatch.setattr(h, "timed", timed)
-    assert h(_query()) == ([], "", unseen_mod.BACKGROUND_WHY)
+    assert h(_query()) == backend.MissAnswer(why=unseen_mod.BACKGROUND_WHY)
     assert h.wait(10) and asked == ["forward float16 x"] and timed_with == []  # ranked, nothing timed yet
-    configs, origin, why = h(_query())
+    configs, origin, why = _parts(h(_query()))
     cands = with_known(candidates_of(plans, "float16", False, True),
                        sel.known_for("forward", "float16", "channels_last"))
     feats = problem_features(*query_problem(_query()))
@@ -392,7 +400,7 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     monkeypatch.setattr(unseen_mod.backend, "pinned_ask_again", ask_again)
     h = UnseenHandler("measure_top_k", shipped(), k="auto", background=False)
     monkeypatch.setattr(h, "ranked", lambda q: (ranked, short, 0.0))
-    configs, origin, why, plans = h(_query())
+    configs, origin, why, plans = _parts(h(_query()), built=True)
     assert [e for e, _ in configs[:3]] == [1, 0, 2] and origin == "measured_top_k"
     assert plans == [("extension's plan", 1)]  # the binding takes the extension's object, not backend.Plan
     assert builds[:2] == [([0, 1], True), ([2, 4], False)]  # 3 is not built at once; 4 comes back skipped
@@ -400,7 +408,8 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     assert h.decisions[0].later == 0 and h.decisions[0].timed_ms == (0.2, 0.3, 0.4)
     # until then Applied.keep() stores the winner it ran (forgotten in the registry)
     assert h.forgotten() == [{"key": "forward float16 x", "origin": "measured_top_k", "config": c[1].name}]
-    configs, origin, why, plans = h(_query())  # the next call: the winner (1) timed beside 3 and 4; 3 is faster
+    # the next call: the winner (1) timed beside 3 and 4; 3 is faster
+    configs, origin, why, plans = _parts(h(_query()), built=True)
     assert [e for e, _ in configs[:3]] == [3, 1, 4] and plans == [("extension's plan", 3)]
     (d,) = h.decisions
     assert d.later == 2 and d.timed_ms == (0.1, 0.2, 0.25) and d.offered[0] == c[3].name
@@ -423,19 +432,19 @@ def test_a_failing_selector_is_an_answer_saying_why_never_an_exception(fake_list
             raise RuntimeError("model file damaged")
 
     h = UnseenHandler("predict", Broken())
-    assert h(_query()) == ([], "", "predict failed: RuntimeError: model file damaged")
+    assert h(_query()) == backend.MissAnswer(why="predict failed: RuntimeError: model file damaged")
     assert h.decisions[0].why.endswith("model file damaged") and not h.decisions[0].origin
 
 
 def test_nothing_torch_would_run_is_an_empty_answer(monkeypatch, lists_here):
     monkeypatch.setattr(unseen_mod.backend, "engine_search", lambda *a, **k: backend.EngineSearchOut(
         plans=(_plan(1, notes=(1,), ranks=(("heuristic_a", 0),)),), engine_count=1, search_ms=0.1))
-    configs, origin, why = UnseenHandler("predict", shipped())(_query())
+    configs, origin, why = _parts(UnseenHandler("predict", shipped())(_query()))
     assert configs == [] and origin == "" and "that torch would accept" in why
 
 
 def test_the_miss_handler_binding_takes_a_callable_and_none():
-    backend.pinned_set_miss_handler(lambda q: ([], "", "unused"))
+    backend.pinned_set_miss_handler(lambda q: backend.MissAnswer(why="unused"))
     backend.pinned_set_miss_handler(None)
     backend.pinned_set("forward float16 k", 62, [(2, 1)], "predicted")  # a winner chosen elsewhere, with its origin
     assert backend.pinned_ask_again("forward float16 k") is False  # asked again; no winner forgotten
@@ -551,7 +560,7 @@ def test_the_answer_log_names_each_answer_before_it_runs(fake_lists, monkeypatch
     problem and configuration a crashed process ran last)."""
     log = tmp_path / "unseen.log"
     monkeypatch.setenv(unseen_mod.LOG_ENV, str(log))
-    configs, origin, _ = UnseenHandler("predict", shipped())(_query())
+    configs, origin, _ = _parts(UnseenHandler("predict", shipped())(_query()))
     line = log.read_text().splitlines()
     assert len(line) == 1 and line[0].split("\t")[1:3] == ["predicted", "forward float16 x"]
     assert line[0].split("\t")[3].startswith(f"eng{configs[0][0]}")
@@ -582,7 +591,7 @@ def test_a_helper_that_cannot_answer_is_a_decision_saying_why(monkeypatch):
             pass
 
     monkeypatch.setattr(unseen_mod, "ListsProcess", Dead)
-    configs, origin, why = UnseenHandler("predict", shipped())(_query())
+    configs, origin, why = _parts(UnseenHandler("predict", shipped())(_query()))
     assert configs == [] and origin == "" and why.endswith("it ended (exit status -9)")
 
 
@@ -726,7 +735,7 @@ def test_a_helper_that_cannot_start_leaves_apply_working_and_says_why_per_proble
     monkeypatch.setattr(lists_process.subprocess, "Popen", popen)
     h = UnseenHandler("predict", shipped())
     h.start()
-    configs, origin, why = h(_query())
+    configs, origin, why = _parts(h(_query()))
     assert configs == [] and why.endswith("the helper process did not start: no such interpreter")
     h.close()
 

@@ -1,4 +1,4 @@
-// The binding's shared helpers (glue.h): names parsed into enums, problems made and checked, operands checked.
+// The binding's shared helpers (glue.h): the bound enums, problems made and checked, operands checked.
 #include "glue.h"
 
 #include <ATen/core/Tensor.h>
@@ -13,31 +13,6 @@
 namespace cudnn_algos::bind {
 
 namespace {
-
-template <typename E, size_t N>
-E parse(const std::string& value, const char* arg, const std::array<std::pair<const char*, E>, N>& table) {
-  std::string valid;
-  for (const auto& [name, e] : table) {
-    if (value == name) return e;
-    valid += (valid.empty() ? "" : ", ") + std::string(name);
-  }
-  throw std::invalid_argument(std::string(arg) + "='" + value + "' is not one of: " + valid);
-}
-
-constexpr std::array<std::pair<const char*, cudnnMathType_t>, 4> kMaths{
-    {{"default", CUDNN_DEFAULT_MATH},
-     {"tensor_op", CUDNN_TENSOR_OP_MATH},
-     {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
-     {"fma", CUDNN_FMA_MATH}}};
-constexpr std::array<std::pair<const char*, Layout>, 2> kLayouts{{{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}}};
-
-// The name of `value` in `table` (the inverse of parse).
-template <typename E, size_t N>
-const char* name_of(E value, const std::array<std::pair<const char*, E>, N>& table) {
-  for (const auto& [name, e] : table)
-    if (e == value) return name;
-  throw std::invalid_argument("a value with no name in its table");
-}
 
 // The tensors must be exactly what the problem describes: CUDA, one device, the dtype, the dims, and packed in the
 // problem's layout (strides of size-1 dims are not compared: they never address memory).
@@ -65,29 +40,32 @@ void check_operand(const ConvProblem& p, const at::Tensor& t, const std::vector<
 
 }  // namespace
 
-Direction parse_direction(const std::string& s) {
-  static const std::array<std::pair<const char*, Direction>, 3> t{{{"forward", Direction::Forward},
-                                                                  {"backward_data", Direction::BackwardData},
-                                                                  {"backward_filter", Direction::BackwardFilter}}};
-  return parse(s, "direction", t);
+// Note [enums across the boundary]: a direction, a legacy search mode, a math type, a layout and a heuristic list
+// reach the extension as members of these bound enums (backend.py turns the package's names into them, by name), so
+// no function here parses a string; each enum's names are written once, in the tables the bindings read (the math
+// type's and the layout's also name them in results).
+void bind_enums(py::module_& m) {
+  py::enum_<Direction> dir(m, "Direction");
+  for (Direction d : {Direction::Forward, Direction::BackwardData, Direction::BackwardFilter})
+    dir.value(direction_name(d), d);
+  py::enum_<Mode>(m, "SearchMode")
+      .value("find", Mode::Find)
+      .value("find_ex", Mode::FindEx)
+      .value("heuristic", Mode::Heuristic);
+  py::enum_<cudnnMathType_t> math(m, "MathType");
+  for (const auto& [name, e] : kMathTypes) math.value(name, e);
+  py::enum_<Layout> layout(m, "Layout");
+  for (const auto& [name, e] : kLayouts) layout.value(name, e);
+  py::enum_<cudnnBackendHeurMode_t> lists(m, "HeuristicList");
+  for (const auto& l : kHeuristicLists) lists.value(l.name, l.mode);
 }
 
-Mode parse_mode(const std::string& s) {
-  static const std::array<std::pair<const char*, Mode>, 3> t{
-      {{"find", Mode::Find}, {"find_ex", Mode::FindEx}, {"heuristic", Mode::Heuristic}}};
-  return parse(s, "mode", t);
-}
-
-cudnnMathType_t parse_math(const std::string& s) {
-  return parse(s, "math", kMaths);
-}
-
-ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
-                         std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
-                         std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math) {
+ConvProblem make_problem(const std::string& dtype, Layout layout, std::vector<int64_t> x, std::vector<int64_t> w,
+                         std::vector<int64_t> y, std::vector<int> padding, std::vector<int> stride,
+                         std::vector<int> dilation, int groups, cudnnMathType_t math) {
   ConvProblem p;
   p.dtype = dtype_info(dtype).cudnn;
-  p.layout = parse(layout, "layout", kLayouts);
+  p.layout = layout;
   p.x_dims = std::move(x);
   p.w_dims = std::move(w);
   p.y_dims = std::move(y);
@@ -95,7 +73,7 @@ ConvProblem make_problem(const std::string& dtype, const std::string& layout, st
   p.stride = std::move(stride);
   p.dilation = std::move(dilation);
   p.groups = groups;
-  p.math = parse_math(math);
+  p.math = math;
   p.validate();
   return p;
 }
@@ -121,14 +99,6 @@ std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Ten
     else if (dev_i != *device) throw std::invalid_argument("all buffer sets must be on one device");
   }
   return sets;
-}
-
-const char* math_name(cudnnMathType_t m) {
-  return name_of(m, kMaths);
-}
-
-const char* layout_name(Layout l) {
-  return name_of(l, kLayouts);
 }
 
 }  // namespace cudnn_algos::bind

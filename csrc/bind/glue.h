@@ -1,6 +1,6 @@
 // What the binding's parts share (csrc/bind/*.cpp; the module itself is csrc/bindings.cpp): pybind11 with torch's
 // tensor casters (not <torch/extension.h>, whose C++ frontend a binding does not use: each part compiles in a
-// fraction of the time, and the parts compile side by side), names parsed into enums, problems and operand checks.
+// fraction of the time, and the parts compile side by side), the bound enums, problems and operand checks.
 #pragma once
 
 #include <torch/csrc/Exceptions.h>
@@ -21,15 +21,12 @@ namespace cudnn_algos::bind {
 
 namespace py = pybind11;
 
-Direction parse_direction(const std::string& s);
-Mode parse_mode(const std::string& s);
-cudnnMathType_t parse_math(const std::string& s);
-const char* math_name(cudnnMathType_t m);
-const char* layout_name(Layout l);
+// Direction, SearchMode, MathType, Layout and HeuristicList as bound enums (Note [enums across the boundary])
+void bind_enums(py::module_& m);
 
-ConvProblem make_problem(const std::string& dtype, const std::string& layout, std::vector<int64_t> x,
-                         std::vector<int64_t> w, std::vector<int64_t> y, std::vector<int> padding,
-                         std::vector<int> stride, std::vector<int> dilation, int groups, const std::string& math);
+ConvProblem make_problem(const std::string& dtype, Layout layout, std::vector<int64_t> x, std::vector<int64_t> w,
+                         std::vector<int64_t> y, std::vector<int> padding, std::vector<int> stride,
+                         std::vector<int> dilation, int groups, cudnnMathType_t math);
 
 // The operands' buffers after checking each is exactly what the problem describes (device set from x).
 Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device);

@@ -12,21 +12,22 @@ namespace cudnn_algos::bind {
 void bind_pinned(py::module_& m) {
   // pinned execution (pinned.h): winners in, counts out; the operator itself is torch.ops.cudnn_algos.conv
   m.def("problem_key",
-        [](const std::string& direction, const ConvProblem& p, bool deterministic, bool allow_tf32) {
-          return problem_key(parse_direction(direction), p, deterministic, allow_tf32);
+        [](Direction dir, const ConvProblem& p, bool deterministic, bool allow_tf32) {
+          return problem_key(dir, p, deterministic, allow_tf32);
         },
         py::arg("direction"), py::arg("problem"), py::arg("deterministic"), py::arg("allow_tf32"));
   m.def("operator_key",
-        [](const std::string& direction, const at::Tensor& x, const at::Tensor& w, std::vector<int64_t> stride,
+        [](Direction dir, const at::Tensor& x, const at::Tensor& w, std::vector<int64_t> stride,
            std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, bool deterministic,
            bool allow_tf32, bool transposed, std::vector<int64_t> output_padding) {
-          return operator_key(parse_direction(direction), x, w, stride, padding, dilation, groups, deterministic,
+          return operator_key(dir, x, w, stride, padding, dilation, groups, deterministic,
                               allow_tf32, transposed, output_padding);
         },
         py::arg("direction"), py::arg("x"), py::arg("w"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
         py::arg("groups"), py::arg("deterministic"), py::arg("allow_tf32"), py::arg("transposed") = false,
         py::arg("output_padding") = std::vector<int64_t>{});
-  m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"), py::arg("origin") = "stored");
+  m.def("pinned_set", &pinned_set, py::arg("key"), py::arg("engine_id"), py::arg("knobs"),
+        py::arg("origin") = "stored");
   m.def("pinned_clear", &pinned_clear);
   m.def("pinned_ask_again", &pinned_ask_again, py::arg("key"), py::arg("forget_origin") = "");
   py::class_<PinnedCount>(m, "PinnedCount")
@@ -41,14 +42,21 @@ void bind_pinned(py::module_& m) {
       .def_readonly("execute_ns", &PinnedCount::execute_ns)
       .def_readonly("timed_calls", &PinnedCount::timed_calls);
   m.def("pinned_counts", &pinned_counts);
-  // Note [unseen problems] (pinned.h): what the handler is asked, and the handler itself (a Python callable
-  // query -> (configs, origin, why), or None)
+  // Note [unseen problems] (pinned.h): what the handler is asked, what it answers, and the handler itself (a Python
+  // callable query -> MissAnswer, or None)
+  py::class_<MissAnswer>(m, "MissAnswer")
+      .def(py::init([](std::vector<std::pair<int64_t, Knobs>> configs, std::string origin, std::string why,
+                       std::vector<std::shared_ptr<EnginePlan>> built) {
+             return MissAnswer{std::move(configs), std::move(origin), std::move(why), std::move(built)};
+           }),
+           py::arg("configs"), py::arg("origin"), py::arg("why"), py::arg("built"))
+      .def_readonly("configs", &MissAnswer::configs)
+      .def_readonly("origin", &MissAnswer::origin)
+      .def_readonly("why", &MissAnswer::why)
+      .def_readonly("built", &MissAnswer::built);
   py::class_<MissQuery>(m, "MissQuery")
       .def_readonly("key", &MissQuery::key)
-      .def_property_readonly("direction", [](const MissQuery& q) {
-        static const char* names[] = {"forward", "backward_data", "backward_filter"};
-        return std::string(names[static_cast<int>(q.dir)]);
-      })
+      .def_property_readonly("direction", [](const MissQuery& q) { return std::string(direction_name(q.dir)); })
       .def_readonly("problem", &MissQuery::problem)
       .def_readonly("deterministic", &MissQuery::deterministic)
       .def_readonly("allow_tf32", &MissQuery::allow_tf32)
@@ -80,21 +88,13 @@ void bind_pinned(py::module_& m) {
       py::gil_scoped_acquire gil;
       MissAnswer a;
       try {
-        // (configs, origin, why) or (configs, origin, why, built plans): Note [plans the handler built]
-        auto t = (*obj)(q).cast<py::tuple>();
-        if (t.size() != 3 && t.size() != 4) throw py::cast_error("a tuple of " + std::to_string(t.size()));
-        a.configs = t[0].cast<std::vector<std::pair<int64_t, Knobs>>>();
-        a.origin = t[1].cast<std::string>();
-        a.why = t[2].cast<std::string>();
-        if (t.size() == 4) a.built = t[3].cast<std::vector<std::shared_ptr<EnginePlan>>>();
+        a = (*obj)(q).cast<MissAnswer>();  // backend.pinned_set_miss_handler makes one from the handler's answer
       } catch (py::error_already_set& e) {
+        a = MissAnswer{};
         a.why = std::string("the unseen-problem handler raised ") + e.what();
-        a.configs.clear();
       } catch (const py::cast_error& e) {
-        a.why = std::string("the unseen-problem handler answered something else than (configs, origin, why[, "
-                            "built plans]): ") +
-                e.what();
-        a.configs.clear();
+        a = MissAnswer{};
+        a.why = std::string("the unseen-problem handler answered something else than a MissAnswer: ") + e.what();
       }
       return a;
     }));

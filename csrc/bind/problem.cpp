@@ -63,19 +63,19 @@ void bind_problem(py::module_& m) {
       // pickled as its constructor's arguments (a problem sent to another process: choose/lists_process.py)
       .def(py::pickle(
           [](const ConvProblem& p) {
-            return py::make_tuple(dtype_info(p.dtype).value().name, layout_name(p.layout), p.x_dims, p.w_dims,
-                                  p.y_dims, p.padding, p.stride, p.dilation, p.groups, math_name(p.math));
+            return py::make_tuple(dtype_info(p.dtype).value().name, p.layout, p.x_dims, p.w_dims, p.y_dims,
+                                  p.padding, p.stride, p.dilation, p.groups, p.math);
           },
           [](const py::tuple& t) {
             if (t.size() != 10) throw std::invalid_argument("a pickled ConvProblem has 10 fields");
-            return make_problem(t[0].cast<std::string>(), t[1].cast<std::string>(),
+            return make_problem(t[0].cast<std::string>(), t[1].cast<Layout>(),
                                 t[2].cast<std::vector<int64_t>>(), t[3].cast<std::vector<int64_t>>(),
                                 t[4].cast<std::vector<int64_t>>(), t[5].cast<std::vector<int>>(),
                                 t[6].cast<std::vector<int>>(), t[7].cast<std::vector<int>>(), t[8].cast<int>(),
-                                t[9].cast<std::string>());
+                                t[9].cast<cudnnMathType_t>());
           }));
 
-  m.def("algo_names", [](const std::string& direction) { return algo_names(parse_direction(direction)); });
+  m.def("algo_names", [](Direction dir) { return algo_names(dir); });
   py::class_<Versions>(m, "Versions")
       .def_readonly("cudnn_runtime", &Versions::cudnn_runtime)
       .def_readonly("cudnn_build", &Versions::cudnn_build)

@@ -16,11 +16,8 @@ py::object unless_negative(T v) {
   return v < 0 ? py::object(py::none()) : py::cast(v);
 }
 
-SearchOutput search(const std::string& direction, const ConvProblem& p, const std::string& mode,
-                std::optional<at::Tensor> x, std::optional<at::Tensor> w, std::optional<at::Tensor> y,
-                int64_t workspace_limit, int device) {
-  const Direction dir = parse_direction(direction);
-  const Mode m = parse_mode(mode);
+SearchOutput search(Direction dir, const ConvProblem& p, Mode m, std::optional<at::Tensor> x,
+                    std::optional<at::Tensor> w, std::optional<at::Tensor> y, int64_t workspace_limit, int device) {
   Buffers b;
   const Buffers* bp = nullptr;
   if (m == Mode::FindEx) {
@@ -32,30 +29,25 @@ SearchOutput search(const std::string& direction, const ConvProblem& p, const st
   return legacy_search(dir, p, m, bp, workspace_limit, device);
 }
 
-void execute(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
-             const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int64_t workspace_limit) {
-  const Direction dir = parse_direction(direction);
-  const cudnnMathType_t mt = parse_math(math);
+void execute(Direction dir, const ConvProblem& p, int algo_id, cudnnMathType_t mt, const at::Tensor& x,
+             const at::Tensor& w, const at::Tensor& y, int64_t workspace_limit) {
   int device = 0;
   const Buffers b = buffers_of(p, x, w, y, &device);
   py::gil_scoped_release nogil;
   legacy_execute(dir, p, algo_id, mt, b, workspace_limit, device);
 }
 
-CallTiming time_calls(const std::string& direction, const ConvProblem& p, int algo_id, const std::string& math,
-                    const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
-                    const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
-  const Direction dir = parse_direction(direction);
-  const cudnnMathType_t mt = parse_math(math);
+CallTiming time_calls(Direction dir, const ConvProblem& p, int algo_id, cudnnMathType_t mt,
+                      const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+                      const std::vector<at::Tensor>& ys, int iters, int64_t workspace_limit) {
   int device = 0;
   const std::vector<Buffers> sets = buffer_sets(p, xs, ws, ys, &device);
   py::gil_scoped_release nogil;
   return legacy_time_calls(dir, p, algo_id, mt, sets, iters, workspace_limit, device);
 }
 
-EngineSearchOutput engine_search_py(const std::string& direction, const ConvProblem& p,
-                                    std::vector<std::string> heuristics, bool exhaustive, int64_t max_configs,
-                                    bool runtime_compiled, int device,
+EngineSearchOutput engine_search_py(Direction dir, const ConvProblem& p, std::vector<cudnnBackendHeurMode_t> heuristics,
+                                    bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
                                     std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
                                     std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
                                     bool build, int build_threads) {
@@ -68,7 +60,6 @@ EngineSearchOutput engine_search_py(const std::string& direction, const ConvProb
   opt.exhaustive = exhaustive;
   opt.max_configs = max_configs;
   opt.runtime_compiled = runtime_compiled;
-  const Direction dir = parse_direction(direction);
   py::gil_scoped_release nogil;
   return engine_search(dir, p, opt, device);
 }
@@ -157,7 +148,7 @@ void bind_search(py::module_& m) {
       },
       py::arg("plans"), py::arg("threads") = 1, py::arg("device") = 0);
   m.def("engine_search", &engine_search_py, py::arg("direction"), py::arg("problem"),
-        py::arg("heuristics") = std::vector<std::string>{"instant", "a", "b", "fallback"}, py::arg("exhaustive") = false,
+        py::arg("heuristics") = EngineSearchOptions{}.heuristics, py::arg("exhaustive") = false,
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
         py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},

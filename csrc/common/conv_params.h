@@ -8,11 +8,21 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cudnn_algos {
 
-enum class Layout { NCHW, NHWC };
+enum class Layout { NCHW, NHWC };  // NHWC also stands for NDHWC: channels last
+
+// cuDNN's math types and the layouts by the names the package gives them: the binding's MathType and Layout enums
+// are made from these, and a legacy row's math type is named from the first.
+inline constexpr std::pair<const char*, cudnnMathType_t> kMathTypes[] = {
+    {"default", CUDNN_DEFAULT_MATH},
+    {"tensor_op", CUDNN_TENSOR_OP_MATH},
+    {"tensor_op_allow_conversion", CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+    {"fma", CUDNN_FMA_MATH}};
+inline constexpr std::pair<const char*, Layout> kLayouts[] = {{"nchw", Layout::NCHW}, {"nhwc", Layout::NHWC}};
 
 // "(2,64,56,56)"
 template <typename T>
@@ -20,7 +30,7 @@ std::string join(const std::vector<T>& v) {
   std::string s = "(";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s + ")";
-}  // NHWC also stands for NDHWC: channels last
+}
 
 struct ConvProblem {
   cudnnDataType_t dtype = CUDNN_DATA_FLOAT;

@@ -160,4 +160,9 @@ decltype(auto) with_direction(Direction dir, F&& f) {
   throw std::invalid_argument("unknown direction");
 }
 
+// The direction's name ("forward", "backward_data", "backward_filter"): its traits' name.
+inline const char* direction_name(Direction dir) {
+  return with_direction(dir, [](auto d) { return DirectionTraits<decltype(d)::value>::name; });
+}
+
 }  // namespace cudnn_algos

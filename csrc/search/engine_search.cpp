@@ -28,26 +28,12 @@ namespace cudnn_algos {
 
 namespace {
 
-// cuDNN's heuristic lists by the names the package gives them: its mode and the source its rows carry. The one C++
-// place that names them; cudnn_algos/configs.py's LISTS is the one Python place (tests/test_configs_cpu.py checks
-// that the two agree, through heuristic_lists() below).
-struct HeuristicList {
-  const char* name;
-  cudnnBackendHeurMode_t mode;
-  const char* source;
-};
-constexpr HeuristicList kLists[] = {{"instant", CUDNN_HEUR_MODE_INSTANT, "heuristic_instant"},
-                                    {"a", CUDNN_HEUR_MODE_A, "heuristic_a"},
-                                    {"b", CUDNN_HEUR_MODE_B, "heuristic_b"},
-                                    {"fallback", CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
-
-const HeuristicList& heuristic_list(const std::string& s) {
-  std::string known;
-  for (const auto& l : kLists) {
-    if (s == l.name) return l;
-    known += known.empty() ? l.name : std::string(", ") + l.name;
-  }
-  throw std::invalid_argument("heuristic mode '" + s + "' is not one of: " + known);
+// the entry of kHeuristicLists (engine_search.h) for a mode
+const HeuristicList& heuristic_list(cudnnBackendHeurMode_t mode) {
+  for (const auto& l : kHeuristicLists)
+    if (l.mode == mode) return l;
+  throw std::invalid_argument("heuristic mode " + std::to_string(static_cast<int>(mode)) +
+                              " is not one of the package's lists");
 }
 
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
@@ -278,13 +264,13 @@ class EngineSearch {
  private:
   // 1. heuristics: their ranked engine configs, as cuDNN (and torch) would pick them
   void heuristic_lists() {
-    for (const auto& mode_name : opt_.heuristics) {
-      const HeuristicList& list = heuristic_list(mode_name);
+    for (const cudnnBackendHeurMode_t mode : opt_.heuristics) {
+      const HeuristicList& list = heuristic_list(mode);
       const std::string source = list.source;
       const auto t0 = std::chrono::steady_clock::now();
       auto cfgs = heuristic_configs(list.mode);
       out_.heuristic_query_ms.emplace_back(
-          mode_name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          list.name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       for (size_t r = 0; r < cfgs.size(); ++r) {
         auto pl = new_plan();
         pl->config = std::move(cfgs[r]);
@@ -568,7 +554,7 @@ EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, cons
 
 std::vector<std::pair<std::string, std::string>> heuristic_lists() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& l : kLists) out.emplace_back(l.name, l.source);
+  for (const auto& l : kHeuristicLists) out.emplace_back(l.name, l.source);
   return out;
 }
 

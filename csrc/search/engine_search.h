@@ -18,6 +18,19 @@
 
 namespace cudnn_algos {
 
+// cuDNN's heuristic lists by the names the package gives them: its mode and the source its rows carry. The one C++
+// place that names them (the binding's HeuristicList enum is made from it); cudnn_algos/configs.py's LISTS is the one
+// Python place (tests/test_configs_cpu.py checks that the two agree).
+struct HeuristicList {
+  const char* name;
+  cudnnBackendHeurMode_t mode;
+  const char* source;
+};
+inline constexpr HeuristicList kHeuristicLists[] = {{"instant", CUDNN_HEUR_MODE_INSTANT, "heuristic_instant"},
+                                                    {"a", CUDNN_HEUR_MODE_A, "heuristic_a"},
+                                                    {"b", CUDNN_HEUR_MODE_B, "heuristic_b"},
+                                                    {"fallback", CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
+
 struct EngineGraph;  // tensors, convolution, operation and operation graph of one problem and direction
 
 // One engine configuration (engine + knob choices) and, when it finalized, its execution plan.
@@ -51,7 +64,8 @@ class EnginePlan {
 };
 
 struct EngineSearchOptions {
-  std::vector<std::string> heuristics{"instant", "a", "b", "fallback"};
+  std::vector<cudnnBackendHeurMode_t> heuristics{CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
+                                                 CUDNN_HEUR_MODE_FALLBACK};
   bool exhaustive = false;
   int64_t max_configs = 64;   // with exhaustive: at most this many configurations in all (heuristic ones first;
                               // engines that reject the graph are rows that do not count)

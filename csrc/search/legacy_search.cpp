@@ -17,13 +17,9 @@
 namespace cudnn_algos {
 
 const char* math_type_name(cudnnMathType_t m) {
-  switch (m) {
-    case CUDNN_DEFAULT_MATH: return "default";
-    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_allow_conversion";
-    case CUDNN_FMA_MATH: return "fma";
-    default: return "";
-  }
+  for (const auto& [name, e] : kMathTypes)
+    if (e == m) return name;
+  return "";
 }
 
 namespace {

@@ -88,11 +88,11 @@ MEASURED = "measured_top_k"  # the origin of measure_top_k's answers (the regist
 LOG_ENV = "CUDNN_ALGOS_UNSEEN_LOG"
 
 
-def _answer(ranked: Sequence[Candidate], origin: str, plan: Any = None) -> tuple:
-    """The operator's answer: configurations most preferred first, origin, no why, and where the first's plan is
-    built (a backend.Plan) [its extension object] (Note [plans the handler built])."""
+def _answer(ranked: Sequence[Candidate], origin: str, plan: Any = None) -> backend.MissAnswer:
+    """The operator's answer: configurations most preferred first, origin, and where the first's plan is built (a
+    backend.Plan) its extension object (Note [plans the handler built])."""
     configs = [(c.engine_id, c.knobs) for c in ranked]  # the knobs' shared tuples (Note [few objects per reply])
-    return (configs, origin, "") if plan is None else (configs, origin, "", [getattr(plan, "live", plan)])
+    return backend.MissAnswer(configs, origin, built=() if plan is None else [getattr(plan, "live", plan)])
 
 
 def _log_answer(key: str, origin: str, ranked: Sequence[Candidate]) -> None:
@@ -139,9 +139,9 @@ class UnseenHandler:
         self._later_ready: dict[str, tuple[list[Candidate], Any, list[tuple[Candidate, Any]], float]] = {}
         self._closed = False
 
-    def __call__(self, q: Any) -> tuple:
-        """(configurations, origin, why), and where measure_top_k built the first configuration's plan a fourth
-        element, [that plan] (Note [plans the handler built] in csrc/pinned/pinned.h: not built again)."""
+    def __call__(self, q: Any) -> backend.MissAnswer:
+        """Configurations, origin and why, and where measure_top_k built the first configuration's plan, that plan
+        (Note [plans the handler built] in csrc/pinned/pinned.h: not built again)."""
         t0 = time.perf_counter()
         with self._lock:
             built_later = self._later_ready.pop(q.key, None)
@@ -158,13 +158,13 @@ class UnseenHandler:
             else:
                 ranked, short, query_ms = self.ranked(q)
             if not ranked:
-                return [], "", self._not_chosen(q, t0, self._nothing_why())
+                return backend.MissAnswer(why=self._not_chosen(q, t0, self._nothing_why()))
             origin, timed, plan, later = "predicted", (), None, []
             if self.mode == "measure_top_k":
                 ranked, timed, plan, later = self.timed(q, ranked, short)
                 origin = MEASURED
         except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
-            return [], "", self._not_chosen(q, t0, self._failed_why(e))
+            return backend.MissAnswer(why=self._not_chosen(q, t0, self._failed_why(e)))
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
                                        tuple(timed), query_ms=query_ms))
         if later:
@@ -183,18 +183,18 @@ class UnseenHandler:
     def _failed_why(self, e: Exception) -> str:
         return f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"
 
-    def _enqueue(self, q: Any) -> tuple[list, str, str]:
+    def _enqueue(self, q: Any) -> backend.MissAnswer:
         """Note [choosing in the background]: queued once per problem; the operator's call runs torch's op."""
         with self._lock:
             if self._closed:
-                return [], "", "no stored winner; the selector's background threads were stopped"
+                return backend.MissAnswer(why="no stored winner; the selector's background threads were stopped")
             if q.key not in self._queued:
                 self._queued.add(q.key)
                 self._queue.put(q)
                 if not self._workers:
                     self._workers = [self._start(self._queue, self._choose, f"cudnn_algos-selector-{i}")
                                      for i in range(self.threads)]
-        return [], "", BACKGROUND_WHY
+        return backend.MissAnswer(why=BACKGROUND_WHY)
 
     def _start(self, qu: queue.Queue, fn: Any, name: str) -> threading.Thread:
         """A daemon thread serving `qu` with fn (self._lock held); the first one registers close() at exit, so that
@@ -264,7 +264,7 @@ class UnseenHandler:
                 return
             time.sleep(0.01)
 
-    def _answer_later(self, q: Any, later: tuple, t0: float) -> tuple:
+    def _answer_later(self, q: Any, later: tuple, t0: float) -> backend.MissAnswer:
         """The problem's winner (ranked[0], its plan) and the later candidates' plans timed on the same operands,
         the fastest answered; its decision replaced. Timing that fails answers the winner as before."""
         ranked, plan, built, build_s = later
