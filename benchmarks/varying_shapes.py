@@ -51,11 +51,12 @@ def shapes(batches: str, sizes: str) -> list[tuple[int, int]]:
 
 
 MODELS = {"resnet50": "ResNet-50", "retinanet": "RetinaNet's ResNet-50-FPN backbone and dense head",
-          "regnet": "RegNet-Y-800MF (grouped 3x3 layers)"}
+          "regnet": "RegNet-Y-800MF (grouped 3x3 layers)",
+          "inception": "Inception-v3 (1x7 and 7x1 kernels, odd channel counts and sizes; no corpus family has it)"}
 
 
 def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
-    """ResNet-50, RegNet-Y-800MF, or a detection-style model: RetinaNet's ResNet-50 backbone with FPN and its
+    """ResNet-50, RegNet-Y-800MF, Inception-v3 (no auxiliary head), or a detection-style model: RetinaNet's ResNet-50 backbone with FPN and its
     classification and box heads on every level (cudnn_algos.corpus.backbone_and_head, as the corpus's detection
     family)."""
     import torch
@@ -69,6 +70,10 @@ def _model(cl: bool, name: str = "resnet50", device: str = "cuda"):
         import torchvision
 
         model = torchvision.models.regnet_y_800mf().to(device)
+    elif name == "inception":
+        import torchvision
+
+        model = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True).to(device)
     else:
         from cudnn_algos.builtin_models import BUILTIN_MODELS
 
@@ -363,8 +368,8 @@ def plot(results: dict, path: str) -> bool:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet50", choices=sorted(MODELS),
-                   help="resnet50, regnet (RegNet-Y-800MF), or retinanet (a detection-style model: try --batches 2,4 "
-                   "--sizes 512,576,640,704)")
+                   help="resnet50, regnet (RegNet-Y-800MF), inception (Inception-v3: outside the corpus), or "
+                   "retinanet (a detection-style model: try --batches 2,4 --sizes 512,576,640,704)")
     p.add_argument("--config", default="fp16-nhwc", choices=["fp16-nhwc", "fp32"])
     p.add_argument("--batches", default="16,32,48,64")
     p.add_argument("--sizes", default="192,224")
