@@ -135,6 +135,8 @@ def test_cli_sweep(corpus, tmp_path):
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--workers", "0"), "--workers 0"),
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--build-threads", "0"),
                         "--build-threads 0 must be in [1, 64]"),
+                       ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--worker-memory-gb", "0"),
+                        "--worker-memory-gb 0.0 must be a positive number of GB"),
                        ((tmp_path / "c.json", "--store", tmp_path / "s.sqlite", "--known", tmp_path / "c.json"),
                         "--known " + str(tmp_path / "c.json")),
                        ((tmp_path / "c.json", "--store", tmp_path / "no" / "s.sqlite"), "does not exist")):
@@ -146,10 +148,11 @@ def test_cli_sweep(corpus, tmp_path):
 
     asked = {}
     with pytest.MonkeyPatch.context() as mp:  # --no-legacy reaches the task's options (measure_task's "legacy")
-        mp.setattr(cudnn_algos.sweep, "sweep", lambda *a, **k: asked.update(k["options"]) or SimpleNamespace(stopped_by=""))
-        for flags, legacy in (((), True), (("--no-legacy",), False)):
+        mp.setattr(cudnn_algos.sweep, "sweep", lambda *a, **k: asked.update(k["options"], cap=k["worker_memory_mb"])
+                   or SimpleNamespace(stopped_by=""))
+        for flags, legacy, cap in (((), True, None), (("--no-legacy", "--worker-memory-gb", "1.5"), False, 1536)):
             assert run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "t.sqlite", *flags).returncode == 0
-            assert asked["legacy"] is legacy
+            assert asked["legacy"] is legacy and asked["cap"] == cap
     (tmp_path / "x.json").write_text(json.dumps({"schema": 3, "kind": "engine_search"}))
     r = run_cli("sweep", tmp_path / "x.json", "--store", tmp_path / "s.sqlite")
     assert r.returncode == 2 and "x.json" in r.stderr
@@ -314,6 +317,21 @@ def test_a_task_that_loses_its_cuda_context_fails_alone_and_its_worker_is_restar
     assert "CUDA context is lost" in failed[0].reason and "illegal memory access" in failed[0].reason
     assert sum(r.restarted.values()) == 1 and not r.died, (r.restarted, r.died)
     assert "restarted after a kernel fault lost their CUDA context" in str(r) and "died" not in str(r)
+
+
+def test_a_worker_past_the_memory_cap_is_restarted_between_tasks(corpus, tmp_path):
+    """CPU (dry runs, whose workers report their own resident memory): Note [a worker's memory]. With a cap below
+    what a worker holds, each worker is restarted after each task it returns: every task is still measured once,
+    the restarts are not deaths, and the summary says so; a cap it never reaches restarts nothing."""
+    r = sweep(corpus.problems, str(tmp_path / "s.sqlite"), dry_run=True, n_workers=1, progress=False, limit=3,
+              worker_memory_mb=1.0, options={"seconds": 0.01})
+    assert (r.done, r.failed) == (3, 0) and r.recycled == {"w0": 3} and not r.died, str(r)
+    assert "restarted past 0.00 GB: w0 3x" in str(r) and "died" not in str(r)
+    r = sweep(corpus.problems, str(tmp_path / "t.sqlite"), dry_run=True, n_workers=1, progress=False, limit=3,
+              worker_memory_mb=1e9)
+    assert r.done == 3 and not r.recycled and "restarted past" not in str(r)
+    with pytest.raises(ValueError, match="worker_memory_mb=0 must be a number > 0"):
+        sweep(corpus.problems, str(tmp_path / "u.sqlite"), dry_run=True, worker_memory_mb=0)
 
 
 def test_after_a_lost_context_a_worker_hands_tasks_back_and_in_process_sweeps_stop(corpus, tmp_path, monkeypatch):

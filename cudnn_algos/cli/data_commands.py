@@ -89,6 +89,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise ValueError(f"--repeat-fraction {a.repeat_fraction} must be in [0, 1]")
         if a.budget_s is not None and not a.budget_s > 0:
             raise ValueError(f"--budget-s {a.budget_s} must be a positive number of seconds")
+        if a.worker_memory_gb is not None and not a.worker_memory_gb > 0:
+            raise ValueError(f"--worker-memory-gb {a.worker_memory_gb} must be a positive number of GB")
     except ValueError as e:
         raise UsageError(str(e)) from None
     corpus = _load_corpus(a.corpus)
@@ -101,7 +103,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,
               allowed_failures=a.allowed_failures, budget_s=a.budget_s, progress=not a.no_progress,
               dry_run=a.dry_run, options=options, repeat_fraction=a.repeat_fraction, limit=a.limit,
-              workers_per_gpu=a.workers_per_gpu)
+              workers_per_gpu=a.workers_per_gpu,
+              worker_memory_mb=None if a.worker_memory_gb is None else a.worker_memory_gb * 1024)
     print(r)
     if r.stopped_by:
         return stop_status(r.stopped_by, f"{r.done + r.failed} problem-directions stored in {a.store}; the same "

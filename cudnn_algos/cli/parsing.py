@@ -318,6 +318,9 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--workers-per-gpu", type=int, default=1, metavar="N",
                    help="workers sharing each GPU: one builds its plans while another times (they take turns on "
                         "the GPU for all else; docs/sweep.md); default 1")
+    w.add_argument("--worker-memory-gb", type=float, default=None, metavar="G",
+                   help="restart a worker whose resident memory after a task exceeds G GB (a long sweep's workers "
+                        "grow: docs/sweep.md); default: never")
     w.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated directions")
     w.add_argument("--budget-s", type=float, default=None,
                    help="after this many seconds start nothing new (the running tasks finish and are kept)")

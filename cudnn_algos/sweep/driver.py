@@ -44,6 +44,8 @@ class SweepResult:
     restarted: dict[str, int] = field(default_factory=dict)  # worker -> restarts after a task lost its CUDA context
     memory: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker -> resident MB after its first and
     # its last task (measure_task's rss_mb): whether a long-running worker's memory grows
+    recycled: dict[str, int] = field(default_factory=dict)  # worker -> restarts at the memory cap (worker_memory_mb)
+    memory_cap_mb: float | None = None
 
     @property
     def rate(self) -> float:
@@ -67,8 +69,12 @@ class SweepResult:
     def _memory(self) -> str:
         if not self.memory:
             return ""
-        return "; resident memory per worker, first -> last task: " + ", ".join(
+        out = "; resident memory per worker, first -> last task: " + ", ".join(
             f"{w} {a / 1024:.2f} -> {b / 1024:.2f} GB" for w, (a, b) in sorted(self.memory.items()))
+        if self.recycled:
+            out += (f" (restarted past {self.memory_cap_mb / 1024:.2f} GB: " + ", ".join(
+                f"{w} {n}x" for w, n in sorted(self.recycled.items())) + ")")
+        return out
 
     def _restarts(self) -> str:
         if not self.restarted:
@@ -114,7 +120,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
           measure: Callable[..., dict[str, Any]] | None = None, options: dict[str, Any] | None = None,
           scheduler: str | None = None, n_workers: int | None = None, allowed_failures: int = 2,
           budget_s: float | None = None, progress: bool = True, dry_run: bool = False,
-          repeat_fraction: float = 0.05, limit: int | None = None, workers_per_gpu: int = 1) -> SweepResult:
+          repeat_fraction: float = 0.05, limit: int | None = None, workers_per_gpu: int = 1,
+          worker_memory_mb: float | None = None) -> SweepResult:
     """Measures every problem-direction of `problems` (CorpusProblems) that `store` lacks. Long because: it is
     the driver's one loop (submit, collect, store, stop) with its three engines side by side.
 
@@ -127,13 +134,18 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left.
     workers_per_gpu: local workers per GPU (n_workers by default: the visible GPUs times it); above 1 the workers
     of a GPU take turns on it for everything but building plans (options["share_gpu"], Note [sharing a GPU]); with
-    `scheduler`, says that the cluster's workers share their GPUs so."""
+    `scheduler`, says that the cluster's workers share their GPUs so. worker_memory_mb: a Dask worker whose
+    resident memory after a task exceeds it is restarted (Note [a worker's memory]).
+    """
     from ..choices import DIRECTIONS
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit={limit!r} must be a whole number >= 0")
     if isinstance(workers_per_gpu, bool) or not isinstance(workers_per_gpu, int) or workers_per_gpu < 1:
         raise ValueError(f"workers_per_gpu={workers_per_gpu!r} must be a whole number >= 1")
+    if worker_memory_mb is not None and (isinstance(worker_memory_mb, bool)
+                                         or not isinstance(worker_memory_mb, (int, float)) or not worker_memory_mb > 0):
+        raise ValueError(f"worker_memory_mb={worker_memory_mb!r} must be a number > 0")
     if workers_per_gpu > 1:
         options = {**(options or {}), "share_gpu": True}
     own = not isinstance(store, SweepStore)
@@ -163,7 +175,7 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         elapsed = time.perf_counter() - t0
         bar.update(f"{counts['done']} done, {counts['failed']} failed, {sum(counts.values()) / elapsed:.2f}/s")
 
-    deaths = Deaths()
+    deaths = Deaths(worker_memory_mb)
     try:
         engine, stopped = _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, deadline, dry_run,
                                workers_per_gpu, deaths)
@@ -177,7 +189,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
                        left=left, repeats=min(len(repeats), len(todo)),
                        seconds=time.perf_counter() - t0, per_worker=dict(per_worker), stopped_by=stopped,
                        engine=engine, stages=dict(stages), died=dict(deaths.died), retried=tuple(deaths.retried),
-                       restarted=dict(deaths.restarted), memory=memory)
+                       restarted=dict(deaths.restarted), memory=memory, recycled=dict(deaths.recycled),
+                       memory_cap_mb=worker_memory_mb)
 
 
 def todo_of(problems: Iterable[Any], stored: set[str], directions: Iterable[str],
@@ -272,6 +285,8 @@ def _collect(client, todo, fn, options, record, deadline, deaths: Deaths) -> str
             record(task, {**out, "status": "failed"} if out.get("status") == NOT_RUN else out)
         if out.get("context_lost"):  # the task that faulted, or one its poisoned worker handed back
             _restart(client, out.get("worker"), deaths, fut.key)
+        elif deaths.over_cap(out):
+            _restart(client, out.get("worker"), deaths, fut.key, deaths.recycled)
 
     try:
         top_up()
@@ -290,18 +305,33 @@ def _collect(client, todo, fn, options, record, deadline, deaths: Deaths) -> str
     return ""
 
 
+# Note [a worker's memory]: a sweep worker's resident memory grows with the problems it has measured (on the GPU
+# machine ~1 GB per 200 problem-directions: each problem's plans stay cached, torch's among them, for the process's
+# life). Nothing of one problem is needed by the next, so a worker past the cap (sweep's worker_memory_mb, the CLI's
+# --worker-memory-gb) is restarted between tasks, as a worker whose context was lost is: a fresh process. Its
+# restart is the driver's own, not counted as a death; its next tasks pay the start (CUDA context, CUPTI) once.
+
+
 class Deaths:
     """The workers that died during a sweep and the tasks they were running, from the scheduler's own event log
     (each unexpected "remove-worker" event names the worker's address and the keys it was processing), with the
-    workers' names as the scheduler listed them while they lived."""
+    workers' names as the scheduler listed them while they lived; and the restarts the driver asked for."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory_cap_mb: float | None = None) -> None:
         self.since = time.time()
         self.name_of: dict[str, str] = {}
         self._looked = 0.0
         self.died: Counter = Counter()
         self.retried: list[str] = []
         self.restarted: Counter = Counter()  # worker name -> restarts the driver asked for (not deaths)
+        self.recycled: Counter = Counter()  # worker name -> restarts at the memory cap (Note [a worker's memory])
+        self.memory_cap_mb = memory_cap_mb
+
+    def over_cap(self, out: dict[str, Any]) -> bool:
+        """Whether the worker that returned `out` is past the memory cap (Note [a worker's memory])."""
+        rss = out.get("rss_mb")
+        return (self.memory_cap_mb is not None and bool(out.get("worker")) and isinstance(rss, (int, float))
+                and rss > self.memory_cap_mb)
 
     def names(self, client, every_s: float = 0.0) -> None:
         now = time.perf_counter()
@@ -320,7 +350,7 @@ class Deaths:
         except Exception:  # noqa: BLE001 (a scheduler that is gone: nothing more is known)
             return
         index = {dask_key(i): t for i, t in enumerate(todo)}
-        restarts = Counter(self.restarted)
+        restarts = Counter(self.restarted) + Counter(self.recycled)
         for stamp, msg in events:
             if (stamp < self.since or not isinstance(msg, dict) or msg.get("action") != "remove-worker"
                     or msg.get("expected")):
@@ -350,10 +380,11 @@ def _outcome(fut) -> dict[str, Any]:
         return {"status": "failed", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _restart(client, worker: str | None, deaths: Deaths, key: str) -> None:
-    """Restarts the worker (by name) whose task lost its CUDA context: a fresh process has a fresh context. First
-    the scheduler must have forgotten that task (released): a result it still wants when its worker goes is
-    computed again on another worker, which would fault there too."""
+def _restart(client, worker: str | None, deaths: Deaths, key: str, counter: Counter | None = None) -> None:
+    """Restarts the worker (by name) whose task lost its CUDA context (or that is past the memory cap): a fresh
+    process has a fresh context. First the scheduler must have forgotten that task (released): a result it still
+    wants when its worker goes is computed again on another worker, which would fault there too. Counted in
+    `counter` (default deaths.restarted)."""
     if not worker:
         return
     until = time.perf_counter() + FORGET_S
@@ -368,7 +399,7 @@ def _restart(client, worker: str | None, deaths: Deaths, key: str) -> None:
         client.restart_workers([worker], timeout=RESTART_S, raise_for_error=False)
     except Exception:  # noqa: BLE001 (a worker that cannot restart hands its tasks back unrun; the sweep goes on)
         return
-    deaths.restarted[worker] += 1
+    (deaths.restarted if counter is None else counter)[worker] += 1
 
 
 def _scheduler_has(key: str, dask_scheduler=None) -> bool:
