@@ -68,12 +68,18 @@ def pytest_configure(config):
 
 
 def pytest_runtest_logreport(report):
-    """$CUDNN_ALGOS_TEST_TIMES=PATH: one line per test phase as it ends (seconds, phase, outcome, test), so a run
-    stopped by a time limit still says where its time went (scripts/gpu-check keeps the file)."""
+    """$CUDNN_ALGOS_TEST_TIMES=PATH: one line per test phase as it ends (seconds, phase, outcome, test; a failed
+    phase also its failure's message), so a run stopped by a time limit still
+    says where its time went and why a test failed (scripts/gpu-check keeps the file)."""
     path = os.environ.get("CUDNN_ALGOS_TEST_TIMES")
     if path and _TIMES_WRITER and (report.when == "call" or report.duration > 0.5 or report.failed):
+        why = ""
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            lines = [ln for ln in str(report.longrepr).splitlines() if ln.strip()]
+            why = " | " + " ".join(str(getattr(crash, "message", None) or (lines[-1] if lines else "")).split())[:300]
         with open(path, "a") as f:
-            f.write(f"{report.duration:8.2f} {report.when:8} {report.outcome:7} {report.nodeid}\n")
+            f.write(f"{report.duration:8.2f} {report.when:8} {report.outcome:7} {report.nodeid}{why}\n")
 
 
 ENV = Environment(
