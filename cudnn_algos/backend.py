@@ -57,12 +57,10 @@ def conv_problem(problem: Problem):
     stride, pad, dil = problem.conv_args()
     sh = problem.shapes
     return _ext.load().ConvProblem(
-        dtype=problem.dtype_name, layout=_bound("Layout", "layout", _LAYOUTS[problem.memory_format != "contiguous"]),
+        dtype=problem.dtype_name,
+        layout=_bound("Layout", "layout", "nchw" if problem.memory_format == "contiguous" else "nhwc"),
         x=problem.lift(sh.x_shape), w=problem.lift(sh.w_shape), y=problem.lift(sh.y_shape), padding=pad,
         stride=stride, dilation=dil, groups=problem.spec.groups, math=_bound("MathType", "math", problem.math))
-
-
-_LAYOUTS = ("nchw", "nhwc")  # the extension's Layout names: packed, channels last
 
 
 def _bound(kind: str, arg: str, value: Any) -> Any:
@@ -343,8 +341,7 @@ def pinned_set_miss_handler(handler) -> None:
         a = handler(query)
         if not isinstance(a, MissAnswer):
             raise TypeError(f"the unseen-problem handler answered a {type(a).__name__}, not a backend.MissAnswer")
-        return bound(**{f.name: list(getattr(a, f.name)) if f.name in ("configs", "built") else getattr(a, f.name)
-                        for f in fields(MissAnswer)})
+        return bound(configs=list(a.configs), origin=a.origin, why=a.why, built=list(a.built))
 
     _ext.load().pinned_set_miss_handler(ask)
 
