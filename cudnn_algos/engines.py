@@ -324,7 +324,7 @@ def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: Measur
     """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
     `cap` new configurations), measures them like the others and merges them in. The building is host work: it
     runs outside `gpu_turn` (left and entered again around it), as the first plans' building does."""
-    seeds = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
+    seeds = sorted((r for r in result.succeeded if r.right_ms is not None and not r.torch_filter),
                    key=lambda r: r.kernel_ms)[:seeds_n]
     if not seeds:
         return result

@@ -274,3 +274,29 @@ def test_engine_table_is_in_kernel_time_order_with_failures_last(make):
     assert max(map(len, lines)) <= 120
     df = make.engine_result(rows=rows).to_dataframe()  # the full names stay in the data
     assert "eng5{TILE_SIZE=12,TILEK=2,STAGES=3,IDX_MODE=1,LDGC=2,SPECFILT=0,SPLIT_K=4}" in set(df["candidate"])
+
+
+def test_a_row_whose_output_is_wrong_is_shown_and_never_the_best(make):
+    """Note [a wrong output]: a row farther than WRONG_REL_ERR from float64 (or not finite) keeps its time and shows
+    its error, but is never best or best_eligible; a dataset row likewise has no time for the regret report and
+    training (dataset.regret.timed_ms)."""
+    from cudnn_algos.dataset.regret import timed_ms
+    from cudnn_algos.results import NON_FINITE, WRONG_REL_ERR, wrong_output
+
+    fast = make.engine_row(5, [("heuristic_b", 0)], ms=0.001, name="eng71{SPLIT_K_SLC=1,KERNEL_CFG=28}")
+    fast = replace(fast, measured=replace(fast.measured, rel_err=1.4))
+    r = make.engine_result(rows=make.engine_result().rows + (fast,))
+    assert fast.wrong and fast.kernel_ms == 0.001 and fast.right_ms is None
+    assert r.best.name == "eng1" and r.best_eligible.name == "eng2"  # (eng1, 0.015 ms, is torch-filtered)
+    assert "WRONG OUTPUT: 1.4 from float64" in "\n".join(r.text_table())
+    assert [wrong_output(e) for e in (0.0, WRONG_REL_ERR, 0.11, float("inf"), None, float("nan"))] == [
+        False, False, True, True, False, False]
+    assert wrong_output(None, NON_FINITE) and wrong_output(float("nan"), NON_FINITE)
+    row = {"status": "SUCCESS", "kernel_median_ms": 0.5, "rel_err": 2e-3, "measure_error": None}
+    assert timed_ms(row) == 0.5
+    assert timed_ms({**row, "rel_err": 1.4}) is None
+    assert timed_ms({**row, "rel_err": float("nan"), "measure_error": NON_FINITE}) is None
+    legacy = make.legacy_result()
+    bad = replace(legacy.rows[0], measured=make.measurement(0.1))
+    bad = replace(bad, measured=replace(bad.measured, rel_err=0.9))
+    assert replace(legacy, rows=(bad,) + legacy.rows[1:]).best.algo == "WINOGRAD_NONFUSED"

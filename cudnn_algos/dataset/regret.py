@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ..configs import LISTS, SEARCH_LISTS, TORCH_LISTS, heuristic_list
+from ..results import wrong_output
 from ..spec import input_dims
 
 METHODS = SEARCH_LISTS + ("torch_off", "legacy_heuristic", "legacy_find", "torch_on")
@@ -34,9 +35,13 @@ TOP1_LEGEND = f"top-1: the share of picks within {TOP1:.0%} of the best (the noi
 
 
 def timed_ms(r: dict[str, Any]) -> float | None:
-    """A long-form row's kernel median where it ran (status SUCCESS, a finite positive time), else None."""
+    """A long-form row's kernel median where it ran (status SUCCESS, a finite positive time) and its output is right
+    (Note [a wrong output] in results/rows.py: a wrong row is never the best, a training label or a known
+    configuration; a method that picks one counts as missing), else None."""
     t = r.get("kernel_median_ms")
     if r.get("status") != "SUCCESS" or not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    if wrong_output(r.get("rel_err"), r.get("measure_error") or ""):
         return None
     return float(t) if math.isfinite(t) and t > 0 else None
 

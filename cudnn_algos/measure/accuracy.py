@@ -21,20 +21,22 @@ def operand_sets(problem: Problem, l2: str, device: int) -> list[dict[str, torch
     return [problem.operands(device, "measure") for _ in range(n_sets)]
 
 
-def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
-    """The float64 result of cuDNN's direction `cdir` on these (lifted, cuDNN-role) operands, computed by torch; on
+def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str,
+                     dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The float64 (or `dtype`: float32 runs with TF32 off) result of cuDNN's direction `cdir` on these (lifted,
+    cuDNN-role) operands, computed by torch; on
     the CPU instead (with a warning) when the GPU has no memory left for it: a search run while the GPU is nearly full
     still checks every row's output (on the H200, torch's float64 convolution failed there with a CUDA
     out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
     if where == "cuda":
         try:
-            return _reference(problem, cdir, ops, "cuda")
+            return _reference(problem, cdir, ops, "cuda", dtype)
         except RuntimeError as e:
             if not freed_after_oom(e):
                 raise
             warnings.warn(f"{problem.describe(cdir)}: the float64 reference did not fit on the GPU "
                           f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
-    return _reference(problem, cdir, ops, "cpu")
+    return _reference(problem, cdir, ops, "cpu", dtype)
 
 
 def freed_after_oom(e: RuntimeError) -> bool:
@@ -47,12 +49,14 @@ def freed_after_oom(e: RuntimeError) -> bool:
     return True
 
 
-def _reference(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str) -> torch.Tensor:
+def _reference(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str,
+               dtype: torch.dtype = torch.float64) -> torch.Tensor:
     stride, pad, dil = problem.conv_args()
     dev = ops["x"].device if where == "cuda" else torch.device("cpu")
-    x, w, y = (ops[r].to(device=dev, dtype=torch.float64) for r in "xwy")
+    x, w, y = (ops[r].to(device=dev, dtype=dtype) for r in "xwy")
     conv = torch.nn.functional.conv2d if x.dim() == 4 else torch.nn.functional.conv3d
-    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False):
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, deterministic=True, benchmark=False,
+                                                     allow_tf32=False):
         if cdir == "forward":
             return conv(x, w, None, stride, pad, dil, problem.spec.groups)
         mask = [cdir == "backward_data", cdir == "backward_filter", False]

@@ -20,7 +20,7 @@ import torch
 from ..choices import L2_MODES
 from ..errors import CudaContextLost, is_context_lost
 from ..problem import Problem, check_choice, check_int
-from ..results import MeasureConfig, Measurement, Stats
+from ..results import NON_FINITE, MeasureConfig, Measurement, Stats
 from .accuracy import error_stats, errors
 from .clocks import KernelClockUnavailable, again_if_lost, kernel_clock, reference_kernel_ms
 from .peak import peak_or_none
@@ -187,7 +187,7 @@ def _first_call(r: Runnable, ref: torch.Tensor | None, device: int, cut_ms: floa
             got, acc_ms = _output(r, timed=cut_ms is not None)
             rel, mx = errors(got, ref)  # OutputCheckFailed: outside its buffer or unwritten -> failed row
             if rel is None:
-                err = "output has non-finite values (overflow)"
+                err = NON_FINITE
         if acc_ms is not None and acc_ms > cut_ms:
             host, est = None, acc_ms
         else:
@@ -235,7 +235,7 @@ def _checked_together(runnables: Sequence[Runnable], ref: torch.Tensor, device: 
         got[j] = (Measurement(kernel_ms=None, throughput_ms=None, host_ms=None, calls_per_sample=0,
                               kernel_clock="none", rel_err=float(rel) if ok else None,
                               max_abs_err=float(mx) if ok else None, heuristic_rank=r.heuristic_rank,
-                              error="" if ok else "output has non-finite values (overflow)"),
+                              error="" if ok else NON_FINITE),
                   max(start.elapsed_time(end), 1e-4))
     return got
 

@@ -7,7 +7,8 @@ from ..environment import Environment
 from .codec import SCHEMA_VERSION, decode, encode, from_dict, load_json, read_json, to_dict, write_json
 from .fidelity import SIZE_CLASSES, fidelity_pairs, fidelity_table, traced_high
 from .model_report import EndToEnd, LayerRow, ModelReport, ProblemEntry
-from .rows import AlgoResult, EngineRow, MeasureConfig, Measurement, Stats, TorchRun
+from .rows import (NON_FINITE, WRONG_REL_ERR, AlgoResult, EngineRow, MeasureConfig, Measurement, Stats, TorchRun,
+                   wrong_output)
 from .searches import EngineSearches, EngineSearchResult, SearchResult, SearchResults
 from .tables import LONG_FORM_COLUMNS, TEXT_WIDTH, aligned, fit_table, format_bytes, format_ms, wrap_lines
 
@@ -16,4 +17,4 @@ __all__ = ["SCHEMA_VERSION", "DIRECTIONS", "Environment", "Stats", "MeasureConfi
            "ProblemEntry", "EndToEnd", "LayerRow", "ModelReport", "load_json", "write_json", "read_json",
            "format_bytes", "format_ms", "aligned", "fit_table", "wrap_lines", "TEXT_WIDTH", "fidelity_table",
            "fidelity_pairs", "traced_high", "SIZE_CLASSES", "encode", "decode", "to_dict", "from_dict",
-           "LONG_FORM_COLUMNS"]
+           "LONG_FORM_COLUMNS", "WRONG_REL_ERR", "NON_FINITE", "wrong_output"]

@@ -2,11 +2,31 @@
 (``AlgoResult``), an engine configuration (``EngineRow``) and torch's own op (``TorchRun``). Frozen, no GPU needed."""
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..configs import heuristic_list
+
+# Note [a wrong output]: cuDNN builds some configurations (status SUCCESS) whose output is not the convolution. On the
+# H100 and H200 with cuDNN 9.19, engines 70, 71 and 78 with SPLIT_K_SLC=1 and a KERNEL_CFG that suits other problems
+# gave a relative error of ~1.4 (or overflowed) against float64 on grouped and dilated fp32 layers: 389 rows of the
+# dataset, 13 of them the fastest of their problem-direction, while every other row was within 0.026 (bf16). A row
+# whose output is farther than WRONG_REL_ERR from the float64 reference, or not finite, is wrong: it is shown with its
+# error, and it is never a search's best, a tuned winner, a selector's training label or known configuration, or a
+# choice of apply() (the unseen handler checks what it runs: Note [a candidate's output checked] in choose/).
+WRONG_REL_ERR = 0.1
+NON_FINITE = "output has non-finite values (overflow)"  # a measurement's error when its output is not finite
+
+
+def wrong_output(rel_err: float | None, error: str = "") -> bool:
+    """Note [a wrong output]: an output `rel_err` from float64 (None or NaN: not checked, or not finite, which
+    `error` then says) is wrong."""
+    if rel_err is None or (isinstance(rel_err, float) and math.isnan(rel_err)):
+        return error == NON_FINITE
+    return not rel_err <= WRONG_REL_ERR
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -79,6 +99,11 @@ class Measurement:
     phases: tuple[tuple[str, float, float], ...] = ()
 
     @property
+    def wrong(self) -> bool:
+        """Note [a wrong output]: its output was checked and is not the convolution."""
+        return wrong_output(self.rel_err, self.error)
+
+    @property
     def host_bound(self) -> bool:
         """A call costs more host time than GPU time: back-to-back calls leave the GPU idle."""
         return bool(self.host_ms and self.kernel_ms and self.host_ms.median > self.kernel_ms.median)
@@ -110,6 +135,16 @@ class MeasuredRow(Timed):
     @property
     def ok(self) -> bool:
         return self.status == "SUCCESS"
+
+    @property
+    def wrong(self) -> bool:
+        """Ran, and its output is not the convolution (Note [a wrong output])."""
+        return self.measured is not None and self.measured.wrong
+
+    @property
+    def right_ms(self) -> float | None:
+        """Its kernel median where it ran and its output is right (what a best is chosen by), else None."""
+        return None if not self.ok or self.wrong else self.kernel_ms
 
 
 # ============================================================================================ legacy searches

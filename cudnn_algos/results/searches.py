@@ -50,7 +50,7 @@ class SearchResult(Saved):
     @property
     def best(self) -> AlgoResult | None:
         """The fastest successful row (heuristic mode: cuDNN's first successful choice); None if none succeeded."""
-        ok = [r for r in self.rows if r.ok]
+        ok = [r for r in self.rows if r.ok and not r.wrong]
         if not ok:
             return None
         measured = [r for r in ok if r.kernel_ms is not None]
@@ -238,9 +238,10 @@ class EngineSearchResult(Saved):
 
     @property
     def best(self) -> EngineRow | None:
-        """The fastest measured configuration; where some were confirmed (measured again on fresh operands after a
-        screen or beside torch's op), the fastest confirmed one. Unmeasured: heuristic A's first."""
-        timed = [r for r in self.succeeded if r.kernel_ms is not None]
+        """The fastest measured configuration whose output is right (Note [a wrong output]); where some were
+        confirmed (measured again on fresh operands after a screen or beside torch's op), the fastest confirmed one.
+        Unmeasured: heuristic A's first."""
+        timed = [r for r in self.succeeded if r.right_ms is not None]
         conf = [r for r in timed if r.measured.confirmed]
         if conf or timed:
             return min(conf or timed, key=lambda r: r.kernel_ms)
@@ -250,8 +251,9 @@ class EngineSearchResult(Saved):
     @property
     def best_eligible(self) -> EngineRow | None:
         """The fastest measured configuration torch's own convolution would also accept (not filtered out by its
-        numerical rules): the fair one to compare with torch. Confirmed measurements first."""
-        timed = [r for r in self.succeeded if r.kernel_ms is not None and not r.torch_filter]
+        numerical rules) and whose output is right: the fair one to compare with torch. Confirmed measurements
+        first."""
+        timed = [r for r in self.succeeded if r.right_ms is not None and not r.torch_filter]
         conf = [r for r in timed if r.measured.confirmed]
         return min(conf or timed, key=lambda r: r.kernel_ms) if timed else None
 

@@ -44,6 +44,8 @@ def measure_note(m: Measurement | None) -> str:
     if m is None:
         return ""
     notes = [m.error] if m.error else []
+    if m.wrong and m.rel_err is not None:  # Note [a wrong output] (a non-finite one says so in its error)
+        notes.append(f"WRONG OUTPUT: {m.rel_err:.2g} from float64, never a best")
     if m.pruned:
         notes.append("one sample: far slower than the fastest at its first call")
     if m.host_bound:

@@ -43,7 +43,7 @@ def winner_entry(result: EngineSearchResult, env: Environment, key: str, setting
     or torch's own op when it was faster on the same clock by more than `torch_margin`) and every candidate."""
     best = result.best_eligible
     on = result.torch_run("benchmark_on")
-    ok = sorted((r for r in result.succeeded if r.kernel_ms is not None and not r.torch_filter),
+    ok = sorted((r for r in result.succeeded if r.right_ms is not None and not r.torch_filter),
                 key=lambda r: r.kernel_ms)
     to_torch = best is None or (on is not None and on.kernel_ms is not None
                                 and torch_wins(on.kernel_ms, best.kernel_ms, torch_margin))
