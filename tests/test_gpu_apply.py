@@ -267,8 +267,55 @@ def test_a_known_configuration_no_list_names_is_built_and_matches_torch(tmp_path
                 out = conv(x)
             c, d = h.counts(), h.decisions()
     assert len(c) == 1 and c[0]["config"] == known_cfg and c[0]["fallback"] == 0, c
-    assert d[0].offered[:2] == ("eng9999", known_cfg), d[0].offered[:3]
+    # the nonexistent one did not build (passed over, not wrong); the known one was built, checked and answered
+    assert d[0].offered[0] == known_cfg and "eng9999" not in d[0].offered and d[0].wrong == (), d[0]
     assert rel_err(out, ref) < TOL[torch.float16]
+
+
+WRONG_CFG = "eng71{SPLIT_K_SLC=1,KERNEL_CFG=28}"  # built by cuDNN 9.19 for the layer below, its output ~1.4 off
+
+
+@pytest.mark.parametrize("unseen", ["predict", "measure_top_k"])
+def test_a_configuration_whose_output_is_wrong_is_never_run(tmp_path, unseen, tf32_as_in):
+    """Note [a wrong output], Note [a candidate's output checked]: the dilated grouped fp32 layer of the 2-D net, for
+    which cuDNN 9.19 builds WRONG_CFG (status SUCCESS) whose output is ~1.4 away from float64. find_engines shows
+    the row with its error and never calls it the best; a selector ranking it first has it checked and passed over
+    by predict, and left out by measure_top_k even where it is timed fastest; the output matches torch's. Where
+    this cuDNN computes it right, the test says so and skips."""
+    from cudnn_algos.selector import Selector
+
+    conv = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2, groups=4, bias=False).cuda()
+    x = torch.randn(4, 32, 16, 16, device="cuda")
+    res = cudnn_algos.find_engines(conv, tuple(x.shape), configs=[WRONG_CFG, "eng0"], measure=True, repeats=3,
+                                   warmup=1, compare_torch=False)
+    row = next((r for r in res.rows if r.name == WRONG_CFG), None)
+    if row is None or not row.ok or not row.wrong:
+        pytest.skip(f"cuDNN {cudnn_algos.backend.environment(0).cudnn_runtime}: {WRONG_CFG} for this layer "
+                    f"{'computes it right' if row is not None and row.ok else 'does not build'} here")
+    assert row.measured.rel_err > 0.5 and res.best is not None and res.best.name != WRONG_CFG
+    shipped = Selector.shipped(cudnn_algos.backend.environment(0).selector_family())
+
+    class WrongFirst(Selector):  # a subclass ranks in this process (Note [ranking in the helper])
+        def rank(self, problem, candidates):
+            return sorted(range(len(candidates)), key=lambda i: (bool(candidates[i][2]), i))  # unlisted first
+
+        def shortlist(self, problem, candidates, k, order=None, predicted=None):
+            return self.rank(problem, candidates)[:k]
+
+    known = {"forward float32 contiguous": ((WRONG_CFG, True),)}
+    sel = WrongFirst(shipped.vocabulary, shipped.trees, shipped.neighbours, shipped.family, shipped.trained_on,
+                     shipped.reach, known, shipped.evidence)
+    with torch.no_grad():
+        ref = conv(x)
+        with cudnn_algos.apply(conv, tmp_path / "empty.sqlite", unseen=unseen, k=3, selector=sel,
+                               background=False) as h:
+            h.reset_counts()
+            for _ in range(2):
+                out = conv(x)
+            c, d = h.counts(), h.decisions()
+    assert len(c) == 1 and c[0]["config"] not in (None, WRONG_CFG) and c[0]["fallback"] == 0, c
+    assert d[0].wrong == (WRONG_CFG,) and WRONG_CFG not in d[0].offered, d[0]
+    assert rel_err(out, ref) < TF32_TOL
 
 
 def test_runtime_compiled_candidates_are_built_later_timed_at_the_next_call_and_match_torch(tmp_path, monkeypatch):

@@ -265,7 +265,10 @@ def test_predict_answers_the_selectors_order_without_building(fake_lists):
     cands = with_known(candidates_of(plans, "float16", False, True),
                        sel.known_for("forward", "float16", "channels_last"))
     order = sel.rank(problem_features(*query_problem(_query())), [c.encoded for c in cands])
-    assert configs == [(cands[i].engine_id, tuple(cands[i].knobs)) for i in order]
+    assert cands[order[0]].listed  # (else it would have been built and checked: Note [a candidate's output checked])
+    # the ranking, less the configurations no list offered after its first (the operator would build them unchecked)
+    assert configs == [(cands[i].engine_id, tuple(cands[i].knobs)) for i in order
+                       if i == order[0] or cands[i].listed]
     assert (origin, why) == ("predicted", "")
     d = h.decisions[0]
     assert d.origin == "predicted" and d.offered[0] == cands[order[0]].name and d.seconds >= 0
@@ -289,16 +292,17 @@ def test_known_configurations_are_ranked_beside_the_lists(fake_lists, in_helper)
              "forward float32 contiguous": (("eng70{SPLIT_K_SLC=1}", True),)}
     sel = replace(sel, known=known) if in_helper else Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family,
                                                          sel.trained_on, sel.reach, known, sel.evidence)
-    names = lambda configs: {config_name(e, k) for e, k in configs}  # noqa: E731
-    configs, _, _ = _parts(UnseenHandler("predict", sel)(_query()))
-    assert len(configs) == len(plans) + 2 and {"eng70{SPLIT_K_SLC=1}", "eng71{SPLIT_K_SLC=1}"} <= names(configs)
-    configs, _, _ = _parts(UnseenHandler("predict", sel)(_query(det=True)))
-    assert "eng71{SPLIT_K_SLC=1}" in names(configs) and "eng70{SPLIT_K_SLC=1}" not in names(configs)
+    # what predict ranks (its answer leaves out the unlisted ones after its first: Note [a candidate's output checked])
+    names = lambda q: {c.name for c in UnseenHandler("predict", sel).ranked(q)[0]}  # noqa: E731
+    got = names(_query())
+    assert len(got) == len(plans) + 2 and {"eng70{SPLIT_K_SLC=1}", "eng71{SPLIT_K_SLC=1}"} <= got
+    got = names(_query(det=True))
+    assert "eng71{SPLIT_K_SLC=1}" in got and "eng70{SPLIT_K_SLC=1}" not in got
     q = _query(dtype="float32")
     q.channels_last = False
-    assert "eng70{SPLIT_K_SLC=1}" in names(UnseenHandler("predict", sel)(q).configs)
+    assert "eng70{SPLIT_K_SLC=1}" in names(q)
     q.allow_tf32 = False
-    assert "eng70{SPLIT_K_SLC=1}" not in names(UnseenHandler("predict", sel)(q).configs)
+    assert "eng70{SPLIT_K_SLC=1}" not in names(q)
 
 
 def test_predict_in_the_background_answers_at_once_then_at_the_next_call(fake_lists, monkeypatch):
@@ -336,7 +340,7 @@ def test_measure_top_k_in_the_background_ranks_there_and_times_at_the_next_call(
 
     def timed(q, ranked, short):  # stands in for the GPU timing: the shortlist's last is the fastest
         timed_with.append([c.name for c in short])
-        return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5], None, []
+        return [short[-1]] + [c for c in ranked if c != short[-1]], [0.5], None, [], []
 
     monkeypatch.setattr(h, "timed", timed)
     assert h(_query()) == backend.MissAnswer(why=unseen_mod.BACKGROUND_WHY)
@@ -390,7 +394,8 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
                 for x in cands}
 
     monkeypatch.setattr(unseen_mod, "build", build)
-    monkeypatch.setattr(unseen_mod, "time_plans", lambda q, plans, calls, samples: [ms[p.e] for p in plans])
+    monkeypatch.setattr(unseen_mod, "time_plans",
+                        lambda q, plans, calls, samples: ([ms[p.e] for p in plans], [1e-3] * len(plans)))
     stored = iter([False, True])  # the operator has not stored the first answer yet when the build ends: again
 
     def ask_again(key, origin=""):
@@ -413,8 +418,63 @@ def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one
     assert [e for e, _ in configs[:3]] == [3, 1, 4] and plans == [("extension's plan", 3)]
     (d,) = h.decisions
     assert d.later == 2 and d.timed_ms == (0.1, 0.2, 0.25) and d.offered[0] == c[3].name
-    assert set(d.offered) == {x.name for x in c} and h.forgotten() == []
+    # c[5], never timed and named by no list (these stand-ins carry no positions), is not offered: the operator
+    # would build it unchecked (Note [a candidate's output checked])
+    assert set(d.offered) == {x.name for x in c[:5]} and h.forgotten() == []
     h.close()
+
+
+def _checking(monkeypatch, errs):
+    """build and check_plans stand in for cuDNN's: every candidate builds; its output's error is errs[engine id]."""
+    builds = []
+
+    def build(q, cands, runtime_compiled, threads=1):
+        builds.append([x.engine_id for x in cands])
+        return {x: SimpleNamespace(e=x.engine_id, live=("plan", x.engine_id), status="SUCCESS") for x in cands}
+
+    monkeypatch.setattr(unseen_mod, "build", build)
+    monkeypatch.setattr(unseen_mod, "check_plans", lambda q, plans: [errs[p.e] for p in plans])
+    monkeypatch.setattr(unseen_mod, "time_plans", lambda q, plans, calls, samples: (
+        [None if errs[p.e] > 0.1 else 0.1 * p.e for p in plans], [errs[p.e] for p in plans]))
+    return builds
+
+
+def test_predict_checks_a_first_no_list_offered_and_passes_over_a_wrong_one(monkeypatch):
+    """Note [a candidate's output checked]: predict's first, where no heuristic list offered it (a known
+    configuration), is built and its output checked before it is answered: a wrong one (error 1.4, or not finite) is
+    passed over and named in the decision; the first right one is answered with its plan (built once); unlisted ones
+    after it are left out; a listed first is answered unbuilt. (CPU: builds and errors stand in for cuDNN's.)"""
+    listed = lambda e: Candidate(e, (), (("a", e),))  # noqa: E731
+    known = lambda e: Candidate(e, ())  # noqa: E731
+    builds = _checking(monkeypatch, {1: 1.4, 2: math.inf, 3: 2e-4, 4: 1e-3, 5: 1e-3, 6: 1e-3})
+    h = UnseenHandler("predict", shipped(), background=False)
+    monkeypatch.setattr(h, "ranked", lambda q: ([known(1), known(2), known(3), listed(4), known(5), listed(6)], [],
+                                                0.0))
+    configs, origin, why, plans = _parts(h(_query()), built=True)
+    assert [e for e, _ in configs] == [3, 4, 6] and plans == [("plan", 3)] and origin == "predicted"
+    assert builds == [[1], [2], [3]] and h.decisions[0].wrong == ("eng1", "eng2")
+    # a listed first: nothing built, nothing checked; the unlisted after it left out
+    builds.clear()
+    monkeypatch.setattr(h, "ranked", lambda q: ([listed(4), known(1), listed(6)], [], 0.0))
+    configs, _, _, plans = _parts(h(_query()), built=True)
+    assert [e for e, _ in configs] == [4, 6] and plans == [] and builds == []
+    # every unlisted first wrong, and no listed one: torch's op, the decision saying why
+    monkeypatch.setattr(h, "ranked", lambda q: ([known(1), known(2)], [], 0.0))
+    a = h(_query())
+    assert not a.configs and "computed a wrong output (eng1, eng2" in a.why and h.decisions[-1].why == a.why
+
+
+def test_measure_top_k_never_answers_a_candidate_whose_output_is_wrong(monkeypatch):
+    """Note [a candidate's output checked]: the shortlist's wrong candidate gets no time, is not answered even where
+    it would be the fastest, is left out of the answer and named in the decision. (CPU stand-ins.)"""
+    c = [Candidate(e, (), (("a", e),)) for e in range(4)]
+    _checking(monkeypatch, {0: 1.4, 1: 1e-3, 2: 1e-3, 3: 1e-3})  # 0 would be the fastest (0 ms)
+    h = UnseenHandler("measure_top_k", shipped(), k=3, background=False)
+    monkeypatch.setattr(h, "ranked", lambda q: (c, c[:3], 0.0))
+    configs, origin, _, plans = _parts(h(_query()), built=True)
+    assert [e for e, _ in configs] == [1, 2, 3] and plans == [("plan", 1)] and origin == "measured_top_k"
+    (d,) = h.decisions
+    assert d.wrong == ("eng0",) and d.timed_ms == (0.1, 0.2) and "eng0" not in d.offered
 
 
 def test_apply_checks_background(tmp_path):

@@ -25,7 +25,9 @@ from .features import RANKED_LISTS
 from .model import AUTO, AUTO_FIRST, auto_parts
 from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
-from .shortlist_clock import SKIPPED_RUNTIME_COMPILATION, build, fastest_first, query_problem, time_plans
+from ..results import wrong_output
+from .shortlist_clock import (SKIPPED_RUNTIME_COMPILATION, build, check_plans, fastest_first, query_problem,
+                              time_plans)
 
 UNSEEN = ("torch", "predict", "measure_top_k")
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
@@ -46,6 +48,8 @@ class Decision:
     # k="auto": of the timed, how many runtime-compiled candidates were built off the operator's thread and timed at
     # a later call (Note [runtime-compiled candidates later]); `timed_ms` is then that later timing's
     later: int = 0
+    # Note [a candidate's output checked]: the configurations passed over because their output was wrong
+    wrong: tuple[str, ...] = ()
 
 
 # Note [choosing in the background]: cuDNN's heuristic list B, whose positions the selector's ranking leans on, costs
@@ -81,6 +85,7 @@ BACKGROUND_WHY = "no stored winner; the selector is choosing in the background (
 # builds too.
 LATER_THREAD = "cudnn_algos-later"
 LATER_BUILD_THREADS = 4  # a problem's later candidates are compiled by up to this many threads at once
+CHECKED_TRIES = 3  # Note [a candidate's output checked]: predict's unlisted firsts built and checked, at most
 FORGET_TRIES = 200  # x 10 ms: how long the later thread waits for the operator to store the first answer
 MEASURED = "measured_top_k"  # the origin of measure_top_k's answers (the registry's winners, the decisions)
 
@@ -161,12 +166,16 @@ class UnseenHandler:
                 return backend.MissAnswer(why=self._not_chosen(q, t0, self._nothing_why()))
             origin, timed, plan, later = "predicted", (), None, []
             if self.mode == "measure_top_k":
-                ranked, timed, plan, later = self.timed(q, ranked, short)
+                ranked, timed, plan, later, wrong = self.timed(q, ranked, short)
                 origin = MEASURED
+            else:
+                ranked, plan, wrong = self._checked(q, ranked)
+            if not ranked:
+                return backend.MissAnswer(why=self._not_chosen(q, t0, self._all_wrong_why(wrong)))
         except Exception as e:  # noqa: BLE001 (the operator's call must go on: torch's op runs, the reason kept)
             return backend.MissAnswer(why=self._not_chosen(q, t0, self._failed_why(e)))
         self.decisions.append(Decision(q.key, tuple(c.name for c in ranked), origin, time.perf_counter() - t0,
-                                       tuple(timed), query_ms=query_ms))
+                                       tuple(timed), query_ms=query_ms, wrong=tuple(wrong)))
         if later:
             self._defer(q, ranked, plan, later)
         _log_answer(q.key, origin, ranked)
@@ -179,6 +188,35 @@ class UnseenHandler:
 
     def _nothing_why(self) -> str:
         return f"no configuration of the heuristic lists {'/'.join(self.lists)} that torch would accept"
+
+    @staticmethod
+    def _all_wrong_why(wrong: Sequence[str]) -> str:
+        if not wrong:
+            return "no configuration offered that a heuristic list named or that was built and checked"
+        return (f"every configuration tried computed a wrong output ({', '.join(wrong)}; Note [a candidate's output "
+                "checked])")
+
+    def _checked(self, q: Any, ranked: list[Candidate]) -> tuple[list[Candidate], Any, list[str]]:
+        """Note [a candidate's output checked] (shortlist_clock.py): predict's first, where no heuristic list offered
+        it, built and its output checked before it is answered; one that is wrong, does not build or cannot be
+        checked is passed over (at most CHECKED_TRIES of them, then only listed ones remain). Configurations no list
+        offered are left out after the answered first (the operator would build them unchecked were the first to
+        fail). Returns (the ranking answered, the first's plan where it was built here, the wrong ones' names)."""
+        wrong: list[str] = []
+        for _ in range(CHECKED_TRIES):
+            if not ranked or ranked[0].listed:
+                break
+            c, ranked = ranked[0], ranked[1:]
+            try:
+                plan = build(q, [c], True).get(c)
+                err = check_plans(q, [plan])[0] if plan is not None and plan.status == "SUCCESS" else None
+            except Exception:  # noqa: BLE001 (a configuration that cannot be checked is not run)
+                plan, err = None, None
+            if err is not None and not wrong_output(err):
+                return [c] + [x for x in ranked if x.listed], plan, wrong
+            if err is not None:
+                wrong.append(c.name)
+        return [x for x in ranked if x.listed], None, wrong
 
     def _failed_why(self, e: Exception) -> str:
         return f"{self.mode} failed: {type(e).__name__}: {str(e)[:200]}"
@@ -271,18 +309,21 @@ class UnseenHandler:
         cands = [ranked[0]] + [c for c, _ in built]
         plans = [plan] + [p for _, p in built]
         try:
-            fastest, ms = fastest_first(cands, time_plans(q, plans, self.calls, self.samples))
+            ms, errs = time_plans(q, plans, self.calls, self.samples)
+            fastest, ms = fastest_first(cands, ms)
         except Exception:  # noqa: BLE001 (the operator's call must go on)
-            fastest, ms = [], []
+            fastest, ms, errs = [], [], []
         if not fastest:
             return _answer(ranked, MEASURED, plan)
-        order = fastest + [c for c in ranked if c not in fastest]
+        wrong = [c.name for c, e in zip(cands, errs) if e is not None and wrong_output(e)]
+        order = fastest + [c for c in ranked if c not in fastest and c.name not in wrong]
         with self._lock:
             i = max((i for i, d in enumerate(self.decisions) if d.key == q.key), default=None)
             if i is not None:
                 d = self.decisions[i]
                 self.decisions[i] = replace(d, offered=tuple(c.name for c in order), timed_ms=tuple(ms),
-                                            seconds=d.seconds + build_s + time.perf_counter() - t0, later=len(built))
+                                            seconds=d.seconds + build_s + time.perf_counter() - t0, later=len(built),
+                                            wrong=tuple(dict.fromkeys(d.wrong + tuple(wrong))))
         _log_answer(q.key, MEASURED, order)
         return _answer(order, MEASURED, plans[cands.index(fastest[0])])
 
@@ -368,10 +409,11 @@ class UnseenHandler:
         return ranked, short, search_ms
 
     def timed(self, q: Any, ranked: list[Candidate], top: list[Candidate]
-              ) -> tuple[list[Candidate], list[float], Any, list[Candidate]]:
-        """The shortlist `top` built and timed (shortlist_clock: median over `samples` of `calls` back-to-back calls,
-        device events, fresh random operands): (the timed fastest first, then the rest in the selector's order;
-        their ms; the fastest's plan or None; the candidates left for later). With k="auto" the runtime-compiled
+              ) -> tuple[list[Candidate], list[float], Any, list[Candidate], list[str]]:
+        """The shortlist `top` built, checked and timed (shortlist_clock: median over `samples` of `calls`
+        back-to-back calls, device events, fresh random operands): (the timed fastest first, then the rest in the
+        selector's order but those that were wrong (Note [a candidate's output checked]); their ms; the fastest's
+        plan or None; the candidates left for later; the wrong ones' names). With k="auto" the runtime-compiled
         additions are left for later (Note [runtime-compiled candidates later])."""
         if self.k == AUTO:
             now, later = auto_parts(top, lambda c: c.compiled)
@@ -380,9 +422,12 @@ class UnseenHandler:
             now, later = [c for c in now if c not in skipped], later + skipped
         else:
             now, later, built = top, [], build(q, top, True)
-        fastest, ms = fastest_first(now, time_plans(q, [built.get(c) for c in now], self.calls, self.samples))
+        ms, errs = time_plans(q, [built.get(c) for c in now], self.calls, self.samples)
+        fastest, ms = fastest_first(now, ms)
+        wrong = {c.name for c, e in zip(now, errs) if e is not None and wrong_output(e)}
         plan = built.get(fastest[0]) if fastest else None
-        return fastest + [c for c in ranked if c not in fastest], ms, plan, later
+        rest = [c for c in ranked if c not in fastest and c.listed and c.name not in wrong]  # as predict's
+        return fastest + rest, ms, plan, later, sorted(wrong)
 
 
 def check_unseen(unseen: Any, k: Any) -> None:
