@@ -406,11 +406,11 @@ def test_a_reference_that_does_not_fit_on_the_gpu_is_computed_on_the_cpu(monkeyp
     expected = torch.nn.functional.conv2d(ops["x"].double(), ops["w"].double())
     real, calls = measure.accuracy._reference, []
 
-    def failing_on_the_gpu(problem, cdir, o, where):
+    def failing_on_the_gpu(problem, cdir, o, where, dtype=torch.float64):
         calls.append(where)
         if where == "cuda":
             raise RuntimeError(message)
-        return real(problem, cdir, o, where)
+        return real(problem, cdir, o, where, dtype)
 
     monkeypatch.setattr(measure.accuracy, "_reference", failing_on_the_gpu)
     if not falls_back:
