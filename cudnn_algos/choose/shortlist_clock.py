@@ -7,6 +7,7 @@ import statistics
 from typing import Any, Sequence
 
 from .. import backend
+from ..results import wrong_output
 from ..spec import ConvSpec
 from .ranking import Candidate
 
@@ -78,7 +79,6 @@ def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int
 
     from ..measure import errors, operand_sets, reference_output
     from ..problem import OUTPUT_OPERAND, make_problem
-    from ..results import wrong_output
 
     n = len(plans)
     if not any(p is not None and p.status == "SUCCESS" for p in plans):
@@ -106,6 +106,11 @@ def time_plans(q: Any, plans: Sequence[Any], calls: int, samples: int
     return ms, errs
 
 
+def wrong_names(cands: Sequence[Candidate], errs: Sequence[float | None]) -> list[str]:
+    """The names of the candidates whose checked output (time_plans's errors, in the same order) is wrong."""
+    return [c.name for c, e in zip(cands, errs) if e is not None and wrong_output(e)]
+
+
 def time_on(plans: Sequence[Any], operands: dict[str, Any], calls: int, samples: int) -> list[float | None]:
     """Per plan, its ms per call on `operands` (an operand set: x, w, y): the median over `samples` runs of `calls`
     back-to-back calls (device events) after one warm-up call; None for a missing or unbuilt plan."""
@@ -128,4 +133,4 @@ def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tup
 
 
 __all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "check_plans", "time_plans", "time_on",
-           "fastest_first"]
+           "fastest_first", "wrong_names"]

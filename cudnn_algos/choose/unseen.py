@@ -27,7 +27,7 @@ from .lists_process import ListsProcess, ListsProcessError, helper_threads
 from .ranking import Candidate, candidates_of, rank
 from ..results import wrong_output
 from .shortlist_clock import (SKIPPED_RUNTIME_COMPILATION, build, check_plans, fastest_first, query_problem,
-                              time_plans)
+                              time_plans, wrong_names)
 
 UNSEEN = ("torch", "predict", "measure_top_k")
 CANDIDATE_LISTS = RANKED_LISTS  # the heuristic lists queried for candidates (the selector's position features)
@@ -315,7 +315,7 @@ class UnseenHandler:
             fastest, ms, errs = [], [], []
         if not fastest:
             return _answer(ranked, MEASURED, plan)
-        wrong = [c.name for c, e in zip(cands, errs) if e is not None and wrong_output(e)]
+        wrong = wrong_names(cands, errs)
         order = fastest + [c for c in ranked if c not in fastest and c.name not in wrong]
         with self._lock:
             i = max((i for i, d in enumerate(self.decisions) if d.key == q.key), default=None)
@@ -424,10 +424,10 @@ class UnseenHandler:
             now, later, built = top, [], build(q, top, True)
         ms, errs = time_plans(q, [built.get(c) for c in now], self.calls, self.samples)
         fastest, ms = fastest_first(now, ms)
-        wrong = {c.name for c, e in zip(now, errs) if e is not None and wrong_output(e)}
+        wrong = wrong_names(now, errs)
         plan = built.get(fastest[0]) if fastest else None
         rest = [c for c in ranked if c not in fastest and c.listed and c.name not in wrong]  # as predict's
-        return fastest + rest, ms, plan, later, sorted(wrong)
+        return fastest + rest, ms, plan, later, wrong
 
 
 def check_unseen(unseen: Any, k: Any) -> None:

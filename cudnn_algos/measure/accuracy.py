@@ -23,18 +23,18 @@ def operand_sets(problem: Problem, l2: str, device: int) -> list[dict[str, torch
 
 def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], where: str,
                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The float64 (or `dtype`: float32 runs with TF32 off) result of cuDNN's direction `cdir` on these (lifted,
-    cuDNN-role) operands, computed by torch; on
-    the CPU instead (with a warning) when the GPU has no memory left for it: a search run while the GPU is nearly full
-    still checks every row's output (on the H200, torch's float64 convolution failed there with a CUDA
-    out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
+    """The float64 (or `dtype`; float32 runs with TF32 off) result of cuDNN's direction `cdir` on these (lifted,
+    cuDNN-role) operands, computed by torch; on the CPU instead (with a warning) when the GPU has no memory left for
+    it: a search run while the GPU is nearly full still checks every row's output (on the H200, torch's float64
+    convolution failed there with a CUDA out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
     if where == "cuda":
         try:
             return _reference(problem, cdir, ops, "cuda", dtype)
         except RuntimeError as e:
             if not freed_after_oom(e):
                 raise
-            warnings.warn(f"{problem.describe(cdir)}: the float64 reference did not fit on the GPU "
+            warnings.warn(f"{problem.describe(cdir)}: the {str(dtype).replace('torch.', '')} reference did not fit "
+                          "on the GPU "
                           f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
     return _reference(problem, cdir, ops, "cpu", dtype)
 
