@@ -42,6 +42,7 @@ _ACT_FUNCTIONS: dict[Any, str] = {torch.relu: "relu", torch.nn.functional.relu: 
 _ACT_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
 _ADDS = (operator.add, operator.iadd, torch.add)
 _BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+_FUNCTIONAL_CONVS = {getattr(torch.nn.functional, f"conv{t}{n}d") for t in ("", "_transpose") for n in (1, 2, 3)}
 _PASS_MODULES = (torch.nn.Identity, torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d)
 
 
@@ -194,7 +195,7 @@ def find_chains(model: torch.nn.Module) -> FusionScan:
     scan = FusionScan()
     taken: set[str] = set()
     for node in gm.graph.nodes:
-        if node.op == "call_function" and getattr(node.target, "__name__", "").startswith("conv"):
+        if node.op == "call_function" and node.target in _FUNCTIONAL_CONVS:
             scan.not_chained[node.name] = "a functional convolution: no module holds its weight"
             continue
         if node.op != "call_module" or not isinstance(modules.get(node.target), torch.nn.modules.conv._ConvNd):
