@@ -58,6 +58,8 @@ void bind_enums(py::module_& m) {
   for (const auto& [name, e] : kLayouts) layout.value(name, e);
   py::enum_<cudnnBackendHeurMode_t> lists(m, "HeuristicList");
   for (const auto& l : kHeuristicLists) lists.value(l.name, l.mode);
+  py::enum_<EpilogueOp> epilogue(m, "Epilogue");
+  for (const auto& e : kEpilogueOps) epilogue.value(e.name, e.op);
 }
 
 ConvProblem make_problem(const std::string& dtype, Layout layout, std::vector<int64_t> x, std::vector<int64_t> w,
@@ -85,6 +87,20 @@ Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& 
   check_operand(p, w, p.w_dims, "w", *device);
   check_operand(p, y, p.y_dims, "y", *device);
   return Buffers{x.data_ptr(), w.data_ptr(), y.data_ptr()};
+}
+
+std::vector<void*> operand_ptrs(const EnginePlan& pl, const std::vector<at::Tensor>& operands, int device) {
+  const auto& dims = pl.graph->operand_dims;
+  if (operands.size() != dims.size())
+    throw std::invalid_argument("operands: this plan's epilogue takes " + std::to_string(dims.size()) +
+                                " tensors, got " + std::to_string(operands.size()));
+  std::vector<void*> out;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const std::string name = "operands[" + std::to_string(i) + "]";
+    check_operand(pl.problem(), operands[i], dims[i], name.c_str(), device);
+    out.push_back(operands[i].data_ptr());
+  }
+  return out;
 }
 
 std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Tensor>& xs,

@@ -21,7 +21,7 @@ namespace cudnn_algos::bind {
 
 namespace py = pybind11;
 
-// Direction, SearchMode, MathType, Layout and HeuristicList as bound enums (Note [enums across the boundary])
+// Direction, SearchMode, MathType, Layout, HeuristicList and Epilogue as bound enums (Note [enums across the boundary])
 void bind_enums(py::module_& m);
 
 ConvProblem make_problem(const std::string& dtype, Layout layout, std::vector<int64_t> x, std::vector<int64_t> w,
@@ -30,6 +30,8 @@ ConvProblem make_problem(const std::string& dtype, Layout layout, std::vector<in
 
 // The operands' buffers after checking each is exactly what the problem describes (device set from x).
 Buffers buffers_of(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, int* device);
+// The epilogue operands' buffers of a fused plan (Note [fused graphs]), each checked like an operand.
+std::vector<void*> operand_ptrs(const EnginePlan& pl, const std::vector<at::Tensor>& operands, int device);
 std::vector<Buffers> buffer_sets(const ConvProblem& p, const std::vector<at::Tensor>& xs,
                                  const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& ys, int* device);
 

@@ -50,8 +50,9 @@ EngineSearchOutput engine_search_py(Direction dir, const ConvProblem& p, std::ve
                                     bool exhaustive, int64_t max_configs, bool runtime_compiled, int device,
                                     std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> seeds,
                                     std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>> exact,
-                                    bool build, int build_threads) {
+                                    bool build, int build_threads, std::vector<EpilogueOp> epilogue) {
   EngineSearchOptions opt;
+  opt.epilogue = std::move(epilogue);
   opt.build = build;
   opt.build_threads = build_threads;
   opt.seeds = std::move(seeds);
@@ -117,24 +118,38 @@ void bind_search(py::module_& m) {
       .def_readonly("status", &EnginePlan::status)
       .def_readonly("stage", &EnginePlan::stage)
       .def_readonly("workspace_bytes", &EnginePlan::workspace_bytes)
+      .def_property_readonly("build_ms", [](const EnginePlan& pl) { return unless_negative(pl.build_ms); })
       .def_readonly("plan_json", &EnginePlan::plan_json)
-      .def("execute",
-           [](EnginePlan& pl, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y) {
-             int device = 0;
-             const Buffers b = buffers_of(pl.problem(), x, w, y, &device);
-             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
-             py::gil_scoped_release nogil;
-             pl.execute(b);
-           })
-      .def("time_calls",
-           [](EnginePlan& pl, const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
-              const std::vector<at::Tensor>& ys, int iters) {
-             int device = 0;
-             const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
-             if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
-             py::gil_scoped_release nogil;
-             return pl.time_calls(sets, iters);
-           });
+      .def_property_readonly("operand_dims", [](const EnginePlan& pl) { return pl.graph->operand_dims; })
+      .def(
+          "execute",
+          [](EnginePlan& pl, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
+             const std::vector<at::Tensor>& operands) {
+            int device = 0;
+            const Buffers b = buffers_of(pl.problem(), x, w, y, &device);
+            if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+            const std::vector<void*> more = operand_ptrs(pl, operands, device);
+            py::gil_scoped_release nogil;
+            pl.execute(b, more);
+          },
+          py::arg("x"), py::arg("w"), py::arg("y"), py::arg("operands") = std::vector<at::Tensor>{})
+      .def(
+          "time_calls",
+          [](EnginePlan& pl, const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& ws,
+             const std::vector<at::Tensor>& ys, int iters, const std::vector<std::vector<at::Tensor>>& operands) {
+            int device = 0;
+            const std::vector<Buffers> sets = buffer_sets(pl.problem(), xs, ws, ys, &device);
+            if (device != pl.device) throw std::invalid_argument("tensors are not on the plan's device");
+            if (!operands.empty() && operands.size() != sets.size())
+              throw std::invalid_argument("operands: one list per buffer set");
+            std::vector<std::vector<void*>> more;
+            for (const auto& o : operands) more.push_back(operand_ptrs(pl, o, device));
+            if (operands.empty() && !pl.graph->operand_dims.empty()) more.push_back(operand_ptrs(pl, {}, device));
+            py::gil_scoped_release nogil;
+            return pl.time_calls(sets, iters, more);
+          },
+          py::arg("xs"), py::arg("ws"), py::arg("ys"), py::arg("iters"),
+          py::arg("operands") = std::vector<std::vector<at::Tensor>>{});
   m.def("heuristic_lists", &heuristic_lists);
   // the build's names of cuDNN's enum values, by value (csrc/common/knobs.h)
   m.def("knob_names", [] { return names_of(kKnobNames); });
@@ -152,7 +167,7 @@ void bind_search(py::module_& m) {
         py::arg("max_configs") = 64, py::arg("runtime_compiled") = true, py::arg("device") = 0,
         py::arg("seeds") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
         py::arg("exact") = std::vector<std::pair<int64_t, std::vector<std::pair<int64_t, int64_t>>>>{},
-        py::arg("build") = true, py::arg("build_threads") = 1);
+        py::arg("build") = true, py::arg("build_threads") = 1, py::arg("epilogue") = std::vector<EpilogueOp>{});
 }
 
 }  // namespace cudnn_algos::bind

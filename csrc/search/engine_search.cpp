@@ -36,82 +36,6 @@ const HeuristicList& heuristic_list(cudnnBackendHeurMode_t mode) {
                               " is not one of the package's lists");
 }
 
-constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
-
-}  // namespace
-
-struct EngineGraph {
-  ConvProblem problem;
-  BackendDesc x, w, y, conv, op, graph;
-  cudnnHandle_t handle = nullptr;
-};
-
-namespace {
-
-BackendDesc tensor(const ConvProblem& p, const std::vector<int64_t>& dims, int64_t uid) {
-  BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t dt = p.dtype;
-  const int64_t alignment = 16;
-  set_attr(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt);
-  set_int64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
-  set_int64s(t, CUDNN_ATTR_TENSOR_STRIDES, p.strides_of(dims));
-  set_attr(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
-  set_attr(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment);
-  CUDNN_CHECK(cudnnBackendFinalize(t.get()));
-  return t;
-}
-
-template <Direction D>
-std::shared_ptr<EngineGraph> build_graph(const ConvProblem& p, cudnnHandle_t handle) {
-  using T = DirectionTraits<D>;
-  p.validate();
-  auto g = std::make_shared<EngineGraph>();
-  g->problem = p;
-  g->handle = handle;
-  g->x = tensor(p, p.x_dims, kUidX);
-  g->w = tensor(p, p.w_dims, kUidW);
-  g->y = tensor(p, p.y_dims, kUidY);
-
-  g->conv = BackendDesc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t comp = p.compute_type();
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t nsp = p.spatial_dims();
-  const std::vector<int64_t> pad(p.padding.begin(), p.padding.end()), str(p.stride.begin(), p.stride.end()),
-      dil(p.dilation.begin(), p.dilation.end());
-  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp);
-  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
-  set_attr(g->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &nsp);
-  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, dil);
-  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, str);
-  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, pad);
-  set_int64s(g->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, pad);
-  CUDNN_CHECK(cudnnBackendFinalize(g->conv.get()));
-
-  g->op = BackendDesc(T::op_type);
-  const auto& a = T::op_attrs;  // alpha, beta, conv, x-role, w-role, y-role
-  if (p.dtype == CUDNN_DATA_DOUBLE) {
-    const double one = 1.0, zero = 0.0;
-    set_attr(g->op, a[0], CUDNN_TYPE_DOUBLE, &one);
-    set_attr(g->op, a[1], CUDNN_TYPE_DOUBLE, &zero);
-  } else {
-    const float one = 1.0f, zero = 0.0f;
-    set_attr(g->op, a[0], CUDNN_TYPE_FLOAT, &one);
-    set_attr(g->op, a[1], CUDNN_TYPE_FLOAT, &zero);
-  }
-  set_desc(g->op, a[2], g->conv);
-  set_desc(g->op, a[3], g->x);
-  set_desc(g->op, a[4], g->w);
-  set_desc(g->op, a[5], g->y);
-  CUDNN_CHECK(cudnnBackendFinalize(g->op.get()));
-
-  g->graph = BackendDesc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  cudnnBackendDescriptor_t op_raw = g->op.get();
-  set_attr(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_raw);
-  set_attr(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
-  CUDNN_CHECK(cudnnBackendFinalize(g->graph.get()));
-  return g;
-}
-
 // The plan of a config whose notes are read: finalized with `handle` (the building thread's own); a failure is
 // recorded on the row.
 void build_plan(EnginePlan& pl, cudnnHandle_t h) {
@@ -119,7 +43,9 @@ void build_plan(EnginePlan& pl, cudnnHandle_t h) {
   cudnnBackendDescriptor_t cfg = pl.config.get();
   set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
   set_attr(pl.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
+  const auto t0 = std::chrono::steady_clock::now();
   const cudnnStatus_t s = cudnnBackendFinalize(pl.plan.get());
+  pl.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (s != CUDNN_STATUS_SUCCESS) {
     pl.status = short_status_name(s);
     pl.stage = "plan";
@@ -249,15 +175,21 @@ class EngineSearch {
  public:
   EngineSearch(std::shared_ptr<EngineGraph> graph, const EngineSearchOptions& opt, int device)
       : graph_(std::move(graph)), opt_(opt), device_(device) {
-    out_.engine_count = get_int64(graph_->graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT);
+    if (graph_->graph_status == CUDNN_STATUS_SUCCESS)
+      out_.engine_count = get_int64(graph_->graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT);
   }
 
   EngineSearchOutput run() {
+    if (graph_->graph_status != CUDNN_STATUS_SUCCESS) {  // an epilogue graph cuDNN would not finalize
+      unsupported(short_status_name(graph_->graph_status));
+      return std::move(out_);
+    }
     heuristic_lists();
     exact_configs();
     if (opt_.exhaustive) exhaustive();
     if (!opt_.seeds.empty()) refine();
     if (!pending_.empty()) build_plans(pending_, opt_.build_threads, device_);
+    if (out_.plans.empty()) unsupported("NOT_SUPPORTED");  // no list (nor enumeration) offered a configuration
     return std::move(out_);
   }
 
@@ -480,6 +412,14 @@ class EngineSearch {
     add(pl, source, -1);
   }
 
+  // A graph no engine runs is one row (stage "graph", no engine): a status, never an empty result.
+  void unsupported(const std::string& status) {
+    auto pl = new_plan();
+    pl->status = status;
+    pl->stage = "graph";
+    add(pl, "graph", -1);
+  }
+
   // An engine that rejects the graph is one row (stage "engine"); it does not count towards the caps.
   void rejected(int64_t id, cudnnStatus_t s, const std::string& source) {
     auto pl = new_plan();
@@ -506,8 +446,11 @@ class EngineSearch {
 
 const ConvProblem& EnginePlan::problem() const { return graph->problem; }
 
-void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
+void EnginePlan::execute(const Buffers& b, const std::vector<void*>& operands, int64_t* split_ns) {
   if (!ok()) throw std::invalid_argument("this engine configuration has no plan: " + status + " at " + stage);
+  if (operands.size() + 3 != graph->uids.size())
+    throw std::invalid_argument("this plan's graph takes " + std::to_string(graph->uids.size() - 3) +
+                                " epilogue operands, not " + std::to_string(operands.size()));
   using clock = std::chrono::steady_clock;
   clock::time_point t = split_ns ? clock::now() : clock::time_point();
   auto lap = [&](int i) {  // host time of step i (Note [host stages] in pinned/registry.h), only when asked for
@@ -522,11 +465,18 @@ void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   c10::DataPtr ws = allocate_workspace(static_cast<size_t>(workspace_bytes));
   lap(1);
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  void* ptrs[3] = {b.x, b.w, b.y};
-  const int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* fixed[3] = {b.x, b.w, b.y};
+  std::vector<void*> many;  // an epilogue's operands after the three fixed ones (Note [fused graphs])
+  void** ptrs = fixed;
+  if (!operands.empty()) {
+    many.assign(fixed, fixed + 3);
+    many.insert(many.end(), operands.begin(), operands.end());
+    ptrs = many.data();
+  }
+  const int64_t n = static_cast<int64_t>(graph->uids.size());
   void* wsp = ws.get();
-  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs, 3);
-  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
+  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs, n);
+  set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, graph->uids.data(), n);
   set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &wsp);
   CUDNN_CHECK(cudnnBackendFinalize(pack.get()));
   lap(2);
@@ -535,18 +485,24 @@ void EnginePlan::execute(const Buffers& b, int64_t* split_ns) {
   lap(3);
 }
 
-CallTiming EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters) {
+CallTiming EnginePlan::time_calls(const std::vector<Buffers>& sets, int iters,
+                                  const std::vector<std::vector<void*>>& operands) {
   if (sets.empty() || iters < 1) throw std::invalid_argument("time_calls needs >= 1 buffer set and iters >= 1");
+  if (!operands.empty() && operands.size() != sets.size())
+    throw std::invalid_argument("time_calls needs one list of epilogue operands per buffer set");
+  static const std::vector<void*> none;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  return time_loop(c10::cuda::getCurrentCUDAStream(device).stream(), iters,
-                   [&](int i) { execute(sets[i % sets.size()]); });
+  return time_loop(c10::cuda::getCurrentCUDAStream(device).stream(), iters, [&](int i) {
+    const size_t k = i % sets.size();
+    execute(sets[k], operands.empty() ? none : operands[k]);
+  });
 }
 
 EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, const EngineSearchOptions& opt,
                                  int device) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   const auto t0 = std::chrono::steady_clock::now();
-  auto graph = with_direction(dir, [&](auto d) { return build_graph<decltype(d)::value>(problem, handle_for(device)); });
+  auto graph = build_graph(dir, problem, opt.epilogue, handle_for(device));
   EngineSearchOutput out = EngineSearch(std::move(graph), opt, device).run();
   out.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -15,6 +15,7 @@
 #include "../common/conv_params.h"
 #include "../common/directions.h"
 #include "../clock/timing.h"
+#include "graph.h"
 
 namespace cudnn_algos {
 
@@ -31,8 +32,6 @@ inline constexpr HeuristicList kHeuristicLists[] = {{"instant", CUDNN_HEUR_MODE_
                                                     {"b", CUDNN_HEUR_MODE_B, "heuristic_b"},
                                                     {"fallback", CUDNN_HEUR_MODE_FALLBACK, "fallback"}};
 
-struct EngineGraph;  // tensors, convolution, operation and operation graph of one problem and direction
-
 // One engine configuration (engine + knob choices) and, when it finalized, its execution plan.
 class EnginePlan {
  public:
@@ -45,14 +44,19 @@ class EnginePlan {
   std::string status = "SUCCESS";                  // short cuDNN status of the first step that failed
   std::string stage;                               // "engine", "config" or "plan": where it failed
   int64_t workspace_bytes = -1;
+  double build_ms = -1;                            // host ms its plan took to finalize (runtime compilation in it)
   std::string plan_json;                           // cuDNN's own description of the plan, when it gives one
 
   bool ok() const { return status == "SUCCESS"; }
+  // operands: the epilogue's, in the graph's order (Note [fused graphs]); none for a convolution alone.
   // split_ns (optional, 4 entries): adds the host time of its steps: device guard and handle, workspace, variant
   // pack, cudnnBackendExecute (the operator's Note [host stages])
-  void execute(const Buffers& b, int64_t* split_ns = nullptr);
-  // `iters` back-to-back executions rotating through the buffer sets (see time_loop in timing.h)
-  CallTiming time_calls(const std::vector<Buffers>& sets, int iters);
+  void execute(const Buffers& b, const std::vector<void*>& operands, int64_t* split_ns = nullptr);
+  void execute(const Buffers& b, int64_t* split_ns = nullptr) { execute(b, {}, split_ns); }
+  // `iters` back-to-back executions rotating through the buffer sets (see time_loop in timing.h); operands: none,
+  // or one list per set
+  CallTiming time_calls(const std::vector<Buffers>& sets, int iters,
+                        const std::vector<std::vector<void*>>& operands = {});
 
   const ConvProblem& problem() const;
 
@@ -84,6 +88,9 @@ struct EngineSearchOptions {
   // plans are independent); 1: one after another on the calling thread. The rows, their order and their plans
   // are the same either way: only the search's host time differs.
   int build_threads = 1;
+  // the pointwise ops after the convolution (Note [fused graphs]); empty: the convolution alone. A graph no engine
+  // runs is one row with stage "graph" and its status.
+  std::vector<EpilogueOp> epilogue;
 };
 
 struct EngineSearchOutput {
