@@ -18,7 +18,7 @@ from ._version import __version__
 # CLI's --help and --version do not import torch
 _WHERE = {
     "find": "api", "run": "api", "compare": "comparison", "Comparison": "comparison",
-    "find_engines": "engines", "identify_torch": "engines", "info": "installation",
+    "find_engines": "engines", "identify_torch": "engines", "find_fused": "fused", "info": "installation",
     "CudaError": "errors", "CudaUnavailableError": "errors", "CudnnError": "errors",
     "CudnnOutOfMemoryError": "errors", "ExtensionUnavailableError": "errors",
     "DIRECTIONS": "choices", "MATH_TYPES": "choices", "MODES": "choices", "Environment": "environment",
@@ -27,6 +27,7 @@ _WHERE = {
     "AlgoResult": "results", "EndToEnd": "results", "EngineRow": "results", "EngineSearches": "results",
     "EngineSearchResult": "results", "Measurement": "results", "ModelReport": "results", "SearchResult": "results",
     "SearchResults": "results", "Stats": "results", "TorchRun": "results", "fidelity_table": "results",
+    "FusedRow": "results", "FusedSearchResult": "results",
     "load_json": "results", "ConvShapes": "spec", "ConvSpec": "spec", "cupti_held": "measure",
     "chrome_trace": "trace", "write_chrome_trace": "trace", "Applied": "tuning", "TuneResult": "tuning",
     "TuningDB": "tuning", "Winner": "tuning", "apply": "tuning", "tune": "tuning",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .api import find, run
     from .comparison import Comparison, compare
     from .engines import find_engines, identify_torch
+    from .fused import find_fused
     from .errors import (CudaError, CudaUnavailableError, CudnnError, CudnnOutOfMemoryError,
                          ExtensionUnavailableError)
     from .measure import cupti_held
@@ -62,7 +64,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .environment import Environment
     from .problem import default_math
     from .results import (AlgoResult, EndToEnd, EngineRow, EngineSearches, EngineSearchResult, Measurement,
-                          ModelReport, SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json)
+                          ModelReport, SearchResult, SearchResults, Stats, TorchRun, fidelity_table, load_json,
+                          FusedRow, FusedSearchResult)
     from .spec import ConvShapes, ConvSpec
     from .installation import info
     from .trace import chrome_trace, write_chrome_trace

@@ -64,9 +64,9 @@ def conv_problem(problem: Problem):
 
 
 def _bound(kind: str, arg: str, value: Any) -> Any:
-    """The member of the extension's bound enum `kind` (Direction, SearchMode, MathType, Layout, HeuristicList) named
-    `value` (one of the package's enums or its string): csrc/bind/glue.cpp, Note [enums across the boundary]. A name
-    the extension lacks is a ValueError naming `arg`."""
+    """The member of the extension's bound enum `kind` (Direction, SearchMode, MathType, Layout, HeuristicList,
+    Epilogue) named `value` (one of the package's enums or its string): csrc/bind/glue.cpp, Note [enums across the
+    boundary]. A name the extension lacks is a ValueError naming `arg`."""
     enum = getattr(_ext.load(), kind)
     name = str(getattr(value, "value", value))
     member = enum.__members__.get(name)
@@ -158,6 +158,8 @@ class Plan:
     workspace_bytes: int  # -1: unknown
     plan_json: str
     live: Any = field(default=None, compare=False, repr=False)  # the extension's plan object
+    build_ms: float | None = None  # host ms its plan took to finalize (None: not built)
+    operand_dims: tuple[tuple[int, ...], ...] = ()  # a fused graph's epilogue operands (Note [fused graphs])
 
     @classmethod
     def of(cls, p: Any) -> "Plan":
@@ -165,14 +167,18 @@ class Plan:
                    numerical_notes=tuple(p.numerical_notes), behavior_notes=tuple(p.behavior_notes),
                    sources=tuple(p.sources), heuristic_ranks=tuple((s, int(r)) for s, r in p.heuristic_ranks),
                    status=p.status, stage=p.stage, workspace_bytes=int(p.workspace_bytes), plan_json=p.plan_json,
-                   live=p)
+                   build_ms=None if p.build_ms is None else float(p.build_ms),
+                   operand_dims=tuple(tuple(int(v) for v in d) for d in p.operand_dims), live=p)
 
-    def execute(self, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> None:
-        self.live.execute(x, w, y)
+    def execute(self, x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, operands: Sequence[torch.Tensor] = ()
+                ) -> None:
+        """One execution; `operands`: a fused plan's epilogue operands, in its graph's order."""
+        self.live.execute(x, w, y, list(operands))
 
     def time_calls(self, xs: Sequence[torch.Tensor], ws: Sequence[torch.Tensor], ys: Sequence[torch.Tensor],
-                   iters: int) -> CallTiming:
-        t = self.live.time_calls(list(xs), list(ws), list(ys), iters)
+                   iters: int, operands: Sequence[Sequence[torch.Tensor]] = ()) -> CallTiming:
+        """`iters` back-to-back executions rotating through the sets; `operands`: one list per set (fused plans)."""
+        t = self.live.time_calls(list(xs), list(ws), list(ys), iters, [list(o) for o in operands])
         return _as(CallTiming, t)
 
 
@@ -187,16 +193,20 @@ class EngineSearchOut:
 def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SEARCH_LISTS,
                   exhaustive: bool = False, max_configs: int = 64, runtime_compiled: bool = True, device: int = 0,
                   seeds: Sequence[tuple[int, KnobList]] = (), exact: Sequence[tuple[int, KnobList]] = (),
-                  build: bool = True, build_threads: int = 1) -> EngineSearchOut:
+                  build: bool = True, build_threads: int = 1, epilogue: Sequence[str] = ()) -> EngineSearchOut:
     """cuDNN 9's engine configurations for one cuDNN direction: the heuristic lists asked for, configurations
     named exactly (`exact`), every engine's knob choices (`exhaustive`, up to `max_configs`), or the one-knob
     neighbours of `seeds` (refine); each built into a plan where cuDNN can. build=False: the heuristic lists'
     configurations only (engine, knobs, notes; status "NOT_BUILT"), none built. build_threads > 1: the plans are
-    finalized by that many threads, each with its own handle (the same rows; less host time)."""
+    finalized by that many threads, each with its own handle (the same rows; less host time). epilogue: the
+    pointwise ops of a fused graph after the convolution (cudnn_algos.epilogue.GRAPH_OPS; Note [fused graphs]); a
+    graph no engine runs is one row, stage "graph"."""
     lists = [_bound("HeuristicList", "heuristics", h) for h in heuristics]
+    ops = [_bound("Epilogue", "epilogue", op) for op in epilogue]
     out = _ext.load().engine_search(_dir(direction), cp, lists, exhaustive, max_configs, runtime_compiled, device,
                                     [(e, [tuple(k) for k in kn]) for e, kn in seeds],
-                                    [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build), int(build_threads))
+                                    [(e, [tuple(k) for k in kn]) for e, kn in exact], bool(build), int(build_threads),
+                                    ops)
     return _as(EngineSearchOut, out, plans=tuple(Plan.of(p) for p in out.plans),
                heuristic_query_ms=tuple((str(m), float(t)) for m, t in out.heuristic_query_ms))
 

@@ -13,7 +13,7 @@ import datetime as _dt
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -22,9 +22,10 @@ from .choices import MAX_BUILD_THREADS
 from .configs import (SEARCH_LISTS, TORCH_LISTS, behavior_note_names, config_name, heuristic_list, named_knobs,
                       numerical_note_names, parse_config, torch_filter)
 from .errors import CudaContextLost, is_context_lost
+from .fused import find_fused
 from .backend import environment
 from .problem import Problem, check_choice, check_int, device_index, make_problem
-from .results import EngineRow, EngineSearchResult, MeasureConfig, Measurement, TorchRun
+from .results import EngineRow, EngineSearchResult, FusedSearchResult, MeasureConfig, Measurement, TorchRun
 from .plans_ahead import Built, Listed, build_key, build_plans
 from .measure.steps import step
 from .measure import (PRUNE, SCREEN_CLOSE, check_config, cudnn_benchmark, first_call_ms, kernels_of, measure_rows,
@@ -187,8 +188,8 @@ def find_engines(
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
     screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
     device=None, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None,
-    built: Built | None = None, lean: bool = False,
-) -> EngineSearchResult:
+    built: Built | None = None, lean: bool = False, epilogue: Any = None,
+) -> EngineSearchResult | FusedSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
     heuristics: which of cuDNN's ranked lists to take configurations from ("instant", "a", "b", "fallback"; torch
@@ -206,23 +207,23 @@ def find_engines(
         samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
     lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (every
         row still checked before it is timed; screened rows have no host time): for sweeps (Note [a lean screen]).
-    compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its
-        kernels (the kernel clock's CUPTI records), and with ``measure`` time it in the same session as our best
-        (default: = measure).
-    torch_benchmark: cudnn.benchmark for torch's calls (default: as set). torch keeps its first plan for a problem
-        for the process's life: benchmark mode's choice shows only for a problem torch has not run yet here.
-    refine: with measure, build every one-knob neighbour of the ``refine`` fastest configurations torch would
-        accept, up to ``refine_max`` new ones, and measure them too (source "refine").
-    check_clock: also time every measured row with the independent clock (torch.profiler).
+    compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its kernels
+        (CUPTI records), and with ``measure`` time it in the same session as our best (default: = measure).
+    torch_benchmark: cudnn.benchmark for torch's calls (default: as set; torch keeps its first plan per problem
+        for the process's life: benchmark mode's choice shows only for a problem torch has not run yet here).
+    refine: with measure, build and measure every one-knob neighbour of the ``refine`` fastest configurations torch
+        would accept, up to ``refine_max`` new ones (source "refine"); check_clock: the independent clock too.
     build_threads: threads that finalize the plans (each with its own cuDNN handle; at most 64): the same rows,
         less host time where there are many (a sweep); every plan is built before any is timed.
     gpu_turn: a context manager held for everything that runs on the GPU once the plans are built (sweep workers
         sharing a GPU: sweep.turns, Note [sharing a GPU]); building, the refine's too, happens outside it.
-    built: the plans ``list_ahead(...).build()`` built for the same problem and lists (ValueError when it was
-        another's; Note [building ahead]).
+    built: the plans ``list_ahead(...).build()`` built for this problem and lists (Note [building ahead]).
+    epilogue: pointwise ops after the forward convolution, e.g. ("bn", "relu"): find_fused's search instead.
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
     (``torch_filter``).
     """
+    if epilogue is not None:
+        return _fused(dict(locals()))
     problem, heuristics, exact, dev = validate_engines(
         conv, input_shape, direction=direction, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
         exhaustive=exhaustive, max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, l2=l2,
@@ -260,6 +261,22 @@ def find_engines(
         if is_context_lost(e):
             raise CudaContextLost.after(f"{problem.describe(direction)} (the search's own calls)", e) from e
         raise
+
+
+_FUSED_ARGS = ("dtype", "memory_format", "heuristics", "exhaustive", "max_configs", "runtime_compiled", "measure",
+               "repeats", "warmup", "check_clock", "device", "build_threads")
+
+
+def _fused(a: dict[str, Any]) -> FusedSearchResult:
+    """find_engines(epilogue=...) with find_engines's arguments `a`: find_fused with those it takes (a FusedSearchResult;
+    beside the fused configurations, the unfused sequences and torch's eager ops); the others must be unset."""
+    if a["direction"] != "forward":
+        raise ValueError(f"direction={a['direction']!r}: an epilogue follows the forward pass; use direction='forward'")
+    given = [k for k in ("refine", "screen", "configs", "built", "lean") if a[k] not in (0, None, (), False)]
+    if given:
+        raise ValueError(f"epilogue= searches the fused graph; these arguments do not apply to it: "
+                         f"{', '.join(given)}")
+    return find_fused(a["conv"], a["input_shape"], a["epilogue"], **{k: a[k] for k in _FUSED_ARGS})
 
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,

@@ -461,7 +461,7 @@ def test_picks_kernel_time_takes_each_orders_first_that_builds_and_sums_with_use
         def __init__(self, e):
             self.e = e
 
-        def time_calls(self, xs, ws, ys, n):
+        def time_calls(self, xs, ws, ys, n, operands=()):
             return SimpleNamespace(host_ms=0.0, gpu_ms=0.01 * self.e * n)  # the extension's bound CallTiming
 
     def search(direction, cp, lists, exact=(), build=True, build_threads=1, **kw):

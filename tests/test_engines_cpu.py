@@ -174,7 +174,8 @@ def test_plans_built_ahead_keep_what_the_lists_said_and_take_what_the_build_made
     def live(e, knobs, status, sources=("a",), ranks=(("a", 0),)):
         return SimpleNamespace(engine_id=e, knobs=list(knobs), numerical_notes=[], behavior_notes=[],
                                sources=list(sources), heuristic_ranks=list(ranks), status=status,
-                               stage="" if status == "SUCCESS" else "plan", workspace_bytes=-1, plan_json="")
+                               stage="" if status == "SUCCESS" else "plan", workspace_bytes=-1, plan_json="",
+                               build_ms=None, operand_dims=[])
 
     lives = [live(62, ((1, 0),), "NOT_BUILT", ("a", "b"), (("a", 0), ("b", 1))), live(28, (), "NOT_SUPPORTED"),
              live(1, ((2, 4),), "NOT_BUILT", ("b",), (("b", 0),)), live(5, (), "SKIPPED_RUNTIME_COMPILATION")]

@@ -133,12 +133,12 @@ def test_pyproject_ships_every_subpackage():
 # module or subpackage of cudnn_algos is in exactly one layer; a new one must be placed here.
 LAYERS = (
     ("errors", "spec", "_version", "_build", "environment", "files", "progress", "plots", "repro", "choices", "configs",
-     "builtin_models"),
+     "builtin_models", "epilogue"),
     ("problem", "_ext"),
     ("backend", "plans_ahead", "installation"),
     ("results", "comparison", "trace"),
     ("measure",),
-    ("api", "engines"),
+    ("api", "engines", "fused"),
     ("choose",),  # the run-time choice without a search: the selector's inference, apply()'s unseen handler
     ("model", "model_source", "corpus", "sampling"),
     ("tuning",),

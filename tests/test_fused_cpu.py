@@ -1,0 +1,160 @@
+"""The fused search's parts that need no GPU: the epilogue's names and arguments, its table agreeing with the
+extension's (csrc/search/graph.h, kEpilogueOps), the operands it makes, the graph operands' shapes and layouts, the
+folded BatchNorm, the float64 reference against torch's own ops in float64, a result's table, summary and JSON round
+trip, and find_engines(epilogue=...)'s argument checks. CPU only; the fused graphs themselves are built, timed and
+checked against torch by tests/test_fused_gpu.py."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from cudnn_algos import epilogue as ep
+
+
+def test_epilogue_names_parse_from_a_sequence_or_one_comma_separated_string():
+    assert ep.parse_epilogue("bn,relu") == ("bn", "relu")
+    assert ep.parse_epilogue(["bias", "add", "relu"]) == ("bias", "add", "relu")
+    with pytest.raises(ValueError, match=r"epilogue=\['bn', 'swish'\]: 'swish' is not one of: bias, bn"):
+        ep.parse_epilogue(["bn", "swish"])
+    with pytest.raises(TypeError, match="epilogue=3 must be a sequence"):
+        ep.parse_epilogue(3)
+    with pytest.raises(TypeError, match="None is not an op name"):
+        ep.parse_epilogue(["relu", None])
+    with pytest.raises(ValueError, match="1 to 8 ops"):
+        ep.parse_epilogue([])
+    with pytest.raises(ValueError, match="1 to 8 ops"):
+        ep.parse_epilogue(["relu"] * 9)
+
+
+def test_bn_becomes_a_scale_and_a_bias_in_the_graph_and_hardswish_has_no_graph():
+    assert ep.graph_ops(("bn", "add", "relu")) == ("scale", "bias", "add", "relu")
+    assert ep.graph_ops(("bias", "silu")) == ("bias", "silu")
+    assert ep.not_in_graph(("bn", "relu")) == ""
+    assert "hardswish has no pointwise mode" in ep.not_in_graph(("bn", "hardswish"))
+    with pytest.raises(ValueError, match="hardsigmoid has no pointwise mode"):
+        ep.graph_ops(("hardsigmoid",))
+    assert set(ep.GRAPH_OPS) <= set(ep.OPS) and set(ep.NOT_IN_GRAPH) <= set(ep.ACTIVATIONS)
+
+
+def test_the_extension_names_the_same_graph_ops_in_the_same_order():
+    from cudnn_algos import _ext
+
+    try:
+        ext = _ext.load()
+    except Exception as e:  # noqa: BLE001  (what importing the built extension raises here is the skip's reason)
+        pytest.skip(f"the extension cannot be imported here: {type(e).__name__}: {e}")
+    assert list(ext.Epilogue.__members__) == list(ep.GRAPH_OPS)
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.contiguous_format, (2, 6, 5, 7)), (torch.channels_last, (2, 6, 5, 7)),
+                                       (torch.channels_last_3d, (1, 4, 3, 5, 2))])
+def test_operands_are_random_in_range_and_graph_operands_have_the_graph_shapes(fmt, shape):
+    ops = ("bias", "bn", "scale", "relu", "add")
+    g = torch.Generator().manual_seed(0)
+    o = ep.make_operands(ops, shape, torch.float32, fmt, "cpu", generator=g)
+    c = shape[1]
+    assert [sorted(d) for d in o] == [["bias"], ["bias", "mean", "var", "weight"], ["scale"], [], ["residual"]]
+    assert o[0]["bias"].shape == (c,) and bool((o[0]["bias"] != 0).all())
+    assert bool((o[1]["var"] >= 0.5).all()) and bool((o[1]["weight"] >= 0.5).all())
+    assert bool(((o[2]["scale"] >= 0.5) & (o[2]["scale"] < 1.5)).all())
+    assert o[4]["residual"].shape == shape and o[4]["residual"].is_contiguous(memory_format=fmt)
+    g_ops = ep.graph_operands(ops, o, len(shape), torch.float16, fmt)
+    per_channel = (1, c) + (1,) * (len(shape) - 2)
+    # bias; bn's scale and shift; scale; the residual — the graph's order (graph_ops)
+    assert [tuple(t.shape) for t in g_ops] == [per_channel] * 4 + [shape]
+    assert all(t.dtype == torch.float16 for t in g_ops)
+    assert all(t.stride(1) == 1 for t in g_ops[:4])  # channels innermost in either layout: what cuDNN is told
+    assert g_ops[4].is_contiguous(memory_format=fmt)
+
+
+def test_folded_batchnorm_factors_match_torchs_batch_norm_in_float64():
+    g = torch.Generator().manual_seed(1)
+    o = ep.make_operands(("bn",), (3, 5, 4, 4), torch.float64, torch.contiguous_format, "cpu", generator=g)[0]
+    x = torch.randn(3, 5, 4, 4, dtype=torch.float64, generator=g)
+    scale, shift = ep.bn_factors(o)
+    want = torch.nn.functional.batch_norm(x, o["mean"], o["var"], o["weight"], o["bias"], False, 0.0, ep.BN_EPS)
+    got = x * scale.view(1, -1, 1, 1) + shift.view(1, -1, 1, 1)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("ops", [("bias", "relu"), ("bn", "relu"), ("bn", "add", "relu"), ("bias", "silu"),
+                                 ("scale", "gelu"), ("bias", "gelu_tanh"), ("bn", "relu6"), ("bias", "sigmoid"),
+                                 ("add", "tanh"), ("bn", "hardswish"), ("bias", "hardsigmoid"), ("relu", "add")])
+def test_the_float64_reference_is_torchs_eager_sequence_in_float64(ops):
+    shape = (2, 6, 5, 5)
+    g = torch.Generator().manual_seed(2)
+    o = ep.make_operands(ops, shape, torch.float64, torch.contiguous_format, "cpu", generator=g)
+    x = 3 * torch.randn(shape, dtype=torch.float64, generator=g)  # values past relu6's clip and deep in the tails
+    torch.testing.assert_close(ep.apply_reference(ops, x, o), ep.apply_torch(ops, x, o), rtol=1e-12, atol=1e-12)
+    assert ep.eager_kernels(ops) == len(ops)
+
+
+def test_a_fused_result_renders_summarises_and_round_trips_through_json():
+    from dataclasses import replace
+
+    from conftest import ENV, measurement
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.results import FusedRow, FusedSearchResult, load_json
+
+    def m(ms, err=1e-3):
+        return replace(measurement(ms), rel_err=err, max_abs_err=err)
+
+    p = make_problem(torch.nn.Conv2d(64, 64, 3, padding=1), (8, 64, 28, 28), "float16", "channels_last")
+    rows = (FusedRow(kind="fused", name="eng12{TILE_SIZE=3}", status="SUCCESS", engine_id=12,
+                     knobs=(("TILE_SIZE", 3),), behavior_notes=("RUNTIME_COMPILATION",), workspace_bytes=0,
+                     build_ms=850.0, sources=("heuristic_instant",), measured=m(0.050)),
+            FusedRow(kind="fused", name="eng40", status="NOT_SUPPORTED", stage="plan", engine_id=40),
+            FusedRow(kind="fused", name="eng41", status="SUCCESS", engine_id=41, measured=m(0.040, 0.5)),  # wrong
+            FusedRow(kind="unfused", name="eng0{TILE_SIZE=1} + torch", status="SUCCESS", engine_id=0,
+                     measured=m(0.070)),
+            FusedRow(kind="torch", name="torch eager", status="SUCCESS", measured=m(0.080)))
+    res = FusedSearchResult(rows=rows, spec=p.spec, shapes=p.shapes, cudnn_direction="forward",
+                            epilogue=("bn", "relu"), graph_ops=("scale", "bias", "relu"), dtype="float16",
+                            memory_format="channels_last", engine_count=60, search_ms=900.0,
+                            env=ENV, flops=p.flops())
+    assert res.best.name == "eng12{TILE_SIZE=3}"  # eng41 is faster but wrong
+    assert res.best_unfused.name.startswith("eng0") and res.torch_eager.name == "torch eager"
+    assert math.isclose(res.speedup("torch"), 0.080 / 0.050) and math.isclose(res.speedup("unfused"), 0.070 / 0.050)
+    assert res.best.runtime_compiled
+    text = str(res)
+    assert "+ bn,relu" in text and "NOT_SUPPORTED" in text and "fused 1.60x vs torch eager" in res.summary()
+    back = load_json(res.to_json())
+    assert isinstance(back, FusedSearchResult) and back == res
+    df = res.to_dataframe()
+    assert list(df["kind"]) == ["fused", "fused", "fused", "unfused", "torch"]
+    assert df.loc[0, "build_ms"] == 850.0 and bool(df.loc[0, "runtime_compiled"])
+
+
+def test_a_result_with_no_graph_says_why_and_has_no_speedup():
+    from conftest import ENV
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.results import FusedRow, FusedSearchResult
+
+    p = make_problem(torch.nn.Conv2d(8, 8, 1), (1, 8, 4, 4), "float16", "channels_last")
+    why = ep.not_in_graph(("hardswish",))
+    res = FusedSearchResult(rows=(FusedRow(kind="fused", name="fused graph", status="NOT_SUPPORTED", stage="graph",
+                                           note=why),), spec=p.spec, shapes=p.shapes, cudnn_direction="forward",
+                            epilogue=("hardswish",), graph_ops=(), dtype="float16", memory_format="channels_last",
+                            engine_count=0, search_ms=0.0, env=ENV, note=why)
+    assert res.best is None and res.speedup() is None
+    assert "fused: none ran (hardswish has no pointwise mode" in res.summary()
+
+
+def test_find_engines_with_an_epilogue_checks_what_does_not_apply_before_any_gpu_work():
+    import cudnn_algos
+
+    conv = torch.nn.Conv2d(8, 8, 3)
+    with pytest.raises(ValueError, match="these arguments do not apply to it: refine, screen"):
+        cudnn_algos.find_engines(conv, (1, 8, 8, 8), epilogue="bn,relu", refine=2, screen=3, measure=True)
+    with pytest.raises(ValueError, match="direction='backward_data': an epilogue follows the forward pass"):
+        cudnn_algos.find_engines(conv, (1, 8, 8, 8), epilogue="relu", direction="backward_data")
+    with pytest.raises(ValueError, match="'mish' is not one of"):
+        cudnn_algos.find_fused(conv, (1, 8, 8, 8), "bn,mish")
+    with pytest.raises(ValueError, match="max_configs"):
+        cudnn_algos.find_fused(conv, (1, 8, 8, 8), "relu", max_configs=0)
+    with pytest.raises(ValueError, match="heuristics"):
+        cudnn_algos.find_fused(conv, (1, 8, 8, 8), "relu", heuristics=("c",))
+    with pytest.raises(ValueError, match="input_shape"):
+        cudnn_algos.find_fused(conv, (1, 7, 8, 8), "relu")

@@ -1,0 +1,107 @@
+"""GPU: cuDNN's fused graphs (a convolution and its pointwise epilogue) through find_fused: every fused configuration
+that builds is run and its output checked against the float64 reference (the epilogue applied to torch's float64
+convolution), within the dtype's tolerance or a small multiple of torch's own eager sequence's error on the same
+operands; a graph no engine runs is a row with its status; and one fused plan run by hand against torch's eval-mode
+modules (Conv2d, BatchNorm2d, ReLU and a residual add)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cudnn_algos
+from cudnn_algos import epilogue as ep
+
+from reference import ERR_FACTOR, TOL, rel_err
+
+pytestmark = [pytest.mark.gpu]
+CL, CL3, C = torch.channels_last, torch.channels_last_3d, torch.contiguous_format
+
+LAYERS = {
+    "2d": (torch.nn.Conv2d(64, 64, 3, padding=1), (8, 64, 28, 28), torch.float16, CL),
+    "1d": (torch.nn.Conv1d(64, 128, 5, padding=2), (4, 64, 200), torch.float16, C),
+    "3d": (torch.nn.Conv3d(32, 32, 3, padding=1), (2, 32, 8, 16, 16), torch.float16, CL3),
+    "2d-fp32": (torch.nn.Conv2d(32, 64, 3, padding=1), (4, 32, 28, 28), torch.float32, C),
+    "convT2d": (torch.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), (4, 64, 16, 16), torch.float16, CL),
+}
+# ten epilogues with a graph form on the 2-d layer; a few on the others
+EPILOGUES = ["bias,relu", "bn,relu", "bn,add,relu", "bias,silu", "bn,relu6", "bias,gelu", "bias,gelu_tanh",
+             "bn,sigmoid", "scale,tanh", "add,relu"]
+CASES = [("2d", e) for e in EPILOGUES] + [("1d", "bias,relu"), ("1d", "bn,add,relu"), ("3d", "bias,relu"),
+                                          ("3d", "bn,silu"), ("2d-fp32", "bn,relu"), ("convT2d", "bias,relu")]
+# what a model's chains most often are: cuDNN fuses these on every GPU this package measures
+MUST_FUSE = {("2d", "bias,relu"), ("2d", "bn,relu"), ("2d", "bn,add,relu")}
+
+
+@pytest.mark.parametrize("layer,epi", CASES, ids=[f"{a}-{b}" for a, b in CASES])
+def test_fused_configurations_that_build_compute_the_convolution_and_its_epilogue(layer, epi):
+    module, shape, dtype, fmt = LAYERS[layer]
+    res = cudnn_algos.find_fused(module, shape, epi, dtype=dtype, memory_format=fmt, heuristics=("instant", "a"),
+                                 repeats=2, warmup=1, unfused=False)
+    fused = res.of_kind("fused")
+    assert fused and all(r.status for r in fused), f"no fused row at all:\n{res}"
+    eager = res.torch_eager
+    assert eager is not None and eager.right_ms is not None, f"torch's eager sequence did not run right:\n{res}"
+    tol = max(TOL[dtype], ERR_FACTOR * eager.measured.rel_err)
+    bad = [f"{r.name}: rel err {r.measured.rel_err} ({r.measured.error or 'ran'})" for r in fused
+           if r.ok and r.measured is not None and not (r.measured.rel_err is not None and r.measured.rel_err <= tol)]
+    assert not bad, f"fused configurations whose output is not conv + {epi} (tol {tol:.1e}):\n" + "\n".join(bad)
+    if (layer, epi) in MUST_FUSE:
+        assert res.best is not None, f"no fused configuration ran for {layer} + {epi}:\n{res}"
+        assert all(r.build_ms is not None for r in fused if r.ok)
+
+
+def test_an_epilogue_with_no_graph_form_is_one_row_and_torch_still_runs():
+    module, shape, dtype, fmt = LAYERS["2d"]
+    res = cudnn_algos.find_fused(module, shape, "bn,hardswish", dtype=dtype, memory_format=fmt, repeats=2, warmup=1,
+                                 unfused=False)
+    (row,) = res.of_kind("fused")
+    assert row.status == "NOT_SUPPORTED" and row.stage == "graph" and "hardswish" in row.note
+    assert res.torch_eager.right_ms is not None and res.best is None
+
+
+def test_fused_beside_unfused_and_eager_in_one_session():
+    module, shape, dtype, fmt = LAYERS["2d"]
+    res = cudnn_algos.find_engines(module, shape, dtype=dtype, memory_format=fmt, epilogue=("bn", "add", "relu"),
+                                   measure=True, repeats=3, heuristics=("instant", "a"))
+    assert isinstance(res, cudnn_algos.FusedSearchResult)
+    assert res.best is not None and res.best_unfused is not None and res.torch_eager.right_ms is not None
+    assert res.speedup("torch") is not None and res.speedup("unfused") is not None
+    # the unfused sequences ran their convolution and then one kernel per op at least: more kernels than fused
+    assert len(res.best_unfused.measured.kernels) >= 1 + len(res.epilogue)
+    text = str(res)
+    assert "fused best:" in text and "torch eager" in text
+
+
+def test_a_fused_plan_matches_torchs_eval_mode_modules():
+    """conv -> BatchNorm (eval) -> add -> ReLU in torch's own modules, fp16 channels-last, against the best fused
+    plan run with the folded BatchNorm's factors as its operands."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
+    bn = torch.nn.BatchNorm2d(64)
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.normal_()
+    conv, bn = conv.cuda().half().to(memory_format=CL).eval(), bn.cuda().half().eval()
+    x = torch.randn(8, 64, 28, 28, device="cuda", dtype=torch.float16).contiguous(memory_format=CL)
+    res_in = torch.randn(8, 64, 28, 28, device="cuda", dtype=torch.float16).contiguous(memory_format=CL)
+    with torch.no_grad():
+        want = torch.relu(bn(conv(x)) + res_in)
+        ref = torch.relu(torch.nn.functional.batch_norm(
+            torch.nn.functional.conv2d(x.double(), conv.weight.double(), None, 1, 1), bn.running_mean.double(),
+            bn.running_var.double(), bn.weight.double(), bn.bias.double(), False, 0.0, bn.eps) + res_in.double())
+    res = cudnn_algos.find_fused(conv, (8, 64, 28, 28), "bn,add,relu", dtype=torch.float16, memory_format=CL,
+                                 heuristics=("instant",), measure=False)
+    built = [r for r in res.of_kind("fused") if r.ok]
+    assert built, f"no fused plan built:\n{res}"
+    ops = [{"mean": bn.running_mean, "var": bn.running_var, "weight": bn.weight, "bias": bn.bias}, {"residual": res_in},
+           {}]
+    operands = ep.graph_operands(("bn", "add", "relu"), ops, 4, torch.float16, CL)
+    y = torch.full_like(want, float("nan"))
+    built[0].plan.execute(x, conv.weight, y, operands)
+    torch.cuda.synchronize()
+    assert torch.isfinite(y).all()
+    assert rel_err(y, ref) <= max(TOL[torch.float16], ERR_FACTOR * rel_err(want, ref))
+    with pytest.raises(ValueError, match="epilogue takes 4 tensors, got 3"):
+        built[0].plan.execute(x, conv.weight, y, operands[:3])
