@@ -158,3 +158,76 @@ def test_find_engines_with_an_epilogue_checks_what_does_not_apply_before_any_gpu
         cudnn_algos.find_fused(conv, (1, 8, 8, 8), "relu", heuristics=("c",))
     with pytest.raises(ValueError, match="input_shape"):
         cudnn_algos.find_fused(conv, (1, 7, 8, 8), "relu")
+
+
+class _Block(torch.nn.Module):
+    """conv-bn-relu, conv-bn (+ the block's input) -relu twice over, a hardswish layer, a bare conv and a functional
+    one: every kind of row profile(fusion=True) writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.c2, self.b2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.c3, self.b3 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.c4, self.b4 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.hs = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1), torch.nn.Hardswish())
+        self.last = torch.nn.Conv2d(8, 4, 1)
+        self.w = torch.nn.Parameter(torch.randn(4, 4, 1, 1))
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = torch.relu(self.b2(self.c2(y)) + x)
+        z = torch.relu(self.b3(self.c3(y)))
+        z = torch.relu(self.b4(self.c4(z)) + y)
+        return torch.nn.functional.conv2d(self.last(self.hs(z)), self.w)
+
+
+def test_profile_fusion_rows_dedup_totals_and_round_trip(monkeypatch):
+    """The report's plumbing with a stand-in for find_fused (no GPU result is claimed: the numbers are made up): one
+    search per distinct chain, rows in model order with why where nothing fuses, totals times uses."""
+    from conftest import ENV, measurement
+    from cudnn_algos.model import fusion_profile
+    from cudnn_algos.results import FusedRow, FusedSearchResult, FusionReport, load_json
+
+    calls = []
+
+    def fake(spec, shape, ops, **kw):
+        calls.append((spec, tuple(shape), ops))
+        rows = [FusedRow(kind="unfused", name="eng0 + torch", status="SUCCESS", measured=measurement(0.03)),
+                FusedRow(kind="torch", name="torch eager", status="SUCCESS", measured=measurement(0.04))]
+        if "add" in ops:  # say cuDNN fuses the residual chains and not the others
+            rows.insert(0, FusedRow(kind="fused", name="eng12", status="SUCCESS", build_ms=500.0,
+                                    measured=measurement(0.02)))
+        else:
+            rows.insert(0, FusedRow(kind="fused", name="fused graph", status="NOT_SUPPORTED", stage="graph"))
+        p = __import__("cudnn_algos.problem", fromlist=["make_problem"]).make_problem(spec, shape)
+        return FusedSearchResult(rows=tuple(rows), spec=p.spec, shapes=p.shapes, cudnn_direction="forward",
+                                 epilogue=tuple(ops), graph_ops=(), dtype="float32", memory_format="contiguous",
+                                 engine_count=1, search_ms=1.0, env=ENV)
+
+    monkeypatch.setattr(fusion_profile, "find_fused", fake)
+    monkeypatch.setattr(fusion_profile, "environment", lambda dev: ENV)
+    monkeypatch.setattr(fusion_profile, "device_index", lambda d: 0)
+    model = _Block().train()
+    rep = fusion_profile.profile_fusion(model, torch.randn(2, 8, 16, 16), progress=False, name="block")
+    assert model.training  # left as it was
+    assert [c.conv for c in rep.chains] == ["c1", "c2", "c3", "c4", "hs.0", "last"]
+    assert [c.ops for c in rep.chains] == [("bn", "relu"), ("bn", "add", "relu"), ("bn", "relu"),
+                                           ("bn", "add", "relu"), ("bias", "hardswish"), ("bias",)]
+    # c1/c3 and c2/c4 are the same problem and epilogue: one search each; hardswish is never searched
+    assert len(calls) == 3 and sum("add" in c[2] for c in calls) == 1
+    c1, c2, _, _, hs, last = rep.chains
+    assert c1.fused_ms is None and "no fused configuration ran right (statuses: NOT_SUPPORTED)" in c1.why
+    assert c1.best_ms == 0.03 and c2.fused and c2.best_ms == 0.02 and c2.fused_build_ms == 500.0
+    assert c2.bytes_saved == 2 * 3 * (2 * 8 * 16 * 16) * 4  # three eager kernels after the conv, fp32
+    assert "hardswish has no pointwise mode" in hs.why and hs.eager_ms is None
+    assert last.eager_ms == 0.04  # a bias alone is still a chain: conv then one add
+    t = rep.totals()
+    assert t["chains"] == 5 and math.isclose(t["eager_ms"], 5 * 0.04)
+    assert math.isclose(t["best_ms"], 3 * 0.03 + 2 * 0.02)
+    assert t["fused_chains"] == 2 and t["bytes_saved"] == 2 * c2.bytes_saved
+    assert rep.not_chained == (("conv2d", "a functional convolution: no module holds its weight"),)
+    text = " ".join(str(rep).split())
+    assert "sums over 5 chains" in text and "2 chains fused" in text and "not chained: conv2d" in text
+    assert load_json(rep.to_json()) == rep and isinstance(rep, FusionReport)
+    assert list(rep.to_dataframe()["conv"]) == ["c1", "c2", "c3", "c4", "hs.0", "last"]

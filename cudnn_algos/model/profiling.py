@@ -24,10 +24,11 @@ from ..measure import check_config
 from ..plans_ahead import Built, Listed
 from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
 from ..progress import Progress
-from ..results import MeasureConfig, ModelReport, ProblemEntry, TorchRun
+from ..results import FusionReport, MeasureConfig, ModelReport, ProblemEntry, TorchRun
 from .discovery import discover, distinct_problems
 from .benchmark_mode import end_to_end
 from .fresh import Prestarted, Waiting
+from .fusion_profile import profile_fusion
 from .store import ResultStore
 from .torch_off import torch_off_runs
 
@@ -85,20 +86,17 @@ def profile(
     store: str | None = None,
     budget_s: float | None = None,
     build_threads: int | None = None,
-) -> ModelReport:
+    fusion: bool = False,
+) -> ModelReport | FusionReport:
     """Searches every distinct convolution of `model` (as one forward pass on `example_input` meets them) in cuDNN's
     engine space, once per direction, beside torch's own convolution, and returns a :class:`ModelReport`.
 
     dtype / memory_format: override what the layers receive (default: what they receive in the forward pass).
-    Per problem and direction: ``find_engines(measure=True, screen=screen, repeats=repeats, confirm=confirm,
-    refine=refine, refine_max=refine_max, compare_torch=True, torch_benchmark=True)``: every configuration from
-    heuristics instant, A, B and fallback screened, one-knob neighbours of the fastest added, the ``confirm``
-    fastest torch would accept re-measured beside torch's op (benchmark on: its first call of the problem in this
-    process is its search) on fresh operands in one kernel-clock session. torch_off: torch's op with benchmark off,
-    measured the same way in one fresh process (torch keeps the first plan per problem for a process's life).
-    runtime_compiled: also build the engines that compile at run time (NVRTC), as torch's benchmark mode does: on
-    depthwise layers torch's choice can be one of them (a MobileNetV3 profile without them: torch's op up to 4.4x
-    faster than every candidate on depthwise stride-2 backward-data, its kernel in none of them).
+    Per problem and direction: ``find_engines(measure=True, screen, repeats, confirm, refine, refine_max,
+    compare_torch=True, torch_benchmark=True)``: every configuration of the four lists screened, one-knob neighbours
+    of the fastest added, the ``confirm`` fastest torch would accept re-measured beside torch's op (benchmark on) on
+    fresh operands in one kernel-clock session. torch_off: torch's op with benchmark off, measured the same way in
+    one fresh process. runtime_compiled: also build the engines that compile at run time (NVRTC), as torch does.
     legacy: also search the legacy algorithms (columns legacy_best). check_clock: every row also timed with the
     independent clock (torch.profiler), for the fidelity table. end_to_end_check: the whole model's step with
     benchmark off and on, each in a fresh process. Ctrl-C stops the search and returns what was done
@@ -107,7 +105,10 @@ def profile(
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
     (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
     build_threads: threads that build each search's plans (the same rows, sooner); default: cores, at most 8.
+    fusion: the model's fusible chains instead, each searched by find_fused: a FusionReport (model.fusion_profile).
     """
+    if fusion:
+        return profile_fusion(model, example_input, dtype=dtype, memory_format=memory_format, device=device, name=name)
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s,
                                      build_threads)
     dt = parse_dtype(dtype) if dtype is not None else None

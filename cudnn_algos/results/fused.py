@@ -11,7 +11,8 @@ from ..environment import Environment
 from ..spec import ConvShapes, ConvSpec
 from .codec import Saved, register
 from .rows import MeasureConfig, MeasuredRow, Measurement
-from .tables import TEXT_WIDTH, direction_label, fit_table, format_bytes, format_ms, median_cell, measure_note, wrap_lines
+from .tables import (TEXT_WIDTH, direction_label, fit_table, format_bytes, format_ms, measure_note, median_cell,
+                     wrap_lines)
 
 KINDS = ("fused", "unfused", "torch")
 
@@ -163,4 +164,107 @@ class FusedSearchResult(Saved):
         return pd.DataFrame.from_records(recs)
 
 
-__all__ = ["KINDS", "FusedRow", "FusedSearchResult"]
+
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """One fusible chain of a model (model.fusion.Chain) and what its fused search found: the fastest right fused
+    configuration, the fastest unfused sequence and torch's eager ops on the kernel clock (ms per call; None where
+    none ran), the fused best's plan build time, and the memory traffic one fused call saves over eager. ``why``:
+    why nothing is fused ("" when a fused configuration ran)."""
+
+    conv: str
+    spec: ConvSpec
+    input_shape: tuple[int, ...]
+    ops: tuple[str, ...]
+    uses: int = 1
+    why: str = ""
+    fused_name: str = ""
+    fused_ms: float | None = None
+    fused_build_ms: float | None = None
+    unfused_name: str = ""
+    unfused_ms: float | None = None
+    eager_ms: float | None = None
+    bytes_saved: int = 0
+
+    @property
+    def fused(self) -> bool:
+        return self.fused_ms is not None
+
+    @property
+    def best_ms(self) -> float | None:
+        """What a run that fuses where fusing wins costs: the faster of the fused best and the unfused best."""
+        got = [v for v in (self.fused_ms, self.unfused_ms) if v is not None]
+        return min(got) if got else None
+
+
+@register
+@dataclass(frozen=True)
+class FusionReport(Saved):
+    """A model's fusible chains (profile(model, example, fusion=True)), each searched by find_fused, with totals over
+    the model (each chain times its uses) and the convolutions no chain could start from, with why."""
+
+    model: str
+    chains: tuple[ChainRow, ...]
+    dtype: str
+    memory_format: str
+    env: Environment
+    not_chained: tuple[tuple[str, str], ...] = ()
+    trace_error: str = ""
+    search_s: float = 0.0
+    created: str = ""
+
+    KIND = "fusion_report"
+
+    def totals(self) -> dict[str, float]:
+        """Sums over the chains every column has (eager, unfused best, the faster of fused and unfused), and the
+        bytes fusion saves where a fused configuration is the faster, each chain times its uses."""
+        rows = [c for c in self.chains if c.eager_ms is not None and c.unfused_ms is not None]
+        wins = [c for c in rows if c.fused and c.fused_ms <= c.unfused_ms]
+        return {"chains": float(len(rows)),
+                "eager_ms": sum(c.eager_ms * c.uses for c in rows),
+                "unfused_ms": sum(c.unfused_ms * c.uses for c in rows),
+                "best_ms": sum(c.best_ms * c.uses for c in rows),
+                "fused_chains": float(len(wins)),
+                "bytes_saved": float(sum(c.bytes_saved * c.uses for c in wins))}
+
+    HEADERS = ("conv", "epilogue", "uses", "fused", "unfused", "eager", "x eager", "build", "saved", "why not fused")
+
+    def text_table(self, width: int = TEXT_WIDTH) -> list[str]:
+        rows = []
+        for c in self.chains:
+            x = f"{c.eager_ms / c.best_ms:.2f}" if c.eager_ms and c.best_ms else "-"
+            rows.append([c.conv, ",".join(c.ops) or "-", str(c.uses), format_ms(c.fused_ms) if c.fused else "-",
+                         format_ms(c.unfused_ms) if c.unfused_ms is not None else "-",
+                         format_ms(c.eager_ms) if c.eager_ms is not None else "-", x,
+                         format_ms(c.fused_build_ms, 3) if c.fused_build_ms is not None else "-",
+                         format_bytes(c.bytes_saved) if c.fused else "-", c.why or "-"])
+        return fit_table(self.HEADERS, rows, right={2, 3, 4, 5, 6, 7, 8}, width=width, legend={0: 24, 9: 24},
+                         drop=(7, 8))
+
+    def __str__(self) -> str:
+        t = self.totals()
+        head = (f"{self.model}: {len(self.chains)} chains, {self.dtype} {self.memory_format} | {self.env.gpu_name} "
+                f"cuDNN {Environment.version_str(self.env.cudnn_runtime)} | kernel ms per call")
+        tail = [f"sums over {int(t['chains'])} chains (x uses): eager {t['eager_ms']:.4f} ms, unfused best "
+                f"{t['unfused_ms']:.4f} ms, fused where it wins {t['best_ms']:.4f} ms"
+                + (f" ({t['eager_ms'] / t['best_ms']:.2f}x eager)" if t["best_ms"] else "")
+                + f"; {int(t['fused_chains'])} chains fused, {format_bytes(int(t['bytes_saved']))} of memory traffic "
+                  "saved per pass"]
+        tail += [f"not chained: {name}: {why}" for name, why in self.not_chained]
+        if self.trace_error:
+            tail.append(f"no chains: {self.trace_error}")
+        return "\n".join(wrap_lines([head]) + self.text_table() + wrap_lines(tail))
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame.from_records([{
+            "model": self.model, "conv": c.conv, "spec": str(c.spec), "input_shape": "x".join(map(str, c.input_shape)),
+            "epilogue": ",".join(c.ops), "uses": c.uses, "fused_name": c.fused_name or None, "fused_ms": c.fused_ms,
+            "fused_build_ms": c.fused_build_ms, "unfused_name": c.unfused_name or None, "unfused_ms": c.unfused_ms,
+            "eager_ms": c.eager_ms, "bytes_saved": c.bytes_saved, "why": c.why or None, "dtype": self.dtype,
+            "memory_format": self.memory_format, "gpu": self.env.gpu_name} for c in self.chains])
+
+__all__ = ["KINDS", "FusedRow", "FusedSearchResult", "ChainRow", "FusionReport"]
