@@ -231,3 +231,15 @@ def test_profile_fusion_rows_dedup_totals_and_round_trip(monkeypatch):
     assert "sums over 5 chains" in text and "2 chains fused" in text and "not chained: conv2d" in text
     assert load_json(rep.to_json()) == rep and isinstance(rep, FusionReport)
     assert list(rep.to_dataframe()["conv"]) == ["c1", "c2", "c3", "c4", "hs.0", "last"]
+
+
+def test_the_cli_checks_epilogue_flags_before_any_search():
+    from conftest import run_cli
+
+    layer = ("engines", "--conv", "Conv2d(64, 64, 3, padding=1)", "--input", "8,64,28,28")
+    r = run_cli(*layer, "--epilogue", "bn,mish")
+    assert r.returncode == 2 and "--epilogue='bn,mish': 'mish' is not one of" in r.stderr
+    r = run_cli(*layer, "--epilogue", "bn,relu", "--refine", "2", "--direction", "backward_data")
+    assert r.returncode == 2 and "these flags do not apply: --direction, --refine" in r.stderr
+    r = run_cli(*layer, "--epilogue", "relu", "--heuristics", "zz")
+    assert r.returncode == 2 and "--heuristics='zz'" in r.stderr

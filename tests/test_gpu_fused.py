@@ -105,3 +105,32 @@ def test_a_fused_plan_matches_torchs_eval_mode_modules():
     assert rel_err(y, ref) <= max(TOL[torch.float16], ERR_FACTOR * rel_err(want, ref))
     with pytest.raises(ValueError, match="epilogue takes 4 tensors, got 3"):
         built[0].plan.execute(x, conv.weight, y, operands[:3])
+
+
+def test_profile_fusion_finds_and_searches_a_residual_blocks_chains():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), torch.nn.BatchNorm2d(64)
+            self.c2, self.b2 = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), torch.nn.BatchNorm2d(64)
+
+        def forward(self, x):
+            return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + x)
+
+    m = Block().cuda().half().to(memory_format=CL).train()
+    x = torch.randn(8, 64, 28, 28, device="cuda", dtype=torch.float16).contiguous(memory_format=CL)
+    rep = cudnn_algos.profile(m, x, fusion=True, progress=False)
+    assert m.training and isinstance(rep, cudnn_algos.results.FusionReport)
+    assert [(c.conv, c.ops) for c in rep.chains] == [("c1", ("bn", "relu")), ("c2", ("bn", "add", "relu"))]
+    assert all(c.eager_ms and c.unfused_ms for c in rep.chains), str(rep)
+    assert any(c.fused for c in rep.chains), f"no chain fused:\n{rep}"
+    assert rep.totals()["chains"] == 2 and "sums over 2 chains" in " ".join(str(rep).split())
+
+
+def test_the_cli_searches_a_fused_graph():
+    from conftest import run_cli
+
+    r = run_cli("engines", "--conv", "Conv2d(64, 64, 3, padding=1)", "--input", "8,64,28,28", "--dtype", "float16",
+                "--channels-last", "--epilogue", "bn,relu", "--measure", "--repeats", "2", "--heuristics", "instant")
+    assert r.returncode == 0, r.stderr
+    assert "+ bn,relu" in r.stdout and "torch eager" in r.stdout

@@ -327,6 +327,8 @@ def cmd_engines(a: argparse.Namespace) -> int:
     from ..results import EngineSearches
 
     heur = None if a.heuristics is None else tuple(h for h in a.heuristics.split(",") if h)
+    if a.epilogue is not None:
+        return _fused_engines(a, conv, shape, fmt, heur)
     kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
                   max_configs=a.exhaustive or 64,
                   measure=a.measure, repeats=a.repeats, l2=a.l2,
@@ -354,6 +356,31 @@ def cmd_engines(a: argparse.Namespace) -> int:
         from ..results import fidelity_table
 
         print("\n".join(fidelity_table(results)))
+    return 0
+
+
+def _fused_engines(a: argparse.Namespace, conv, shape, fmt, heur) -> int:
+    """`engines --epilogue OPS`: find_fused, its flags checked first (the plain search's own do not apply)."""
+    from ..fused import find_fused, validate_fused
+
+    given = [f for f, v in (("--direction", a.direction != "forward"), ("--refine", a.refine), ("--screen", a.screen),
+                            ("--config", a.config), ("--torch", a.torch), ("--l2", a.l2 != "warm"),
+                            ("--torch-benchmark", a.torch_benchmark != "current")) if v]
+    if given:
+        raise UsageError(f"--epilogue searches the forward pass's fused graph; these flags do not apply: "
+                         f"{', '.join(given)}")
+    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, max_configs=a.exhaustive or 64,
+                  measure=a.measure, repeats=a.repeats, device=a.device, build_threads=a.build_threads)
+    try:
+        validate_fused(conv, shape, a.epilogue, **kwargs)
+    except (ValueError, TypeError) as e:
+        raise UsageError(as_flags(str(e), {**_ENGINES_FLAGS, "epilogue": "--epilogue"})) from None
+    res = find_fused(conv, shape, a.epilogue, exhaustive=a.exhaustive > 0, runtime_compiled=not a.no_runtime_compiled,
+                     check_clock=a.check_clock, **kwargs)
+    print(res)
+    if a.json:
+        res.to_json(a.json)
+        print(f"wrote {a.json}")
     return 0
 
 

@@ -24,6 +24,7 @@ EXAMPLES = f"""examples:
       --channels-last --measure --torch-benchmark on
   cudnn-algos engines --exhaustive 200 --direction backward_filter --json engines.json
   cudnn-algos engines --measure --refine 3 --torch-benchmark on      # search around the 3 fastest
+  cudnn-algos engines --epilogue bn,add,relu --measure                # the fused graph beside eager torch
 """
 
 _CONV_TYPES = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
@@ -203,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run torch's own op and mark the configuration it ran (default: with --measure)")
     e.add_argument("--torch-benchmark", default="current", choices=["on", "off", "current"],
                    help="cudnn.benchmark for torch's op (default: as torch has it: off)")
+    e.add_argument("--epilogue", default=None, metavar="OPS",
+                   help="pointwise ops after the forward convolution, e.g. bn,relu or bias,add,relu: cuDNN's fused "
+                        "graph, beside the unfused sequence and torch's eager ops (ops: bias, bn, scale, add, relu, "
+                        "relu6, silu, gelu, gelu_tanh, sigmoid, tanh)")
     e.add_argument("--device", type=int, default=None)
     e.add_argument("--json", metavar="PATH", help="also write the result(s) as JSON")
 
