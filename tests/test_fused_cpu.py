@@ -243,3 +243,100 @@ def test_the_cli_checks_epilogue_flags_before_any_search():
     assert r.returncode == 2 and "these flags do not apply: --direction, --refine" in r.stderr
     r = run_cli(*layer, "--epilogue", "relu", "--heuristics", "zz")
     assert r.returncode == 2 and "--heuristics='zz'" in r.stderr
+
+
+class _Acts(torch.nn.Module):
+    """Biased convolutions with relu6, silu, gelu and a sigmoid; a hardswish one (no fused graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU6())
+        self.b = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1), torch.nn.BatchNorm2d(8), torch.nn.SiLU())
+        self.c = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding="same"), torch.nn.GELU(), torch.nn.Sigmoid())
+        self.d = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1), torch.nn.Hardswish())
+
+    def forward(self, x):
+        return self.d(self.c(self.b(self.a(x))))
+
+
+def _randomised(m):
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                mod.running_mean.normal_()
+                mod.running_var.uniform_(0.5, 2.0)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.normal_()
+    return m
+
+
+@pytest.mark.parametrize("model_cls", [_Block, _Acts])
+def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(model_cls):
+    import cudnn_algos
+
+    torch.manual_seed(0)
+    model = _randomised(model_cls()).double().eval()
+    x = torch.randn(2, 8, 16, 16, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+    h = cudnn_algos.apply(model, fuse=True)
+    assert h.model is not model and type(model) is model_cls  # the original is left as it was
+    with torch.no_grad():
+        got = h.model(x)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    counts = h.counts()
+    assert counts and all(c == {"torch: the input is on cpu, not CUDA": 1} for c in counts.values())
+    text = h.summary()
+    assert f"{len(h.chains)} chains fused in the traced model" in text and "0 fused; 1 torch: the input is on cpu" in text
+    if model_cls is _Acts:
+        assert [m.chain.ops for m in h.chains.values()] == [("bias", "relu6"), ("bias", "bn", "silu"),
+                                                           ("bias", "gelu", "sigmoid")]
+        assert "hardswish has no pointwise mode" in h.skipped["d.0"]
+    else:
+        assert len(h.chains) == 4 and h.skipped["last"] == "a bias alone" and "hardswish" in h.skipped["hs.0"]
+        assert [m.epilogue for m in h.chains.values()] == [("bias", "relu"), ("bias", "add", "relu")] * 2
+
+
+def test_a_fused_chain_says_why_it_runs_torchs_ops_in_training_or_with_gradients():
+    import cudnn_algos
+
+    model = _randomised(_Block()).eval()
+    h = cudnn_algos.apply(model, fuse=True)
+    x = torch.randn(1, 8, 8, 8, requires_grad=True)
+    h.model(x).sum().backward()  # gradients flow through torch's ops
+    assert x.grad is not None
+    assert all(c == {"torch: a gradient is asked for": 1} for c in h.counts().values())
+    h.model.train()
+    with torch.no_grad():
+        h.model(x)
+    assert all(c.get("torch: training mode") == 1 for c in h.counts().values())
+
+
+def test_a_model_torch_fx_cannot_trace_is_returned_as_it_is_with_why():
+    import cudnn_algos
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Conv2d(3, 3, 1)
+
+        def forward(self, x):
+            return self.c(x) if x.sum() > 0 else x
+
+    m = Branchy()
+    h = cudnn_algos.apply(m, fuse=True)
+    assert h.model is m and not h.chains and "torch.fx could not trace Branchy" in h.error
+    assert "not traced: torch.fx could not trace" in h.summary()
+
+
+def test_apply_fuse_keeps_torchvision_resnet18_exact_on_the_cpu():
+    tv = pytest.importorskip("torchvision")
+    import cudnn_algos
+
+    torch.manual_seed(0)
+    model = _randomised(tv.models.resnet18(num_classes=10)).double().eval()
+    x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
+    h = cudnn_algos.apply(model, fuse=True)
+    with torch.no_grad():
+        torch.testing.assert_close(h.model(x), model(x), rtol=1e-10, atol=1e-10)
+    assert len(h.chains) == 20  # every convolution: stem, 16 in the blocks, 3 downsamples (conv -> bn)

@@ -184,13 +184,23 @@ def find_chains(model: torch.nn.Module) -> FusionScan:
     """The fusible chains of `model` as it is (eval mode is the caller's: a BatchNorm in training mode ends a chain)
     on its torch.fx graph (symbolic tracing: no input, no GPU). A model that cannot be traced gives no chains and
     `error` says why; a functional convolution is named in `not_chained`. Note [fusible chains]."""
+    gm, error = trace(model)
+    return chains_of(gm) if gm is not None else FusionScan(error=error)
+
+
+def trace(model: torch.nn.Module) -> tuple[Any, str]:
+    """(`model`'s torch.fx GraphModule, "") or (None, why it could not be traced)."""
     import torch.fx
 
     try:
-        gm = torch.fx.symbolic_trace(model)
+        return torch.fx.symbolic_trace(model), ""
     except Exception as e:  # torch.fx raises what the model's Python raises on a Proxy: any type
-        return FusionScan(error=f"torch.fx could not trace {type(model).__name__}: {type(e).__name__}: "
-                                f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+        return None, (f"torch.fx could not trace {type(model).__name__}: {type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+
+
+def chains_of(gm: Any) -> FusionScan:
+    """The fusible chains of a traced GraphModule (find_chains; the nodes are `gm`'s, by name)."""
     modules = dict(gm.named_modules())
     scan = FusionScan()
     taken: set[str] = set()
@@ -236,5 +246,5 @@ def fold_batchnorm(weight: torch.Tensor, bias: torch.Tensor | None, bn: torch.nn
     return w.to(weight.dtype), ((b - mean) * scale + beta).to(weight.dtype)
 
 
-__all__ = ["EPILOGUE_OPS", "ACTIVATION_OPS", "MAX_ACTIVATIONS", "Chain", "FusionScan", "find_chains",
-           "fold_batchnorm"]
+__all__ = ["EPILOGUE_OPS", "ACTIVATION_OPS", "MAX_ACTIVATIONS", "Chain", "FusionScan", "find_chains", "trace",
+           "chains_of", "fold_batchnorm"]

@@ -16,6 +16,7 @@ from ..errors import CudaUnavailableError
 from ..problem import device_index
 from ..spec import same_padding
 from .db import TuningDB, open_db
+from .fusing import Fused, fuse_model
 from ..choose.unseen import Decision, UnseenHandler, check_unseen
 
 
@@ -241,7 +242,7 @@ def _forward(m: torch.nn.Module, a: ModuleArgs):
 
 def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None, *,
           device: int | str | torch.device | None = None, unseen: str = "torch", selector: Any = None,
-          k: int | str = 3, background: bool | None = None) -> Applied:
+          k: int | str = 3, background: bool | None = None, fuse: bool = False) -> Applied | Fused:
     """Makes `model`'s Conv1d/2d/3d and ConvTranspose1d/2d/3d modules run the tuning database's winners for this GPU and
     versions (loaded into the extension's registry now): each module's forward calls ``torch.ops.cudnn_algos.conv``
     (``conv_transpose`` for a transposed layer, whose forward is cuDNN's backward-data of the mirrored convolution), a
@@ -249,16 +250,17 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     (torch.compile) and CPU kernels; a problem the database lacks runs torch's own convolution, or with
     ``unseen="predict"`` the first configuration `selector` (a cudnn_algos.selector.Selector or its .npz file) ranks
     fastest among cuDNN's heuristic lists (built at the problem's first call, nothing timed), or with
-    ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1 and cuDNN's own first, and
-    INSTANT's first, torch's benchmark-off pick, where it is neither; k="auto": its first, cuDNN's and INSTANT's, then
-    those it predicts close to its first, Note [the automatic shortlist] in choose/model.py)
-    timed at that call (choose/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
+    ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1, cuDNN's own first and INSTANT's
+    first; k="auto": Note [the automatic shortlist] in choose/model.py) timed at that call (choose/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
     version (ValueError where it ships none). cuDNN's lists are asked in a helper process started now (one more CUDA
     context while the handle lives: Note [lists in a helper process] in choose/lists_process.py). background (default
     True): the lists are asked and ranked in background threads while torch's op runs the problem's first calls (Note
     [choosing in the background] in choose/unseen.py; ``Applied.wait()`` waits for them), predict's pick then runs from
     the next call and measure_top_k times its shortlist at that call; False: all of it at the problem's first call.
-    Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly."""
+    Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly.
+    fuse=True: a traced copy of the model instead, its chains each one fused plan in inference (tuning/fusing.py)."""
+    if fuse is True:
+        return fuse_model(model)
     check_unseen(unseen, k)
     if background is not None and not isinstance(background, bool):
         raise ValueError(f"background={background!r} must be True, False or None")
