@@ -271,7 +271,7 @@ def _randomised(m):
 
 
 @pytest.mark.parametrize("model_cls", [_Block, _Acts])
-def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(model_cls):
+def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(model_cls, tmp_path):
     import cudnn_algos
 
     torch.manual_seed(0)
@@ -279,7 +279,7 @@ def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(mo
     x = torch.randn(2, 8, 16, 16, dtype=torch.float64)
     with torch.no_grad():
         want = model(x)
-    h = cudnn_algos.apply(model, fuse=True)
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
     assert h.model is not model and type(model) is model_cls  # the original is left as it was
     with torch.no_grad():
         got = h.model(x)
@@ -297,11 +297,11 @@ def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(mo
         assert [m.epilogue for m in h.chains.values()] == [("bias", "relu"), ("bias", "add", "relu")] * 2
 
 
-def test_a_fused_chain_says_why_it_runs_torchs_ops_in_training_or_with_gradients():
+def test_a_fused_chain_says_why_it_runs_torchs_ops_in_training_or_with_gradients(tmp_path):
     import cudnn_algos
 
     model = _randomised(_Block()).eval()
-    h = cudnn_algos.apply(model, fuse=True)
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
     x = torch.randn(1, 8, 8, 8, requires_grad=True)
     h.model(x).sum().backward()  # gradients flow through torch's ops
     assert x.grad is not None
@@ -312,7 +312,7 @@ def test_a_fused_chain_says_why_it_runs_torchs_ops_in_training_or_with_gradients
     assert all(c.get("torch: training mode") == 1 for c in h.counts().values())
 
 
-def test_a_model_torch_fx_cannot_trace_is_returned_as_it_is_with_why():
+def test_a_model_torch_fx_cannot_trace_is_returned_as_it_is_with_why(tmp_path):
     import cudnn_algos
 
     class Branchy(torch.nn.Module):
@@ -324,19 +324,75 @@ def test_a_model_torch_fx_cannot_trace_is_returned_as_it_is_with_why():
             return self.c(x) if x.sum() > 0 else x
 
     m = Branchy()
-    h = cudnn_algos.apply(m, fuse=True)
+    h = cudnn_algos.apply(m, tmp_path / "t.sqlite", fuse=True)
     assert h.model is m and not h.chains and "torch.fx could not trace Branchy" in h.error
     assert "not traced: torch.fx could not trace" in h.summary()
 
 
-def test_apply_fuse_keeps_torchvision_resnet18_exact_on_the_cpu():
+def test_apply_fuse_keeps_torchvision_resnet18_exact_on_the_cpu(tmp_path):
     tv = pytest.importorskip("torchvision")
     import cudnn_algos
 
     torch.manual_seed(0)
     model = _randomised(tv.models.resnet18(num_classes=10)).double().eval()
     x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
-    h = cudnn_algos.apply(model, fuse=True)
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
     with torch.no_grad():
         torch.testing.assert_close(h.model(x), model(x), rtol=1e-10, atol=1e-10)
     assert len(h.chains) == 20  # every convolution: stem, 16 in the blocks, 3 downsamples (conv -> bn)
+
+
+def _search_result(fused_ms, unfused_ms=0.07, eager_ms=0.08, ops=("bias", "add", "relu")):
+    from dataclasses import replace
+
+    from conftest import ENV, measurement
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.results import FusedRow, FusedSearchResult
+
+    p = make_problem(torch.nn.Conv2d(64, 64, 3, padding=1), (8, 64, 28, 28), "float16", "channels_last")
+    rows = (FusedRow(kind="fused", name="eng12{TILE_SIZE=3}", status="SUCCESS", engine_id=12,
+                     knobs=(("TILE_SIZE", 3),), measured=replace(measurement(fused_ms), rel_err=2e-4)),
+            FusedRow(kind="unfused", name="eng0 + torch", status="SUCCESS", engine_id=0, measured=measurement(unfused_ms)),
+            FusedRow(kind="torch", name="torch eager", status="SUCCESS", measured=measurement(eager_ms)))
+    return FusedSearchResult(rows=rows, spec=p.spec, shapes=p.shapes, cudnn_direction="forward", epilogue=ops,
+                             graph_ops=ops, dtype="float16", memory_format="channels_last", engine_count=9,
+                             search_ms=1.0, env=ENV)
+
+
+def test_fused_winners_round_trip_through_the_database_and_export(tmp_path):
+    """Note [fused winners in the database]: a fused winner is a winners row under the problem key + "|fused:" + the
+    graph's ops; it is written, read back, exported and imported unchanged; an unfused sequence that was faster
+    stores TORCH_WINNER (the chain runs torch's ops)."""
+    from conftest import ENV
+    from cudnn_algos.tuning import TORCH_WINNER, TuningDB
+    from cudnn_algos.tuning.fused_tune import folded_epilogue, fused_key, fused_winner, is_fused_key
+
+    assert folded_epilogue(("bn", "add", "relu")) == ("bias", "add", "relu")
+    assert folded_epilogue(("bias", "bn", "silu")) == ("bias", "silu") and folded_epilogue(("relu",)) == ("relu",)
+    key = fused_key("fwd|x=(8,64,28,28)", ("bias", "add", "relu"))
+    assert key == "fwd|x=(8,64,28,28)|fused:bias,add,relu" and is_fused_key(key) and not is_fused_key("fwd|x=1")
+    win = fused_winner(_search_result(0.05), ENV, key)
+    assert (win.config, win.engine_id, win.knob_list()) == ("eng12{TILE_SIZE=3}", 12, [(2, 3)])
+    assert (win.runner_up, win.runner_up_ms, win.torch_on_ms, win.source) == ("eng0 + torch", 0.07, 0.08, "fused")
+    lose = fused_winner(_search_result(0.09), ENV, key + "x")
+    assert lose.config == TORCH_WINNER and lose.is_torch and lose.kernel_ms == 0.08
+    with TuningDB(tmp_path / "a.sqlite") as db:
+        db.put(win)
+        db.put(lose)
+        assert {w.key: w for w in db.winners(ENV.key())} == {key: win, key + "x": lose}
+        db.export(tmp_path / "t.jsonl")
+    with TuningDB(tmp_path / "b.sqlite") as db2:
+        db2.import_(tmp_path / "t.jsonl")
+        assert db2.winner(ENV.key(), key) == win
+
+
+def test_tune_fuse_without_a_gpu_is_a_typed_error_and_apply_fuse_creates_no_database(tmp_path, monkeypatch):
+    import cudnn_algos
+    from cudnn_algos.errors import CudaUnavailableError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDNN_ALGOS_DB", raising=False)
+    with pytest.raises(CudaUnavailableError):
+        cudnn_algos.tune(_Block().eval(), torch.randn(1, 8, 8, 8), tmp_path / "t.sqlite", fuse=True)
+    h = cudnn_algos.apply(_Block().eval(), fuse=True)
+    assert h.chains and not (tmp_path / "cache").exists()

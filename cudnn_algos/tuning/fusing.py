@@ -6,7 +6,8 @@ model.fusion.fold_batchnorm), so the fused graph is the convolution, a per-chann
 and residual add. A call runs the fused plan when the module is in eval mode, no gradient is asked for, the input is
 a CUDA tensor of float16, bfloat16 or float32, the layer is not transposed, and cuDNN built a plan for that input's
 shape, dtype and layout: the first configuration of its INSTANT list that builds (what torch itself takes with
-benchmark off), built at the shape's first call and kept for the process. Every other call runs torch's ops on the
+benchmark off) unless tune(fuse=True) stored a winner for it (fused_tune.py), built at the shape's first call and
+kept for the process. Every other call runs torch's ops on the
 folded weights (the same arithmetic as the original modules in eval mode), and the chain's counts say why. The
 original model is not changed: the fused model is a torch.fx GraphModule of its own (``Fused.model``).
 """
@@ -21,6 +22,8 @@ import torch
 from ..epilogue import apply_torch, not_in_graph
 from ..model.fusion import Chain, chains_of, fold_batchnorm, trace
 from ..problem import MEMORY_FORMATS, conv_layout, make_problem
+from .fused_tune import fused_key
+from .keys import problem_key
 
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -29,8 +32,10 @@ class FusedChain(torch.nn.Module):
     """One chain: its convolution with the BatchNorm folded in, then its activations and residual add (Note
     [running a chain fused]). forward(x, residual=None)."""
 
-    def __init__(self, chain: Chain, conv: torch.nn.modules.conv._ConvNd, bn: torch.nn.Module | None):
+    def __init__(self, chain: Chain, conv: torch.nn.modules.conv._ConvNd, bn: torch.nn.Module | None,
+                 stored: dict[str, Any] | None = None):
         super().__init__()
+        self._stored = stored or {}  # fused_key -> the tuned Winner (tune(fuse=True))
         self.chain, self.spec = chain, chain.spec
         ops = list(chain.ops)
         w, b = conv.weight.detach(), conv.bias.detach() if conv.bias is not None else None
@@ -85,7 +90,7 @@ class FusedChain(torch.nn.Module):
     def _plan(self, x: torch.Tensor) -> Any:
         key = (tuple(x.shape), x.dtype, conv_layout(x, self.weight), x.device.index)
         if key not in self._plans:
-            self._plans[key] = _first_fused_plan(self.spec, x, key[2], self.epilogue)
+            self._plans[key] = _fused_plan(self.spec, x, key[2], self.epilogue, self._stored)
         return self._plans[key]
 
     def _run(self, plan: Any, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
@@ -102,16 +107,28 @@ class FusedChain(torch.nn.Module):
         return y
 
 
-def _first_fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...]) -> Any:
-    """The first configuration of cuDNN's INSTANT list for this chain's fused graph that builds, or why none."""
+def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], stored: dict[str, Any]) -> Any:
+    """The plan a chain runs for this input (Note [running a chain fused]): the tuned winner's configuration where
+    tune(fuse=True) stored one (torch's ops where it stored TORCH_WINNER), else the first configuration of cuDNN's
+    INSTANT list for the fused graph that builds; or why none."""
     from .. import backend
+    from ..configs import parse_config
 
     if x.dim() not in (4, 5):
         return "a 1-d convolution (its fused graph is not run yet)"
     try:
         problem = make_problem(spec, tuple(x.shape), x.dtype, layout)
-        out = backend.engine_search("forward", backend.conv_problem(problem), ("instant",), epilogue=epilogue,
-                                    device=x.device.index or 0)
+        cp, dev = backend.conv_problem(problem), x.device.index or 0
+        w = stored.get(fused_key(problem_key(problem, "forward"), epilogue)) if stored else None
+        if w is not None and w.is_torch:
+            return "the tuned winner is torch's ops (no fused configuration beat the unfused sequence)"
+        if w is not None:
+            out = backend.engine_search("forward", cp, (), exact=[parse_config(w.config)], epilogue=epilogue,
+                                        device=dev)
+            ok = [p for p in out.plans if p.status == "SUCCESS"]
+            if ok:
+                return ok[0]
+        out = backend.engine_search("forward", cp, ("instant",), epilogue=epilogue, device=dev)
     except (ValueError, RuntimeError) as e:
         return f"the fused graph failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     ok = [p for p in out.plans if p.status == "SUCCESS"]
@@ -152,9 +169,10 @@ class Fused:
         return None
 
 
-def fuse_model(model: torch.nn.Module) -> Fused:
+def fuse_model(model: torch.nn.Module, stored: dict[str, Any] | None = None) -> Fused:
     """A traced copy of `model` in which each chain with something to fuse is one FusedChain module (Note [running a
-    chain fused]); `model` itself is not changed. A model torch.fx cannot trace is returned as it is, with why."""
+    chain fused]); `model` itself is not changed. A model torch.fx cannot trace is returned as it is, with why.
+    stored: the tuned fused winners by key (fused_tune.stored_fused)."""
     gm, error = trace(model)
     if gm is None:
         return Fused(model=model, error=error)
@@ -174,7 +192,7 @@ def fuse_model(model: torch.nn.Module) -> Fused:
         bn = next((modules[n.target] for n in chain_nodes[1:] if n.op == "call_module"
                    and isinstance(modules.get(n.target), torch.nn.modules.batchnorm._BatchNorm)), None)
         name = f"fused_{i}"
-        mod = FusedChain(ch, modules[ch.conv], bn).train(model.training)  # a new module is in training mode
+        mod = FusedChain(ch, modules[ch.conv], bn, stored).train(model.training)  # a new module is in training mode
         gm.add_submodule(name, mod)
         last = chain_nodes[-1]
         residual = replaced.get(ch.residual, nodes.get(ch.residual)) if ch.residual else None

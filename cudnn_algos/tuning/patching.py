@@ -16,6 +16,7 @@ from ..errors import CudaUnavailableError
 from ..problem import device_index
 from ..spec import same_padding
 from .db import TuningDB, open_db
+from .fused_tune import is_fused_key, stored_fused
 from .fusing import Fused, fuse_model
 from ..choose.unseen import Decision, UnseenHandler, check_unseen
 
@@ -260,7 +261,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly.
     fuse=True: a traced copy of the model instead, its chains each one fused plan in inference (tuning/fusing.py)."""
     if fuse is True:
-        return fuse_model(model)
+        return fuse_model(model, stored_fused(db, device))
     check_unseen(unseen, k)
     if background is not None and not isinstance(background, bool):
         raise ValueError(f"background={background!r} must be True, False or None")
@@ -302,7 +303,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     configs: dict[str, str] = {}
     host_ms: dict[str, float] = {}
     for w in winners:  # newest first: the first entry per key wins
-        if w.key in seen:
+        if w.key in seen or is_fused_key(w.key):  # a chain's fused winner is apply(fuse=True)'s
             continue
         seen.add(w.key)
         configs[w.key], host_ms[w.key] = w.config, w.host_ms

@@ -18,6 +18,7 @@ from ..model import discover, distinct_problems
 from ..problem import DIRECTIONS, check_choice, device_index, make_problem, parse_dtype
 from ..progress import Progress
 from .db import TuningDB, open_db
+from .fused_tune import FusedTuneResult, tune_fused
 from .keys import problem_key
 from .policy import TORCH_MARGIN, check_margin, eligible_rows, predicted_entry, winner_entry
 
@@ -72,29 +73,29 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
          directions: Iterable[str] = DIRECTIONS, dtype: torch.dtype | str | None = None,
          memory_format: torch.memory_format | str | None = None, budget_s: float | None = None,
          repeats: int = 7, screen: int = 3, refine: int = 3, refine_max: int = 32, runtime_compiled: bool = True,
-         search: str = "full", torch_margin: float = TORCH_MARGIN, progress: bool = True,
-         device: int | str | torch.device | None = None, selector: Any = None) -> TuneResult:
+         search: str = "full", torch_margin: float = TORCH_MARGIN, progress: bool = True, fuse: bool = False,
+         device: int | str | torch.device | None = None, selector: Any = None) -> TuneResult | FusedTuneResult:
     """Fills the tuning database with the winners of `model`'s convolutions (as one forward pass on `example_input`
     meets them), searching only the problems and directions it lacks: per problem, ``find_engines`` as ``profile``
     runs it (heuristic lists screened, refine, the fastest confirmed beside torch's op with benchmark on), stored
     with every candidate as soon as it is measured (Ctrl-C or `budget_s` keeps what was stored; a re-run resumes;
     a problem another process stored meanwhile is not searched again).
 
-    dtype / memory_format: what the layers will receive when the model runs (e.g. torch.float16 for a model run
-    under autocast; default: what they receive in the example pass). The winners are stored under
-    cudnn.deterministic and allow_tf32 as set now: apply() uses them when the flags are the same.
+    dtype / memory_format: what the layers will receive when the model runs (default: what they receive in the
+    example pass). Stored under cudnn.deterministic and allow_tf32 as set now (apply() matches them).
 
-    search: "full" (as above) or "quick": only the lists torch's benchmark mode times (heuristics instant and
-    fallback), one screening sample, the fastest re-measured with `repeats` (at most 3) samples, no refine and no
-    torch comparison (its winner is still at least torch's benchmark pick on our clock, as that is among the
-    candidates) — for a cost nearer torch's own warm-up (docs/results/ has the measured cost).
+    search: "full" (as above) or "quick": only the lists torch's benchmark mode times (instant and fallback), one
+    screening sample, the fastest re-measured with `repeats` (at most 3) samples, no refine and no torch comparison
+    (its winner is still at least torch's benchmark pick on our clock) — a cost nearer torch's own warm-up.
 
-    search="predict" (with `selector`, a cudnn_algos.selector.Selector or its file): nothing is timed; the heuristic
-    lists' configurations are built and the selector's first pick among those torch would accept is stored, marked
-    ``source="predicted"`` and without times.
+    search="predict" (with `selector`, a Selector or its file): nothing is timed; the selector's first pick among
+    the lists' configurations torch would accept is stored, ``source="predicted"``, without times.
 
-    torch_margin: torch's own op is stored as the winner only when it was faster than the best configuration by more
-    than this fraction (Note [torch's op as the winner] in tuning/policy.py; 0 stores it whenever it was faster)."""
+    torch_margin: torch's op is stored only when faster than the best configuration by more than this fraction
+    (Note [torch's op as the winner] in tuning/policy.py).
+    fuse=True: the fusible chains' fused winners instead, for apply(fuse=True) (tuning/fused_tune.py)."""
+    if fuse is True:
+        return tune_fused(model, example_input, db, dtype=dtype, memory_format=memory_format, device=device)
     dirs = tuple(directions)
     for d in dirs:
         check_choice("directions", d, DIRECTIONS)
