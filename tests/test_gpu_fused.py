@@ -154,3 +154,26 @@ def test_apply_fuse_runs_fused_plans_and_matches_the_eval_model(model_name):
     assert fused > 0, h.summary()
     assert torch.isfinite(got).all()
     assert rel_err(got, ref) <= max(5 * TOL[torch.float16], ERR_FACTOR * rel_err(want, ref)), h.summary()
+
+
+def test_tune_fuse_stores_winners_that_apply_fuse_builds(tmp_path):
+    tv = pytest.importorskip("torchvision")
+    from cudnn_algos.tuning.fused_tune import stored_fused
+
+    torch.manual_seed(0)
+    model = tv.models.resnet18(num_classes=10).cuda().half().to(memory_format=CL).eval()
+    x = torch.randn(8, 3, 64, 64, device="cuda", dtype=torch.float16).contiguous(memory_format=CL)
+    db = tmp_path / "t.sqlite"
+    r = cudnn_algos.tune(model, x, db, fuse=True)
+    assert r.stored >= 5 and r.stored + r.kept <= 20, r.summary()  # distinct chains of resnet18 at this input
+    stored = stored_fused(db)
+    assert len(stored) == r.stored and all(w.source == "fused" for w in stored.values())
+    again = cudnn_algos.tune(model, x, db, fuse=True)
+    assert again.stored == 0 and again.kept == r.stored  # nothing searched twice
+    h = cudnn_algos.apply(model, db, fuse=True)
+    with torch.no_grad():
+        want, got = model(x), h.model(x)
+    assert rel_err(got, want) <= 5 * TOL[torch.float16], h.summary()
+    fused = sum(c.get("fused", 0) for c in h.counts().values())
+    tuned_torch = sum(w.is_torch for w in stored.values())
+    assert fused >= len(h.chains) - tuned_torch - 3, h.summary()  # stored fused winners run fused
