@@ -34,7 +34,8 @@ from .results import FusedRow, FusedSearchResult, MeasureConfig
 
 
 def validate_fused(conv: Any, input_shape: Sequence[int], epilogue: Any, *, dtype: Any = None,
-                   memory_format: Any = None, heuristics: Sequence[str] | None = None, max_configs: int = 64,
+                   memory_format: Any = None, heuristics: Sequence[str] | None = None, exhaustive: bool = False,
+                   max_configs: int = 64,
                    measure: bool = True, repeats: int = 10, warmup: int = 3, device: Any = None,
                    build_threads: int = 1) -> tuple[Problem, tuple[str, ...], tuple[str, ...], int]:
     """find_fused's argument checks, with no GPU work but the last (CUDA usable): (problem, the epilogue's ops, the
@@ -46,6 +47,8 @@ def validate_fused(conv: Any, input_shape: Sequence[int], epilogue: Any, *, dtyp
         raise TypeError(f"heuristics={heuristics!r} must be a sequence of names, e.g. ('instant', 'a')")
     for h in heuristics:
         check_choice("heuristics", h, SEARCH_LISTS)
+    if not heuristics and not exhaustive:
+        raise ValueError("nothing to search: heuristics is empty and exhaustive is off")
     check_int("max_configs", max_configs, 1)
     if not isinstance(measure, bool):
         raise TypeError(f"measure={measure!r} must be a bool")
@@ -75,7 +78,7 @@ def find_fused(conv: Any, input_shape: Sequence[int], epilogue: Any, *, dtype: A
     runs is a row (kind "fused", stage "graph") with its status, never an empty result."""
     problem, ops, heuristics, dev = validate_fused(
         conv, input_shape, epilogue, dtype=dtype, memory_format=memory_format, heuristics=heuristics,
-        max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, device=device,
+        exhaustive=exhaustive, max_configs=max_configs, measure=measure, repeats=repeats, warmup=warmup, device=device,
         build_threads=build_threads)
     cdir = problem.cudnn_direction("forward")
     why = not_in_graph(ops)

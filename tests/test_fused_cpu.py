@@ -396,3 +396,32 @@ def test_tune_fuse_without_a_gpu_is_a_typed_error_and_apply_fuse_creates_no_data
         cudnn_algos.tune(_Block().eval(), torch.randn(1, 8, 8, 8), tmp_path / "t.sqlite", fuse=True)
     h = cudnn_algos.apply(_Block().eval(), fuse=True)
     assert h.chains and not (tmp_path / "cache").exists()
+
+
+def test_fuzzed_epilogue_arguments_fail_only_with_typed_errors_naming_the_argument():
+    """Seeded junk for epilogue= (and the search's other arguments): accepted when every op is a name of OPS, else
+    a ValueError or TypeError naming the argument; never another exception, never a crash. CPU only: the checks run
+    before any GPU work (the call then stops at the missing GPU: CudaUnavailableError)."""
+    import random
+
+    import cudnn_algos
+    from cudnn_algos.errors import CudaUnavailableError
+
+    rng = random.Random(20261206)
+    pool = list(ep.OPS) + ["", "RELU", "relu ", "swish", "bn,", None, 3, 1.5, b"relu", ("relu",), "add,add"]
+    conv = torch.nn.Conv2d(8, 8, 3)
+    for _ in range(300):
+        n = rng.choice([0, 1, 2, 3, 9])
+        parts = [rng.choice(pool) for _ in range(n)]
+        epi = rng.choice([parts, tuple(parts), ",".join(map(str, parts)), rng.choice(pool)])
+        kw = rng.choice([{}, {"max_configs": rng.choice([0, -1, "3", 2])}, {"repeats": rng.choice([0, 2, None])},
+                         {"heuristics": rng.choice([("a",), "a", ("zz",), ()])}, {"build_threads": rng.choice([0, 65])}])
+        try:
+            cudnn_algos.find_fused(conv, (1, 8, 8, 8), epi, **kw)
+        except CudaUnavailableError:
+            ok = ep.parse_epilogue(epi)  # got past every check: the epilogue was valid
+            assert all(op in ep.OPS for op in ok)
+        except (ValueError, TypeError) as e:
+            assert any(a in str(e) for a in ("epilogue", "max_configs", "repeats", "heuristics", "build_threads")), e
+        except Exception as e:  # noqa: BLE001 (the point of the test: nothing else may escape)
+            pytest.fail(f"{type(e).__name__}: {e} for epilogue={epi!r} {kw}")

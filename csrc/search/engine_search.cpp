@@ -189,7 +189,9 @@ class EngineSearch {
     if (opt_.exhaustive) exhaustive();
     if (!opt_.seeds.empty()) refine();
     if (!pending_.empty()) build_plans(pending_, opt_.build_threads, device_);
-    if (out_.plans.empty()) unsupported("NOT_SUPPORTED");  // no list (nor enumeration) offered a configuration
+    // a fused graph no list (nor enumeration) offered a configuration for is a row; a convolution's search keeps
+    // its rows as the lists gave them (none where a list declines the graph, e.g. B on 3-d)
+    if (out_.plans.empty() && !opt_.epilogue.empty()) unsupported("NOT_SUPPORTED");
     return std::move(out_);
   }
 

@@ -369,14 +369,15 @@ def _fused_engines(a: argparse.Namespace, conv, shape, fmt, heur) -> int:
     if given:
         raise UsageError(f"--epilogue searches the forward pass's fused graph; these flags do not apply: "
                          f"{', '.join(given)}")
-    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, max_configs=a.exhaustive or 64,
-                  measure=a.measure, repeats=a.repeats, device=a.device, build_threads=a.build_threads)
+    kwargs = dict(dtype=a.dtype, memory_format=fmt, heuristics=heur, exhaustive=a.exhaustive > 0,
+                  max_configs=a.exhaustive or 64, measure=a.measure, repeats=a.repeats, device=a.device,
+                  build_threads=a.build_threads)
     try:
         validate_fused(conv, shape, a.epilogue, **kwargs)
     except (ValueError, TypeError) as e:
         raise UsageError(as_flags(str(e), {**_ENGINES_FLAGS, "epilogue": "--epilogue"})) from None
-    res = find_fused(conv, shape, a.epilogue, exhaustive=a.exhaustive > 0, runtime_compiled=not a.no_runtime_compiled,
-                     check_clock=a.check_clock, **kwargs)
+    res = find_fused(conv, shape, a.epilogue, runtime_compiled=not a.no_runtime_compiled, check_clock=a.check_clock,
+                     **kwargs)
     print(res)
     if a.json:
         res.to_json(a.json)
