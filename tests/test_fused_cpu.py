@@ -425,3 +425,43 @@ def test_fuzzed_epilogue_arguments_fail_only_with_typed_errors_naming_the_argume
             assert any(a in str(e) for a in ("epilogue", "max_configs", "repeats", "heuristics", "build_threads")), e
         except Exception as e:  # noqa: BLE001 (the point of the test: nothing else may escape)
             pytest.fail(f"{type(e).__name__}: {e} for epilogue={epi!r} {kw}")
+
+
+def test_the_fast_path_prepares_each_input_once_and_runs_the_extensions_execute(monkeypatch, tmp_path):
+    """Note [the fast path], with a stand-in for the plan (its execute writes torch's result; no GPU result is
+    claimed): the first call of an input builds and prepares, later ones only allocate and execute; another shape is
+    prepared again; a residual in another layout is made packed; training runs torch's ops and says why."""
+    import cudnn_algos
+    from cudnn_algos.tuning import fusing
+
+    built, calls = [], []
+
+    def plan_for(spec, x, layout, epilogue, stored):
+        built.append((tuple(x.shape), layout, epilogue))
+
+        def execute(x_, w, y, operands):
+            calls.append(len(operands))
+            out = torch.nn.functional.conv2d(x_, w, None, 1, 1) + operands[0]
+            if len(operands) > 1:
+                out = out + operands[1]
+            y.copy_(torch.relu(out))
+        return type("P", (), {"live": type("L", (), {"execute": staticmethod(execute)})})()
+
+    monkeypatch.setattr(fusing, "_fused_plan", plan_for)
+    monkeypatch.setattr(fusing.FusedChain, "_why_not", lambda self, x: "training mode" if self.training else "")
+    model = _randomised(_Block()).eval().to(memory_format=torch.channels_last)
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
+    c2 = h.chains["fused_1"]  # c2 -> bn -> add -> relu
+    x = torch.randn(2, 8, 16, 16).contiguous(memory_format=torch.channels_last)
+    r = torch.randn(2, 8, 16, 16)  # contiguous: not the output's layout
+    with torch.no_grad():
+        want = torch.relu(model.b2(model.c2(x)) + r)
+        for _ in range(3):
+            torch.testing.assert_close(c2(x, r), want, rtol=1e-5, atol=1e-5)
+        c2(torch.randn(1, 8, 16, 16).contiguous(memory_format=torch.channels_last), r[:1])
+    assert built == [((2, 8, 16, 16), "channels_last", ("bias", "add", "relu")),
+                     ((1, 8, 16, 16), "channels_last", ("bias", "add", "relu"))]
+    assert calls == [2, 2, 2, 2] and c2.counts == {"fused": 4}
+    c2.train()
+    c2(x, r)
+    assert c2.counts == {"fused": 4, "torch: training mode": 1}
