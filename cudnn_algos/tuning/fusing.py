@@ -10,8 +10,7 @@ benchmark off) unless tune(fuse=True) stored a winner for it (fused_tune.py), bu
 kept for the process. Every other call runs torch's ops on the
 folded weights (the same arithmetic as the original modules in eval mode), and the chain's counts say why. The
 original model is not changed: the fused model is a torch.fx GraphModule of its own (``Fused.model``). A call after
-an input's first takes the fast path (Note [the fast path] in FusedChain.forward): its Python cost measured with a
-stand-in plan on the CPU went from 55 to 7.5 us per chain.
+an input's first takes the fast path (Note [the fast path] in FusedChain.forward).
 """
 from __future__ import annotations
 
