@@ -22,13 +22,13 @@ from .environment import Environment, driver_release, git_commit, loaded_cudnn_l
 from .problem import Problem
 
 __all__ = ["Direction", "Mode", "MathType", "LegacyRow", "LegacySearch", "CallTiming", "Plan", "EngineSearchOut",
-           "Versions", "WindowActivity", "KernelClockStats", "PinnedCount", "StageTimes", "HandleCounts",
-           "how_loaded", "load", "conv_problem", "legacy_search", "legacy_execute", "legacy_time_calls", "algo_names",
-           "engine_search", "kernel_clock_begin", "kernel_clock_now", "kernel_clock_end", "kernel_clock_abort",
-           "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key", "pinned_set", "pinned_ask_again",
-           "pinned_clear", "pinned_counts", "pinned_reset_counts", "pinned_plans_built", "pinned_stage_timing",
-           "pinned_stage_times", "MissAnswer", "pinned_set_miss_handler", "bound_conv", "operator_key", "versions",
-           "environment", "probe_handle", "cudnn_handles"]
+           "Versions", "WindowActivity", "KernelClockStats", "PinnedCount", "StageTimes", "HandleCounts", "how_loaded",
+           "load", "conv_problem", "legacy_search", "legacy_execute", "legacy_time_calls", "algo_names",
+           "engine_search", "serialize_plan", "plan_from_json", "kernel_clock_begin", "kernel_clock_now",
+           "kernel_clock_end", "kernel_clock_abort", "kernel_clock_keep_attached", "kernel_clock_stats", "problem_key",
+           "pinned_set", "pinned_ask_again", "pinned_clear", "pinned_counts", "pinned_reset_counts",
+           "pinned_plans_built", "pinned_stage_timing", "pinned_stage_times", "MissAnswer", "pinned_set_miss_handler",
+           "bound_conv", "operator_key", "versions", "environment", "probe_handle", "cudnn_handles"]
 
 KnobList = Sequence[tuple[int, int]]  # (cuDNN knob type, value) pairs
 
@@ -209,6 +209,19 @@ def engine_search(direction: Direction | str, cp, heuristics: Sequence[str] = SE
                                     ops)
     return _as(EngineSearchOut, out, plans=tuple(Plan.of(p) for p in out.plans),
                heuristic_query_ms=tuple((str(m), float(t)) for m, t in out.heuristic_query_ms))
+
+
+def serialize_plan(plan: Plan) -> bytes:
+    """A built plan's JSON as cuDNN serializes it (Note [serialized plans] in csrc/search/engine_search.h); b"" where
+    it gives none or the plan is not built."""
+    return bytes(_ext.load().serialize_plan(plan.live)) if plan.live is not None else b""
+
+
+def plan_from_json(direction: Direction | str, cp, epilogue: Sequence[str], json: bytes, device: int = 0) -> Plan:
+    """The plan a serialized JSON describes, finalized with this process's handle for this direction, problem and
+    epilogue; a JSON cuDNN refuses is a Plan whose status says so (stage "plan")."""
+    ops = [_bound("Epilogue", "epilogue", op) for op in epilogue]
+    return Plan.of(_ext.load().plan_from_json(_dir(direction), cp, ops, json, int(device)))
 
 
 def build_listed(out: EngineSearchOut, threads: int = 1, device: int = 0) -> EngineSearchOut:

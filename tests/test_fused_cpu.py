@@ -465,3 +465,41 @@ def test_the_fast_path_prepares_each_input_once_and_runs_the_extensions_execute(
     c2.train()
     c2(x, r)
     assert c2.counts == {"fused": 4, "torch: training mode": 1}
+
+
+def test_serialized_plans_are_kept_beside_the_database_one_file_per_environment_and_key(tmp_path):
+    """Note [serialized plans]: the file layout and its limits (cuDNN's own serialization is the GPU tests'): a plan
+    is written atomically under <database>.plans/, read back byte for byte, found by environment and key, and a
+    missing, empty or oversized one reads as b"" (the plan is then built as before)."""
+    from cudnn_algos.tuning import plans
+
+    d = plans.plans_dir(tmp_path / "tuning.sqlite")
+    assert d == tmp_path / "tuning.sqlite.plans"
+    data = b'{"engine": 4, "knobs": [[2, 3]], "kernel": "' + b"x" * 5000 + b'"}'
+    path = plans.write_plan(d, "env-a", "fwd|x=(1,8)|fused:bias,relu", data)
+    assert path.parent == d and path.suffix == ".json"
+    assert plans.read_plan(d, "env-a", "fwd|x=(1,8)|fused:bias,relu") == data
+    assert plans.read_plan(d, "env-b", "fwd|x=(1,8)|fused:bias,relu") == b""  # another environment's is not it
+    assert plans.read_plan(None, "env-a", "k") == b"" and plans.read_plan(tmp_path / "none", "env-a", "k") == b""
+    assert plans.write_plan(d, "env-a", "k", b"") is None
+    big = plans.plan_file(d, "env-a", "big")
+    with open(big, "wb") as f:
+        f.truncate(plans.MAX_PLAN_BYTES + 1)
+    assert plans.read_plan(d, "env-a", "big") == b""
+
+
+def test_stored_fused_finds_this_environments_fused_winners_and_their_plans(tmp_path, monkeypatch):
+    from conftest import ENV
+    from cudnn_algos.tuning import TuningDB, fused_tune, plans
+    from cudnn_algos.tuning.fused_tune import fused_key, fused_winner
+
+    key = fused_key("fwd|x=(8,64,28,28)", ("bias", "add", "relu"))
+    db = tmp_path / "t.sqlite"
+    with TuningDB(db) as t:
+        t.put(fused_winner(_search_result(0.05), ENV, key))
+    plans.write_plan(plans.plans_dir(db), ENV.key(), key, b'{"plan": 1}')
+    monkeypatch.setattr(fused_tune, "environment", lambda dev: ENV)
+    monkeypatch.setattr(fused_tune, "device_index", lambda d: 0)
+    got = fused_tune.stored_fused(db)
+    assert list(got.winners) == [key] and got.plans == plans.plans_dir(db)
+    assert got.plan_json(key) == b'{"plan": 1}' and got.plan_json(key + "x") == b""

@@ -168,8 +168,11 @@ def test_tune_fuse_stores_winners_that_apply_fuse_builds(tmp_path):
     db = tmp_path / "t.sqlite"
     r = cudnn_algos.tune(model, x, db, fuse=True)
     assert r.stored >= 5 and r.stored + r.kept <= 20, r.summary()  # distinct chains of resnet18 at this input
-    stored = stored_fused(db)
+    found = stored_fused(db)
+    stored = found.winners
     assert len(stored) == r.stored and all(w.source == "fused" for w in stored.values())
+    # Note [serialized plans]: each fused winner's plan is kept beside the database
+    assert all(found.plan_json(k) for k, w in stored.items() if not w.is_torch), sorted(found.plans.iterdir())
     again = cudnn_algos.tune(model, x, db, fuse=True)
     assert again.stored == 0 and again.kept == r.stored + r.kept  # nothing searched twice (kept: per chain)
     h = cudnn_algos.apply(model, db, fuse=True)
@@ -179,3 +182,32 @@ def test_tune_fuse_stores_winners_that_apply_fuse_builds(tmp_path):
     fused = sum(c.get("fused", 0) for c in h.counts().values())
     tuned_torch = sum(w.is_torch for w in stored.values())
     assert fused >= len(h.chains) - tuned_torch - 3, h.summary()  # stored fused winners run fused
+
+
+def test_a_serialized_fused_plan_finalizes_again_and_computes_the_same_output():
+    """Note [serialized plans]: a built fused plan's JSON, finalized again with this handle, is a plan that writes the
+    same output as the one it came from (the kernels are the same)."""
+    from cudnn_algos import backend
+    from cudnn_algos.problem import make_problem
+
+    module, shape, dtype, fmt = LAYERS["2d"]
+    res = cudnn_algos.find_fused(module, shape, "bias,relu", dtype=dtype, memory_format=fmt, heuristics=("instant",),
+                                 measure=False)
+    built = [r for r in res.of_kind("fused") if r.ok]
+    assert built, str(res)
+    data = backend.serialize_plan(built[0].plan)
+    assert len(data) > 100, "cuDNN gave no JSON for a built plan"
+    p = make_problem(module, shape, dtype, fmt)
+    again = backend.plan_from_json("forward", backend.conv_problem(p), ("bias", "relu"), data)
+    assert again.status == "SUCCESS", f"{again.status} at {again.stage}"
+    x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    b = torch.randn(1, 64, 1, 1, device="cuda", dtype=dtype)
+    y1, y2 = (torch.full((8, 64, 28, 28), float("nan"), device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+              for _ in range(2))
+    built[0].plan.execute(x, w, y1, [b])
+    again.execute(x, w, y2, [b])
+    torch.cuda.synchronize()
+    assert torch.isfinite(y1).all() and torch.equal(y1, y2)
+    bad = backend.plan_from_json("forward", backend.conv_problem(p), ("bias", "relu"), b'{"not": "a plan"}')
+    assert bad.status != "SUCCESS" and bad.stage == "plan"

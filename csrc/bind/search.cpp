@@ -151,6 +151,15 @@ void bind_search(py::module_& m) {
           py::arg("xs"), py::arg("ws"), py::arg("ys"), py::arg("iters"),
           py::arg("operands") = std::vector<std::vector<at::Tensor>>{});
   m.def("heuristic_lists", &heuristic_lists);
+  // Note [serialized plans] (csrc/search/engine_search.h)
+  m.def("serialize_plan", [](const EnginePlan& pl) { return py::bytes(serialize_plan(pl)); }, py::arg("plan"));
+  m.def(
+      "plan_from_json",
+      [](Direction dir, const ConvProblem& p, std::vector<EpilogueOp> epilogue, const std::string& json, int device) {
+        py::gil_scoped_release nogil;
+        return plan_from_json(dir, p, epilogue, json, device);
+      },
+      py::arg("direction"), py::arg("problem"), py::arg("epilogue"), py::arg("json"), py::arg("device") = 0);
   // the build's names of cuDNN's enum values, by value (csrc/common/knobs.h)
   m.def("knob_names", [] { return names_of(kKnobNames); });
   m.def("numerical_note_names", [] { return names_of(kNumericalNoteNames); });

@@ -510,6 +510,47 @@ EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, cons
   return out;
 }
 
+std::string serialize_plan(const EnginePlan& pl) {
+  if (!pl.ok() || !pl.plan.get()) return "";
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(pl.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+                               nullptr) != CUDNN_STATUS_SUCCESS || n <= 0)
+    return "";
+  std::vector<char> json(static_cast<size_t>(n) + 1, 0);
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(pl.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got,
+                               json.data()) != CUDNN_STATUS_SUCCESS)
+    return "";
+  return std::string(json.data());  // up to its terminator
+}
+
+std::shared_ptr<EnginePlan> plan_from_json(Direction dir, const ConvProblem& problem,
+                                           const std::vector<EpilogueOp>& epilogue, const std::string& json,
+                                           int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudnnHandle_t h = handle_for(device);
+  auto pl = std::make_shared<EnginePlan>();
+  pl->graph = build_graph(dir, problem, epilogue, h);
+  pl->device = device;
+  pl->dbl = problem.dtype == CUDNN_DATA_DOUBLE;
+  pl->sources.push_back("serialized");
+  pl->plan = BackendDesc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  set_attr(pl->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  const auto t0 = std::chrono::steady_clock::now();
+  cudnnStatus_t s = cudnnBackendSetAttribute(pl->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION,
+                                             CUDNN_TYPE_CHAR, static_cast<int64_t>(json.size()) + 1, json.c_str());
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(pl->plan.get());
+  pl->build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (s != CUDNN_STATUS_SUCCESS) {
+    pl->status = short_status_name(s);
+    pl->stage = "plan";
+    pl->plan = BackendDesc();
+    return pl;
+  }
+  pl->workspace_bytes = get_int64(pl->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+  return pl;
+}
+
 std::vector<std::pair<std::string, std::string>> heuristic_lists() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& l : kHeuristicLists) out.emplace_back(l.name, l.source);

@@ -111,6 +111,17 @@ EngineSearchOutput engine_search(Direction dir, const ConvProblem& problem, cons
 // keeps its status. Returns the host ms it took.
 double build_listed(const std::vector<std::shared_ptr<EnginePlan>>& plans, int threads, int device);
 
+// Note [serialized plans]: a built plan's JSON representation (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, read
+// whole: its length asked first) is what cuDNN lets a later process keep; set on a new plan descriptor with this
+// process's handle and finalized, it is the same plan without building it again (for a runtime-compiled engine, no
+// second compilation, where cuDNN's serialization holds the kernel). serialize_plan: "" where cuDNN gives none.
+// plan_from_json: the plan for the same direction, problem and epilogue (the graph is built for its operands' uids
+// and checks, no engine is asked); a JSON cuDNN refuses gives a row whose status says so, stage "plan".
+std::string serialize_plan(const EnginePlan& plan);
+std::shared_ptr<EnginePlan> plan_from_json(Direction dir, const ConvProblem& problem,
+                                           const std::vector<EpilogueOp>& epilogue, const std::string& json,
+                                           int device);
+
 // The heuristic lists engine_search asks by name, as (name, the source its rows carry), in their table's order.
 std::vector<std::pair<std::string, std::string>> heuristic_lists();
 

@@ -6,7 +6,8 @@ convolution's problem key (forward) followed by ``|fused:`` and the graph's ops 
 registry never meets such a key (the operator computes keys from tensors), so a version of the package that does not
 know fused winners loads them as dead entries and runs what it ran before, and the schema is unchanged. The row's
 config is the fastest right fused configuration where it beat the fastest unfused sequence, else TORCH_WINNER (the
-chain then runs torch's ops); runner_up is the unfused best, torch_on the eager sequence, source "fused".
+chain then runs torch's ops); runner_up is the unfused best, torch_on the eager sequence, source "fused". The
+winner's built plan is kept serialized beside the database (tuning/plans.py, Note [serialized plans]).
 """
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ import datetime as _dt
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from ..backend import environment
+from ..backend import environment, serialize_plan
 from ..epilogue import not_in_graph
 from ..fused import find_fused
 from ..model.discovery import discover
 from ..model.fusion import chains_of, trace
 from ..problem import device_index, make_problem, parse_dtype, parse_memory_format
 from .db import TuningDB, default_path, open_db
+from .plans import plans_dir, read_plan, write_plan
 from .keys import problem_key
 from .winner import TORCH_WINNER, Winner, now
 
@@ -139,6 +142,8 @@ def tune_fused(model: torch.nn.Module, example_input: Any, db: TuningDB | str | 
                              repeats=repeats, device=dev)
             w = fused_winner(res, env, key)
             store.put(w)
+            if not w.is_torch and str(store.path) != ":memory:":  # Note [serialized plans]: kept beside it
+                write_plan(plans_dir(store.path), env.key(), key, serialize_plan(res.best.plan))
             out.stored += 1
             out.chains[ch.conv] = f"stored {w.config}" + (f" ({res.speedup('torch'):.2f}x eager)"
                                                            if res.speedup("torch") else "")
@@ -148,28 +153,43 @@ def tune_fused(model: torch.nn.Module, example_input: Any, db: TuningDB | str | 
     return out
 
 
-def stored_fused(db: TuningDB | str | os.PathLike | None, device: Any = None) -> dict[str, Winner]:
-    """This environment's fused winners by key, newest first per key ({} without a GPU, and {} when `db` is None and
-    the default database does not exist: nothing is created for a lookup)."""
+@dataclass
+class FusedStore:
+    """The tuned fused winners apply(fuse=True) builds: this environment's by key, and where their serialized plans
+    are (tuning/plans.py; None: nowhere)."""
+
+    winners: dict[str, Winner] = field(default_factory=dict)
+    plans: Path | None = None
+    env_key: str = ""
+
+    def plan_json(self, key: str) -> bytes:
+        return read_plan(self.plans, self.env_key, key)
+
+
+def stored_fused(db: TuningDB | str | os.PathLike | None, device: Any = None) -> FusedStore:
+    """This environment's fused winners by key, newest first per key (none without a GPU, and none when `db` is None
+    and the default database does not exist: nothing is created for a lookup)."""
     from ..errors import CudaUnavailableError
 
     if db is None and not default_path().exists():
-        return {}
+        return FusedStore()
     store, own = open_db(db)
     try:
         try:
-            ws = store.winners(environment(device_index(device)).key())
+            env_key = environment(device_index(device)).key()
         except CudaUnavailableError:
-            return {}
+            return FusedStore()
+        ws = store.winners(env_key)
+        path = str(store.path)
     finally:
         if own:
             store.close()
-    out: dict[str, Winner] = {}
+    out = FusedStore(plans=None if path == ":memory:" else plans_dir(path), env_key=env_key)
     for w in ws:
-        if is_fused_key(w.key) and w.key not in out:
-            out[w.key] = w
+        if is_fused_key(w.key) and w.key not in out.winners:
+            out.winners[w.key] = w
     return out
 
 
 __all__ = ["FUSED_MARK", "FUSED_SOURCE", "fused_key", "is_fused_key", "folded_epilogue", "fused_winner",
-           "FusedTuneResult", "tune_fused", "stored_fused"]
+           "FusedTuneResult", "FusedStore", "tune_fused", "stored_fused"]

@@ -23,7 +23,7 @@ import torch
 from ..epilogue import apply_torch, not_in_graph
 from ..model.fusion import Chain, chains_of, fold_batchnorm, trace
 from ..problem import MEMORY_FORMATS, conv_layout, make_problem
-from .fused_tune import fused_key
+from .fused_tune import FusedStore, fused_key
 from .keys import problem_key
 
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -34,9 +34,9 @@ class FusedChain(torch.nn.Module):
     [running a chain fused]). forward(x, residual=None)."""
 
     def __init__(self, chain: Chain, conv: torch.nn.modules.conv._ConvNd, bn: torch.nn.Module | None,
-                 stored: dict[str, Any] | None = None):
+                 stored: FusedStore | None = None):
         super().__init__()
-        self._stored = stored or {}  # fused_key -> the tuned Winner (tune(fuse=True))
+        self._stored = stored or FusedStore()  # the tuned winners (tune(fuse=True)) and their serialized plans
         self.chain, self.spec = chain, chain.spec
         ops = list(chain.ops)
         w, b = conv.weight.detach(), conv.bias.detach() if conv.bias is not None else None
@@ -149,10 +149,11 @@ class _Ready:
     fmt: torch.memory_format
 
 
-def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], stored: dict[str, Any]) -> Any:
-    """The plan a chain runs for this input (Note [running a chain fused]): the tuned winner's configuration where
-    tune(fuse=True) stored one (torch's ops where it stored TORCH_WINNER), else the first configuration of cuDNN's
-    INSTANT list for the fused graph that builds; or why none."""
+def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], stored: FusedStore) -> Any:
+    """The plan a chain runs for this input (Note [running a chain fused]): the tuned winner's where tune(fuse=True)
+    stored one — from its serialized plan where that finalizes (Note [serialized plans]), else built — (torch's ops
+    where it stored TORCH_WINNER), else the first configuration of cuDNN's INSTANT list for the fused graph that
+    builds; or why none."""
     from .. import backend
     from ..configs import parse_config
 
@@ -161,9 +162,14 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
     try:
         problem = make_problem(spec, tuple(x.shape), x.dtype, layout)
         cp, dev = backend.conv_problem(problem), x.device.index or 0
-        w = stored.get(fused_key(problem_key(problem, "forward"), epilogue)) if stored else None
+        key = fused_key(problem_key(problem, "forward"), epilogue) if stored.winners else ""
+        w = stored.winners.get(key) if key else None
         if w is not None and w.is_torch:
             return "the tuned winner is torch's ops (no fused configuration beat the unfused sequence)"
+        if w is not None and (data := stored.plan_json(key)):
+            p = backend.plan_from_json("forward", cp, epilogue, data, dev)
+            if p.status == "SUCCESS":
+                return p
         if w is not None:
             out = backend.engine_search("forward", cp, (), exact=[parse_config(w.config)], epilogue=epilogue,
                                         device=dev)
@@ -211,10 +217,10 @@ class Fused:
         return None
 
 
-def fuse_model(model: torch.nn.Module, stored: dict[str, Any] | None = None) -> Fused:
+def fuse_model(model: torch.nn.Module, stored: FusedStore | None = None) -> Fused:
     """A traced copy of `model` in which each chain with something to fuse is one FusedChain module (Note [running a
     chain fused]); `model` itself is not changed. A model torch.fx cannot trace is returned as it is, with why.
-    stored: the tuned fused winners by key (fused_tune.stored_fused)."""
+    stored: the tuned fused winners and their plans (fused_tune.stored_fused)."""
     gm, error = trace(model)
     if gm is None:
         return Fused(model=model, error=error)
