@@ -503,3 +503,19 @@ def test_stored_fused_finds_this_environments_fused_winners_and_their_plans(tmp_
     got = fused_tune.stored_fused(db)
     assert list(got.winners) == [key] and got.plans == plans.plans_dir(db)
     assert got.plan_json(key) == b'{"plan": 1}' and got.plan_json(key + "x") == b""
+
+
+def test_an_untuned_chain_with_few_input_channels_per_group_runs_torchs_ops():
+    """No plan is asked for (nothing reaches cuDNN): the reason names the channels and the way to measure it."""
+    from cudnn_algos.spec import ConvSpec
+    from cudnn_algos.tuning import fusing
+    from cudnn_algos.tuning.fused_tune import FusedStore
+
+    x = torch.randn(2, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    why = fusing._fused_plan(ConvSpec(3, 64, (7, 7), stride=2, padding=3), x, "channels_last", ("bias", "relu"),
+                             FusedStore())
+    assert why.startswith("untuned, and 3 input channels per group") and "tune(fuse=True)" in why
+    dw = torch.randn(2, 32, 16, 16).contiguous(memory_format=torch.channels_last)
+    why = fusing._fused_plan(ConvSpec(32, 32, (3, 3), padding=1, groups=32), dw, "channels_last", ("bias", "relu6"),
+                             FusedStore())
+    assert why.startswith("untuned, and 1 input channels per group")

@@ -7,7 +7,8 @@ and residual add. A call runs the fused plan when the module is in eval mode, no
 a CUDA tensor of float16, bfloat16 or float32, the layer is not transposed, and cuDNN built a plan for that input's
 shape, dtype and layout: the first configuration of its INSTANT list that builds (what torch itself takes with
 benchmark off) unless tune(fuse=True) stored a winner for it (fused_tune.py), built at the shape's first call and
-kept for the process. Every other call runs torch's ops on the
+kept for the process; untuned, a convolution reading fewer than MIN_UNTUNED_CHANNELS input channels per group runs
+torch's ops. Every other call runs torch's ops on the
 folded weights (the same arithmetic as the original modules in eval mode), and the chain's counts say why. The
 original model is not changed: the fused model is a torch.fx GraphModule of its own (``Fused.model``). A call after
 an input's first takes the fast path (Note [the fast path] in FusedChain.forward).
@@ -27,6 +28,9 @@ from .fused_tune import FusedStore, fused_key
 from .keys import problem_key
 
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# an untuned chain whose convolution reads fewer input channels per group runs torch's ops: on such a layer (a
+# 3-channel stem) cuDNN's fused engines ran slower than the unfused sequence (docs/results/2026-12-06-h200-fused.md)
+MIN_UNTUNED_CHANNELS = 8
 
 
 class FusedChain(torch.nn.Module):
@@ -166,6 +170,9 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
         w = stored.winners.get(key) if key else None
         if w is not None and w.is_torch:
             return "the tuned winner is torch's ops (no fused configuration beat the unfused sequence)"
+        if w is None and spec.in_channels // spec.groups < MIN_UNTUNED_CHANNELS:
+            return (f"untuned, and {spec.in_channels // spec.groups} input channels per group: cuDNN's fused engines "
+                    "can be slower than the unfused sequence here (tune(fuse=True) measures it)")
         if w is not None and (data := stored.plan_json(key)):
             p = backend.plan_from_json("forward", cp, epilogue, data, dev)
             if p.status == "SUCCESS":
@@ -257,4 +264,4 @@ def fuse_model(model: torch.nn.Module, stored: FusedStore | None = None) -> Fuse
     return out
 
 
-__all__ = ["FusedChain", "Fused", "fuse_model", "FUSED_DTYPES"]
+__all__ = ["FusedChain", "Fused", "fuse_model", "FUSED_DTYPES", "MIN_UNTUNED_CHANNELS"]
