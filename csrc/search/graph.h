@@ -28,7 +28,7 @@ enum class EpilogueOp { Bias, Scale, Add, Relu, Relu6, Silu, Gelu, GeluTanh, Sig
 enum class EpilogueOperand { None, PerChannel, Full };
 
 // The epilogue ops by the names the package gives them (the binding's Epilogue enum is made from this table;
-// cudnn_algos/fusion_ops.py's EPILOGUE is the one Python place, and tests/test_fused_cpu.py checks the two agree).
+// cudnn_algos/epilogue.py's GRAPH_OPS is the one Python place, and tests/test_fused_cpu.py checks the two agree).
 struct EpilogueOpInfo {
   const char* name;
   EpilogueOp op;
