@@ -32,7 +32,7 @@ def test_a_residual_block_has_its_two_chains_with_the_add_and_the_relu_after_it(
     scan = find_chains(Block().eval())
     assert scan.error == "" and scan.not_chained == {}
     c1, c2 = by_conv(scan)["conv1"], by_conv(scan)["conv2"]
-    assert c1.ops == ("bn", "relu") and c1.fused_ops == ("relu",) and c1.residual == ""
+    assert c1.ops == ("bn", "relu") and c1.fused_ops == ("bias", "relu") and c1.residual == ""
     assert c2.ops == ("bn", "add", "relu") and c2.residual == "x"
     assert c2.nodes[0] == "conv2" and len(c2.nodes) == 4
     assert c2.eager_kernels == 3 and c2.bytes_saved(1000, 2) == 2 * 3 * 1000 * 2

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
+from ..epilogue import eager_kernels, not_in_graph
 from ..spec import ConvSpec
 
 # the epilogue ops a chain can hold, in cuDNN's pointwise terms: "bias" (ADD of a per-channel tensor), "bn" (an eval
@@ -64,14 +65,14 @@ class Chain:
 
     @property
     def fused_ops(self) -> tuple[str, ...]:
-        """What a fused graph runs after the convolution: the ops without the folded BatchNorm."""
-        return tuple(op for op in self.ops if op != "bn")
+        """What a fused graph runs after the convolution once the BatchNorm is folded (folded_epilogue)."""
+        return folded_epilogue(self.ops)
 
     @property
     def eager_kernels(self) -> int:
         """Kernels torch's eager mode launches after the convolution for this epilogue (one per op; the bias too:
         torch adds it after cuDNN's convolution)."""
-        return len(self.ops)
+        return eager_kernels(self.ops)
 
     def bytes_saved(self, output_elements: int, itemsize: int) -> int:
         """Memory traffic one fused call saves over eager: each eager epilogue kernel reads the activation and
@@ -180,6 +181,49 @@ def _walk(conv_node: Any, modules: dict[str, torch.nn.Module], taken: set[str]) 
         cur = n
 
 
+def folded_epilogue(ops: Sequence[str]) -> tuple[str, ...]:
+    """A chain's fused-graph ops once its BatchNorm is folded into the convolution: a bias where the convolution has
+    one or a BatchNorm follows it, then the activations and the add in order."""
+    after = tuple(op for op in ops if op not in ("bias", "bn"))
+    return (("bias",) if ("bias" in ops or "bn" in ops) else ()) + after
+
+
+def why_not_fused(ops: Sequence[str]) -> str:
+    """Why a chain with these ops has no fused graph ("" when it has one)."""
+    return "nothing to fuse after the convolution" if not ops else not_in_graph(ops)
+
+
+def chain_calls(chains: Sequence[Chain], calls: Sequence[Any]) -> list[tuple[Chain, Any]]:
+    """Each chain with the forward pass's call of its convolution (discovery's ConvUse, matched by module name: a
+    module's k-th chain is its k-th call), or None where the pass did not call it."""
+    by_module: dict[str, list] = {}
+    for c in calls:
+        by_module.setdefault(c.name, []).append(c)
+    seen: dict[str, int] = {}
+    out = []
+    for ch in chains:
+        k = seen.get(ch.conv, 0)
+        seen[ch.conv] = k + 1
+        mine = by_module.get(ch.conv, [])
+        out.append((ch, mine[k] if k < len(mine) else None))
+    return out
+
+
+def scan_in_eval(model: torch.nn.Module, example_input: Any) -> tuple[FusionScan, list[tuple[Chain, Any]], list]:
+    """The chains of `model` in eval mode (it is left in the mode it was in), each with its call in one forward pass
+    on `example_input` (chain_calls), and the pass's calls."""
+    from .discovery import discover
+
+    was = model.training
+    model.eval()
+    try:
+        scan = find_chains(model)
+        calls = discover(model, example_input)
+    finally:
+        model.train(was)
+    return scan, chain_calls(scan.chains, calls), calls
+
+
 def find_chains(model: torch.nn.Module) -> FusionScan:
     """The fusible chains of `model` as it is (eval mode is the caller's: a BatchNorm in training mode ends a chain)
     on its torch.fx graph (symbolic tracing: no input, no GPU). A model that cannot be traced gives no chains and
@@ -247,4 +291,4 @@ def fold_batchnorm(weight: torch.Tensor, bias: torch.Tensor | None, bn: torch.nn
 
 
 __all__ = ["EPILOGUE_OPS", "ACTIVATION_OPS", "MAX_ACTIVATIONS", "Chain", "FusionScan", "find_chains", "trace",
-           "chains_of", "fold_batchnorm"]
+           "chains_of", "fold_batchnorm", "folded_epilogue", "why_not_fused", "chain_calls", "scan_in_eval"]

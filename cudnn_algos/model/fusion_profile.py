@@ -16,13 +16,11 @@ from typing import Any
 import torch
 
 from ..backend import environment
-from ..epilogue import not_in_graph
 from ..fused import find_fused
 from ..problem import DTYPES, device_index, parse_dtype, parse_memory_format
 from ..progress import Progress
 from ..results import ChainRow, FusionReport
-from .discovery import discover
-from .fusion import Chain, find_chains
+from .fusion import Chain, scan_in_eval, why_not_fused
 
 
 def profile_fusion(model: torch.nn.Module, example_input: Any, *, dtype: Any = None, memory_format: Any = None,
@@ -32,25 +30,9 @@ def profile_fusion(model: torch.nn.Module, example_input: Any, *, dtype: Any = N
     each searched once per distinct problem (Note [one search per distinct chain]) by ``find_fused`` with these
     heuristic lists and repeats. A chain with nothing after its convolution is a row with why; so is one whose
     search failed (its error)."""
-    was_training = model.training
-    model.eval()
-    try:
-        scan = find_chains(model)
-        uses = discover(model, example_input)
-    finally:
-        model.train(was_training)
+    scan, todo, uses = scan_in_eval(model, example_input)
     dev = device_index(device)
     dt = parse_dtype(dtype) if dtype is not None else None
-    seen: dict[str, int] = {}
-    by_module: dict[str, list] = {}
-    for u in uses:
-        by_module.setdefault(u.name, []).append(u)
-    todo: list[tuple[Chain, Any]] = []
-    for ch in scan.chains:
-        k = seen.get(ch.conv, 0)
-        seen[ch.conv] = k + 1
-        calls = by_module.get(ch.conv, [])
-        todo.append((ch, calls[k] if k < len(calls) else None))
     t0 = time.perf_counter()
     searches: dict[tuple, Any] = {}
     rows: list[ChainRow] = []
@@ -76,10 +58,8 @@ def _chain_row(ch: Chain, use, dt, memory_format, heuristics, repeats, unfused, 
     if use is None:
         return ChainRow(ch.conv, ch.spec, (), ch.ops, why="the forward pass did not call this convolution")
     row = ChainRow(ch.conv, ch.spec, tuple(use.input_shape), ch.ops)
-    if not ch.ops:
-        return _with(row, why=f"nothing to fuse: {ch.stop or 'the output follows'}")
-    if why := not_in_graph(ch.ops):
-        return _with(row, why=why)
+    if why := why_not_fused(ch.ops):
+        return replace(row, why=why)
     dtype = dt or use.dtype
     fmt = parse_memory_format(memory_format, use.spec.ndim) if memory_format is not None else use.memory_format
     key = (ch.spec, tuple(use.input_shape), DTYPES[dtype], fmt, ch.ops)
@@ -91,12 +71,12 @@ def _chain_row(ch: Chain, use, dt, memory_format, heuristics, repeats, unfused, 
             searches[key] = f"the fused search failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
     res = searches[key]
     if isinstance(res, str):
-        return _with(row, why=res)
+        return replace(row, why=res)
     b, u, t = res.best, res.best_unfused, res.torch_eager
     out_elems = 1
     for d in ch.spec.shapes(use.input_shape).output_shape:
         out_elems *= d
-    return _with(row, fused_name=b.name if b else "", fused_ms=b.kernel_ms if b else None,
+    return replace(row, fused_name=b.name if b else "", fused_ms=b.kernel_ms if b else None,
                  fused_build_ms=b.build_ms if b else None, unfused_name=u.name if u else "",
                  unfused_ms=u.kernel_ms if u else None, eager_ms=t.kernel_ms if t else None,
                  bytes_saved=ch.bytes_saved(out_elems, torch.empty((), dtype=dtype).element_size()),
@@ -106,10 +86,6 @@ def _chain_row(ch: Chain, use, dt, memory_format, heuristics, repeats, unfused, 
 def _no_fused(res) -> str:
     statuses = sorted({r.status for r in res.of_kind("fused")})
     return res.note or f"no fused configuration ran right (statuses: {', '.join(statuses) or 'none'})"
-
-
-def _with(row: ChainRow, **kw) -> ChainRow:
-    return replace(row, **kw)
 
 
 __all__ = ["profile_fusion"]

@@ -21,10 +21,8 @@ from typing import Any, Sequence
 import torch
 
 from ..backend import environment, serialize_plan
-from ..epilogue import not_in_graph
 from ..fused import find_fused
-from ..model.discovery import discover
-from ..model.fusion import chains_of, trace
+from ..model.fusion import scan_in_eval, why_not_fused
 from ..problem import device_index, make_problem, parse_dtype, parse_memory_format
 from .db import TuningDB, default_path, open_db
 from .plans import plans_dir, read_plan, write_plan
@@ -42,13 +40,6 @@ def fused_key(key: str, epilogue: Sequence[str]) -> str:
 
 def is_fused_key(key: str) -> bool:
     return FUSED_MARK in key
-
-
-def folded_epilogue(ops: Sequence[str]) -> tuple[str, ...]:
-    """The fused graph's ops once a chain's BatchNorm is folded into the convolution: a bias where the convolution has
-    one or a BatchNorm follows it, then the activations and the add in order."""
-    after = tuple(op for op in ops if op not in ("bias", "bn"))
-    return (("bias",) if ("bias" in ops or "bn" in ops) else ()) + after
 
 
 def fused_winner(res: Any, env: Any, key: str) -> Winner:
@@ -97,39 +88,20 @@ def tune_fused(model: torch.nn.Module, example_input: Any, db: TuningDB | str | 
                heuristics: tuple[str, ...] = ("instant", "a", "b", "fallback"), device: Any = None) -> FusedTuneResult:
     """Searches each distinct fusible chain of `model` (eval mode, as apply(fuse=True) runs it) the database lacks
     and stores its fused winner (Note [fused winners in the database])."""
-    was = model.training
-    model.eval()
-    try:
-        gm, error = trace(model)
-        uses = discover(model, example_input)
-    finally:
-        model.train(was)
+    scan, todo, _ = scan_in_eval(model, example_input)
     dev = device_index(device)
     env = environment(dev)
     dt = parse_dtype(dtype) if dtype is not None else None
     store, own = open_db(db)
-    out = FusedTuneResult(db=str(store.path), error=error)
-    if gm is None:
-        if own:
-            store.close()
-        return out
-    by_module: dict[str, list] = {}
-    for u in uses:
-        by_module.setdefault(u.name, []).append(u)
-    seen: dict[str, int] = {}
+    out = FusedTuneResult(db=str(store.path), error=scan.error)
     try:
-        for ch in chains_of(gm).chains:
-            k = seen.get(ch.conv, 0)
-            seen[ch.conv] = k + 1
-            calls = by_module.get(ch.conv, [])
-            ops = folded_epilogue(ch.ops)
-            why = ("nothing to fuse" if ops in ((), ("bias",)) else not_in_graph(ops)
-                   or ("a transposed convolution" if ch.spec.transposed else "")
-                   or ("not called by the forward pass" if k >= len(calls) else ""))
+        for ch, use in todo:
+            ops = ch.fused_ops
+            why = (why_not_fused(ops) or ("a transposed convolution" if ch.spec.transposed else "")
+                   or ("not called by the forward pass" if use is None else ""))
             if why:
                 out.chains[ch.conv] = f"not tuned: {why}"
                 continue
-            use = calls[k]
             dtype_k = dt or use.dtype
             fmt = parse_memory_format(memory_format, use.spec.ndim) if memory_format is not None else use.memory_format
             key = fused_key(problem_key(make_problem(ch.spec, use.input_shape, dtype_k, fmt), "forward"), ops)
@@ -191,5 +163,5 @@ def stored_fused(db: TuningDB | str | os.PathLike | None, device: Any = None) ->
     return out
 
 
-__all__ = ["FUSED_MARK", "FUSED_SOURCE", "fused_key", "is_fused_key", "folded_epilogue", "fused_winner",
+__all__ = ["FUSED_MARK", "FUSED_SOURCE", "fused_key", "is_fused_key", "fused_winner",
            "FusedTuneResult", "FusedStore", "tune_fused", "stored_fused"]

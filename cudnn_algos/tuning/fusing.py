@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ..epilogue import apply_torch, not_in_graph
-from ..model.fusion import Chain, chains_of, fold_batchnorm, trace
+from ..epilogue import apply_torch
+from ..model.fusion import Chain, chains_of, fold_batchnorm, trace, why_not_fused
 from ..problem import MEMORY_FORMATS, conv_layout, make_problem
 from .fused_tune import FusedStore, fused_key
 from .keys import problem_key
@@ -42,14 +42,13 @@ class FusedChain(torch.nn.Module):
         super().__init__()
         self._stored = stored or FusedStore()  # the tuned winners (tune(fuse=True)) and their serialized plans
         self.chain, self.spec = chain, chain.spec
-        ops = list(chain.ops)
         w, b = conv.weight.detach(), conv.bias.detach() if conv.bias is not None else None
-        if "bn" in ops:
+        if "bn" in chain.ops:
             w, b = fold_batchnorm(w, b, bn, chain.spec.transposed, chain.spec.groups)
         self.register_buffer("weight", w.clone())
         self.register_buffer("bias", None if b is None else b.clone())
-        self.after = tuple(op for op in ops if op not in ("bias", "bn"))  # activations and add, in order
-        self.epilogue = (("bias",) if b is not None else ()) + self.after  # the fused graph's ops
+        self.epilogue = chain.fused_ops  # the fused graph's ops: a bias (the folded one) where there is one, then...
+        self.after = tuple(op for op in self.epilogue if op != "bias")  # ... the activations and the add, in order
         self._args = dict(stride=conv.stride, padding=conv.padding, dilation=conv.dilation, groups=conv.groups,
                           output_padding=getattr(conv, "output_padding", 0))  # torch's path
         # per input (shape, strides, dtype, device): the prepared fused call, or why torch's ops run it
@@ -86,11 +85,11 @@ class FusedChain(torch.nn.Module):
     def _first(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
         """A call the fast path does not take: the reason torch's ops run it, or the fused call prepared and run."""
         key = (x.shape, x.stride(), x.dtype, x.device)
-        why = self._why_not(x) or (self._ready.get(key) if isinstance(self._ready.get(key), str) else "")
-        if not why and key not in self._ready:
-            self._ready[key] = self._prepare(x)
-            if isinstance(self._ready[key], str):
-                why = self._ready[key]
+        ready = self._ready.get(key)
+        why = self._why_not(x) or (ready if isinstance(ready, str) else "")
+        if not why and ready is None:
+            ready = self._ready[key] = self._prepare(x)
+            why = ready if isinstance(ready, str) else ""
         if why:
             self._why[why] += 1
             return self._torch(x, residual)
@@ -107,7 +106,7 @@ class FusedChain(torch.nn.Module):
             return f"dtype {x.dtype} (fused: float16, bfloat16, float32)"
         if self.spec.transposed:
             return "a transposed convolution (its fused graph is not run yet)"
-        return not_in_graph(self.after)
+        return ""
 
     def _torch(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
         a, f = self._args, torch.nn.functional
@@ -237,10 +236,7 @@ def fuse_model(model: torch.nn.Module, stored: FusedStore | None = None) -> Fuse
     out = Fused(model=gm)
     replaced: dict[str, Any] = {}  # a chain's last node's name -> the fused node now in its place
     for i, ch in enumerate(scan.chains):
-        if not ch.ops or ch.ops == ("bias",):
-            out.skipped[ch.conv] = "nothing to fuse after the convolution" if not ch.ops else "a bias alone"
-            continue
-        if why := not_in_graph(ch.ops):
+        if why := why_not_fused(ch.ops):
             out.skipped[ch.conv] = why
             continue
         chain_nodes = [nodes[n] for n in ch.nodes]
