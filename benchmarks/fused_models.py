@@ -26,6 +26,7 @@ def one(model_name: str, batch: int, variant: str, iters: int) -> dict:
     import torchvision
 
     import cudnn_algos
+    from cudnn_algos.measure import python_loop
 
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
@@ -46,15 +47,8 @@ def one(model_name: str, batch: int, variant: str, iters: int) -> dict:
         out["first_ms"] = (time.perf_counter() - t0) * 1e3
         for _ in range(10):
             run(x)
-        samples = []
-        for _ in range(5):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(iters):
-                run(x)
-            e.record()
-            e.synchronize()
-            samples.append(s.elapsed_time(e) / iters)
+        loop = python_loop(lambda i: run(x), 0)  # (host ms, device-event ms) of k back-to-back passes
+        samples = [loop(iters)[1] / iters for _ in range(5)]
     out["steady_ms"] = statistics.median(samples)
     if variant == "fused":
         c = h.counts()

@@ -105,14 +105,20 @@ def find_fused(conv: Any, input_shape: Sequence[int], epilogue: Any, *, dtype: A
         return _measured(result, problem, ops, gops, plain, cfg, dev)
 
 
-def _fused_row(p: backend.Plan) -> FusedRow:
-    graph_level = p.engine_id < 0
+def _plan_row(kind: str, p: backend.Plan, name: str = "", note: str = "") -> FusedRow:
+    """A row of one listed configuration (a fused graph's, or the convolution's alone for kind "unfused")."""
     return FusedRow(
-        kind="fused", name="fused graph" if graph_level else config_name(p.engine_id, p.knobs), status=p.status,
-        stage=p.stage, engine_id=None if graph_level else p.engine_id, knobs=named_knobs(p.knobs),
+        kind=kind, name=name or config_name(p.engine_id, p.knobs), status=p.status, stage=p.stage,
+        engine_id=p.engine_id if p.engine_id >= 0 else None, knobs=named_knobs(p.knobs),
         numerical_notes=numerical_note_names(p.numerical_notes), behavior_notes=behavior_note_names(p.behavior_notes),
         workspace_bytes=p.workspace_bytes if p.workspace_bytes >= 0 else None, build_ms=p.build_ms,
-        sources=tuple(p.sources), note="no engine of cuDNN's offers this graph" if graph_level else "", plan=p)
+        sources=tuple(p.sources), note=note, plan=p)
+
+
+def _fused_row(p: backend.Plan) -> FusedRow:
+    if p.engine_id < 0:  # the graph itself: no engine runs it
+        return _plan_row("fused", p, "fused graph", "no engine of cuDNN's offers this graph")
+    return _plan_row("fused", p)
 
 
 def _measured(result: FusedSearchResult, problem: Problem, ops: tuple[str, ...], gops: tuple[str, ...],
@@ -137,12 +143,7 @@ def _measured(result: FusedSearchResult, problem: Problem, ops: tuple[str, ...],
     for p in plain:
         if p.status != "SUCCESS":
             continue
-        rows.append(FusedRow(kind="unfused", name=f"{config_name(p.engine_id, p.knobs)} + torch", status=p.status,
-                             engine_id=p.engine_id, knobs=named_knobs(p.knobs),
-                             numerical_notes=numerical_note_names(p.numerical_notes),
-                             behavior_notes=behavior_note_names(p.behavior_notes),
-                             workspace_bytes=p.workspace_bytes if p.workspace_bytes >= 0 else None,
-                             build_ms=p.build_ms, sources=tuple(p.sources), plan=p))
+        rows.append(_plan_row("unfused", p, f"{config_name(p.engine_id, p.knobs)} + torch"))
         runs.append(unfused_runnable(problem, cdir, p, sets, ops, eops, f"{label} | {rows[-1].name}"))
         slots.append(len(rows) - 1)
     rows.append(FusedRow(kind="torch", name="torch eager", status="SUCCESS",

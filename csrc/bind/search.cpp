@@ -144,7 +144,6 @@ void bind_search(py::module_& m) {
               throw std::invalid_argument("operands: one list per buffer set");
             std::vector<std::vector<void*>> more;
             for (const auto& o : operands) more.push_back(operand_ptrs(pl, o, device));
-            if (operands.empty() && !pl.graph->operand_dims.empty()) more.push_back(operand_ptrs(pl, {}, device));
             py::gil_scoped_release nogil;
             return pl.time_calls(sets, iters, more);
           },
