@@ -388,6 +388,7 @@ def test_fused_winners_round_trip_through_the_database_and_export(tmp_path):
         assert db2.winner(ENV.key(), key) == win
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path; a GPU is visible")
 def test_tune_fuse_without_a_gpu_is_a_typed_error_and_apply_fuse_creates_no_database(tmp_path, monkeypatch):
     import cudnn_algos
     from cudnn_algos.errors import CudaUnavailableError
