@@ -65,6 +65,7 @@ def one(model_name: str, batch: int, variant: str, iters: int, db: str = "") -> 
         out["fused_calls"] = sum(v.get("fused", 0) for v in c.values())
         out["torch_calls"] = sum(n for v in c.values() for k, n in v.items() if k != "fused")
         out["chains"] = len(c)
+        out["torch_why"] = sorted({f"{name}: {k}" for name, v in c.items() for k, n in v.items() if k != "fused" and n})
     return out
 
 
@@ -125,7 +126,7 @@ def main() -> None:
                      "first_ms": statistics.median(x["first_ms"] for x in g),
                      "steady_ms": statistics.median(steady), "steady_min": min(steady), "steady_max": max(steady),
                      "first_all": [x["first_ms"] for x in g], "steady_all": steady,
-                     **{k: g[0][k] for k in ("fused_calls", "torch_calls", "chains") if k in g[0]}}
+                     **{k: g[0][k] for k in ("fused_calls", "torch_calls", "chains", "torch_why") if k in g[0]}}
                 if v == "fused-db" and tuned:
                     r["tune_s"], r["stored"] = tuned["tune_s"], tuned["stored"]
                 res[v] = r
@@ -140,6 +141,8 @@ def main() -> None:
                 ts = f"{r['tune_s']:.0f}" if "tune_s" in r else "-"
                 print(f"{model:20} {b:>3} {v:8} {r['processes']:>1} {r['first_ms']:9.1f} {x1:>8} {r['steady_ms']:9.3f} "
                       f"{mm:>15} {x:>7} {xc:>6} {fc:>11} {ts:>6}", flush=True)
+                for why in r.get("torch_why", [])[:4]:  # which chains ran torch's ops, and why (all in the JSON)
+                    print(f"    torch's ops: {why}"[:160], flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
 
