@@ -4,8 +4,8 @@ in eager mode, their float64 reference, and the ops of cuDNN's fused graph they 
 Names: "bias" (a per-channel add), "bn" (an inference BatchNorm: running mean and variance, weight, bias), "scale"
 (a per-channel multiply), "add" (a residual: a second tensor of the output's shape), and the activations. In cuDNN's
 graph (csrc/search/graph.h, Note [fused graphs]) "bn" is a per-channel scale then a per-channel bias, the factors
-folded from its statistics in float64; "hardswish" and "hardsigmoid" have no pointwise mode of their own, and the
-fused search does not build them (its row says so).
+folded from its statistics in float64; "hardswish" and "hardsigmoid", which have no pointwise mode of their own, are
+composed of the graph's ops with constant operands (COMPOSED; Note [kept values] in graph.h).
 """
 from __future__ import annotations
 
@@ -15,15 +15,18 @@ from typing import Any, Sequence
 import torch
 
 # csrc/search/graph.h's kEpilogueOps, in its order (tests/test_fused_cpu.py checks that the two agree)
-GRAPH_OPS = ("bias", "scale", "add", "relu", "relu6", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh")
+GRAPH_OPS = ("bias", "scale", "add", "relu", "relu6", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh", "keep",
+             "mul_kept")
 ACTIVATIONS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh", "hardswish", "hardsigmoid")
 OPS = ("bias", "bn", "scale", "add", *ACTIVATIONS)
-NOT_IN_GRAPH = {
-    "hardswish": "hardswish has no pointwise mode in cuDNN (it would be x * min(max(x + 3, 0), 6) / 6 from constant "
-                 "operands); the fused search does not build it",
-    "hardsigmoid": "hardsigmoid has no pointwise mode in cuDNN (it would be min(max(x + 3, 0), 6) / 6 from constant "
-                   "operands); the fused search does not build it",
+# ops with no pointwise mode, as graph ops: (graph op, its constant per-channel operand or None) in order;
+# hardsigmoid(x) = relu6(x + 3) * (1/6), hardswish(x) = x * hardsigmoid(x) (Note [kept values] in graph.h)
+COMPOSED: dict[str, tuple[tuple[str, float | None], ...]] = {
+    "hardsigmoid": (("bias", 3.0), ("relu6", None), ("scale", 1.0 / 6.0)),
+    "hardswish": (("keep", None), ("bias", 3.0), ("relu6", None), ("scale", 1.0 / 6.0), ("mul_kept", None)),
 }
+# ops of OPS that have no fused graph at all, with why (none today: the place for one cuDNN cannot express)
+NOT_IN_GRAPH: dict[str, str] = {}
 MAX_OPS = 8
 BN_EPS = 1e-5
 
@@ -61,13 +64,16 @@ def parse_epilogue(epilogue: Any, arg: str = "epilogue") -> tuple[str, ...]:
 
 
 def graph_ops(ops: Sequence[str]) -> tuple[str, ...]:
-    """The ops of cuDNN's fused graph for these (checked) names: "bn" becomes "scale", "bias". ValueError when one
-    has no graph form (``not_in_graph`` says which)."""
+    """The ops of cuDNN's fused graph for these (checked) names: "bn" becomes "scale", "bias"; a COMPOSED op its graph
+    ops. ValueError when one has no graph form (``not_in_graph`` says which)."""
     out: list[str] = []
     for op in ops:
         if op in NOT_IN_GRAPH:
             raise ValueError(NOT_IN_GRAPH[op])
-        out += ["scale", "bias"] if op == "bn" else [op]
+        if op in COMPOSED:
+            out += [g for g, _ in COMPOSED[op]]
+        else:
+            out += ["scale", "bias"] if op == "bn" else [op]
     return tuple(out)
 
 
@@ -120,19 +126,38 @@ def bn_factors(o: dict[str, torch.Tensor], eps: float = BN_EPS) -> tuple[torch.T
     return scale, o["bias"].double() - o["mean"].double() * scale
 
 
-def graph_operands(ops: Sequence[str], operands: Sequence[dict[str, torch.Tensor]], ndim: int,
-                   dtype: torch.dtype, memory_format: torch.memory_format) -> list[torch.Tensor]:
-    """The fused graph's operand tensors, in its order (graph_ops): per-channel ones as (1, C, 1, ...) of `ndim`
-    dims, "bn" as its scale and shift (folded in float64, then cast), the residual; all in `dtype` and the layout."""
+def graph_operands(ops: Sequence[str], operands: Sequence[dict[str, torch.Tensor]], out_shape: Sequence[int],
+                   dtype: torch.dtype, memory_format: torch.memory_format, device: Any = None) -> list[torch.Tensor]:
+    """The fused graph's operand tensors, in its order (graph_ops), for an output of `out_shape`: per-channel ones as
+    (1, C, 1, ...), "bn" as its scale and shift (folded in float64, then cast), a COMPOSED op's constants, the
+    residual where its dict holds one (apply() passes its own at each call: ``residual_slot`` says where); all in
+    `dtype` and the layout, on `device` (default: where the operands are, else the CPU)."""
+    ndim, c = len(out_shape), out_shape[1]
+    if device is None:
+        device = next((t.device for o in operands for t in o.values()), torch.device("cpu"))
     out: list[torch.Tensor] = []
     for op, o in zip(ops, operands):
         if op in ("bias", "scale"):
-            out.append(_per_channel(o[op], ndim, dtype, memory_format))
+            out.append(_per_channel(o[op].to(device), ndim, dtype, memory_format))
         elif op == "bn":
-            out += [_per_channel(f, ndim, dtype, memory_format) for f in bn_factors(o)]
-        elif op == "add":
-            out.append(o["residual"].to(dtype).contiguous(memory_format=memory_format))
+            out += [_per_channel(f.to(device), ndim, dtype, memory_format) for f in bn_factors(o)]
+        elif op == "add" and "residual" in o:
+            out.append(o["residual"].to(device=device, dtype=dtype).contiguous(memory_format=memory_format))
+        elif op in COMPOSED:
+            out += [_per_channel(torch.full((c,), v, dtype=torch.float64, device=device), ndim, dtype, memory_format)
+                    for _, v in COMPOSED[op] if v is not None]
     return out
+
+
+def residual_slot(ops: Sequence[str]) -> int | None:
+    """Where the residual ("add") goes among the fused graph's operands for these ops (graph_operands' order), or None
+    where there is no "add"."""
+    n = 0
+    for op in ops:
+        if op == "add":
+            return n
+        n += {"bias": 1, "scale": 1, "bn": 2}.get(op, 0) + sum(v is not None for _, v in COMPOSED.get(op, ()))
+    return None
 
 
 def _channel_view(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -182,6 +207,6 @@ def eager_kernels(ops: Sequence[str]) -> int:
     return len(ops)
 
 
-__all__ = ["GRAPH_OPS", "ACTIVATIONS", "OPS", "NOT_IN_GRAPH", "MAX_OPS", "BN_EPS", "parse_epilogue", "graph_ops",
-           "not_in_graph", "make_operands", "bn_factors", "graph_operands", "apply_torch", "apply_reference",
-           "eager_kernels"]
+__all__ = ["GRAPH_OPS", "ACTIVATIONS", "OPS", "COMPOSED", "NOT_IN_GRAPH", "MAX_OPS", "BN_EPS", "parse_epilogue",
+           "graph_ops", "not_in_graph", "make_operands", "bn_factors", "graph_operands", "residual_slot",
+           "apply_torch", "apply_reference", "eager_kernels"]

@@ -73,7 +73,8 @@ def find_fused(conv: Any, input_shape: Sequence[int], epilogue: Any, *, dtype: A
 
     epilogue: op names in order, e.g. ("bn", "relu") or "bias,silu" (cudnn_algos.epilogue.OPS): "bias", "bn" (an
         inference BatchNorm), "scale", "add" (a residual of the output's shape), "relu", "relu6", "silu", "gelu",
-        "gelu_tanh", "sigmoid", "tanh" ("hardswish" and "hardsigmoid" have no fused graph: one row says so).
+        "gelu_tanh", "sigmoid", "tanh", "hardswish", "hardsigmoid" (these two composed of the others:
+        epilogue.COMPOSED).
     A transposed convolution's forward is cuDNN's backward-data graph with the epilogue after it. A graph no engine
     runs is a row (kind "fused", stage "graph") with its status, never an empty result."""
     problem, ops, heuristics, dev = validate_fused(
@@ -129,7 +130,8 @@ def _measured(result: FusedSearchResult, problem: Problem, ops: tuple[str, ...],
     role = OUTPUT_OPERAND[cdir]
     out_shape = tuple(sets[0][role].shape)
     eops = make_operands(ops, out_shape, problem.dtype, problem.torch_format, f"cuda:{dev}")
-    gtensors = graph_operands(ops, eops, len(out_shape), problem.dtype, problem.torch_format) if gops else []
+    gtensors = (graph_operands(ops, eops, out_shape, problem.dtype, problem.torch_format, f"cuda:{dev}")
+                if gops else [])
     ref = apply_reference(ops, reference_output(problem, cdir, sets[0], "cuda"), eops)
     label = f"{problem.describe('forward')} + {','.join(ops)}"
 

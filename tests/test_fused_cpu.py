@@ -28,14 +28,66 @@ def test_epilogue_names_parse_from_a_sequence_or_one_comma_separated_string():
         ep.parse_epilogue(["relu"] * 9)
 
 
-def test_bn_becomes_a_scale_and_a_bias_in_the_graph_and_hardswish_has_no_graph():
+def test_bn_becomes_a_scale_and_a_bias_in_the_graph_and_hardswish_is_composed():
     assert ep.graph_ops(("bn", "add", "relu")) == ("scale", "bias", "add", "relu")
     assert ep.graph_ops(("bias", "silu")) == ("bias", "silu")
-    assert ep.not_in_graph(("bn", "relu")) == ""
-    assert "hardswish has no pointwise mode" in ep.not_in_graph(("bn", "hardswish"))
-    with pytest.raises(ValueError, match="hardsigmoid has no pointwise mode"):
-        ep.graph_ops(("hardsigmoid",))
-    assert set(ep.GRAPH_OPS) <= set(ep.OPS) and set(ep.NOT_IN_GRAPH) <= set(ep.ACTIVATIONS)
+    assert ep.graph_ops(("bias", "hardsigmoid")) == ("bias", "bias", "relu6", "scale")
+    assert ep.graph_ops(("bn", "add", "hardswish")) == ("scale", "bias", "add", "keep", "bias", "relu6", "scale",
+                                                        "mul_kept")
+    assert ep.not_in_graph(("bn", "relu")) == "" and ep.not_in_graph(("bias", "hardswish")) == ""
+    # every composed op is made of graph ops; the two helper ops are not a user's
+    assert {g for parts in ep.COMPOSED.values() for g, _ in parts} <= set(ep.GRAPH_OPS)
+    assert set(ep.GRAPH_OPS) - {"keep", "mul_kept"} <= set(ep.OPS) and "keep" not in ep.OPS
+    with pytest.raises(ValueError, match="'keep' is not one of"):
+        ep.parse_epilogue("bias,keep")
+
+
+def test_an_op_with_no_graph_form_is_named_and_graph_ops_refuses_it(monkeypatch):
+    monkeypatch.setitem(ep.NOT_IN_GRAPH, "tanh", "tanh has no graph form here")
+    assert ep.not_in_graph(("bias", "tanh")) == "tanh has no graph form here"
+    with pytest.raises(ValueError, match="tanh has no graph form here"):
+        ep.graph_ops(("tanh",))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_composed_ops_compute_torchs_hardswish_and_hardsigmoid(dtype):
+    """The COMPOSED sequences, evaluated op by op as the fused graph runs them (keep marks the value, mul_kept
+    multiplies by it; constants per channel), equal torch's hardswish and hardsigmoid, across the kinks at -3 and 3."""
+    x = torch.cat([torch.linspace(-5, 5, 101, dtype=dtype), torch.tensor([-3.0, 3.0, 0.0], dtype=dtype)])
+    x = x.reshape(1, -1, 1, 1).repeat(2, 1, 3, 2)
+    for name, torch_op in (("hardswish", torch.nn.functional.hardswish),
+                           ("hardsigmoid", torch.nn.functional.hardsigmoid)):
+        consts = iter(ep.graph_operands((name,), [{}], tuple(x.shape), dtype, torch.contiguous_format))
+        v, kept = x, None
+        for g, c in ep.COMPOSED[name]:
+            if g == "keep":
+                kept = v
+            elif g == "bias":
+                v = v + next(consts)
+            elif g == "scale":
+                v = v * next(consts)
+            elif g == "relu6":
+                v = v.clamp(0, 6)
+            elif g == "mul_kept":
+                v = v * kept
+        torch.testing.assert_close(v, torch_op(x), rtol=1e-6 if dtype == torch.float32 else 1e-12, atol=0)
+
+
+def test_residual_slot_counts_the_operands_before_the_add():
+    assert ep.residual_slot(("bias", "relu")) is None
+    assert ep.residual_slot(("bias", "add", "relu")) == 1
+    assert ep.residual_slot(("bn", "add", "relu")) == 2
+    assert ep.residual_slot(("bias", "hardswish", "add")) == 3  # the bias, then hardswish's 3 and 1/6
+    c, shape = 4, (1, 4, 3, 3)
+    ops = ("bias", "hardsigmoid", "add", "hardswish")
+    o = ep.make_operands(ops, shape, torch.float32, torch.contiguous_format, "cpu")
+    g = ep.graph_operands(ops, o, shape, torch.float32, torch.contiguous_format)
+    at = ep.residual_slot(ops)
+    assert g[at].shape == shape and [t.shape for t in g[:at]] == [(1, c, 1, 1)] * at
+    assert [float(t.flatten()[0]) for t in g[1:at]] == [3.0, pytest.approx(1 / 6)]
+    no_res = ep.graph_operands(ops, [d if "residual" not in d else {} for d in o], shape, torch.float32,
+                               torch.contiguous_format)
+    assert len(no_res) == len(g) - 1 and all(a is not g[at] for a in no_res)
 
 
 def test_the_extension_names_the_same_graph_ops_in_the_same_order():
@@ -60,7 +112,7 @@ def test_operands_are_random_in_range_and_graph_operands_have_the_graph_shapes(f
     assert bool((o[1]["var"] >= 0.5).all()) and bool((o[1]["weight"] >= 0.5).all())
     assert bool(((o[2]["scale"] >= 0.5) & (o[2]["scale"] < 1.5)).all())
     assert o[4]["residual"].shape == shape and o[4]["residual"].is_contiguous(memory_format=fmt)
-    g_ops = ep.graph_operands(ops, o, len(shape), torch.float16, fmt)
+    g_ops = ep.graph_operands(ops, o, shape, torch.float16, fmt)
     per_channel = (1, c) + (1,) * (len(shape) - 2)
     # bias; bn's scale and shift; scale; the residual — the graph's order (graph_ops)
     assert [tuple(t.shape) for t in g_ops] == [per_channel] * 4 + [shape]
@@ -133,7 +185,7 @@ def test_a_result_with_no_graph_says_why_and_has_no_speedup():
     from cudnn_algos.results import FusedRow, FusedSearchResult
 
     p = make_problem(torch.nn.Conv2d(8, 8, 1), (1, 8, 4, 4), "float16", "channels_last")
-    why = ep.not_in_graph(("hardswish",))
+    why = "hardswish has no pointwise mode (a stand-in reason: every op has a graph form today)"
     res = FusedSearchResult(rows=(FusedRow(kind="fused", name="fused graph", status="NOT_SUPPORTED", stage="graph",
                                            note=why),), spec=p.spec, shapes=p.shapes, cudnn_direction="forward",
                             epilogue=("hardswish",), graph_ops=(), dtype="float16", memory_format="channels_last",
@@ -205,6 +257,7 @@ def test_profile_fusion_rows_dedup_totals_and_round_trip(monkeypatch):
                                  epilogue=tuple(ops), graph_ops=(), dtype="float32", memory_format="contiguous",
                                  engine_count=1, search_ms=1.0, env=ENV)
 
+    monkeypatch.setitem(ep.NOT_IN_GRAPH, "hardswish", "hardswish has no pointwise mode (a stand-in)")
     monkeypatch.setattr(fusion_profile, "find_fused", fake)
     monkeypatch.setattr(fusion_profile, "environment", lambda dev: ENV)
     monkeypatch.setattr(fusion_profile, "device_index", lambda d: 0)
@@ -214,7 +267,8 @@ def test_profile_fusion_rows_dedup_totals_and_round_trip(monkeypatch):
     assert [c.conv for c in rep.chains] == ["c1", "c2", "c3", "c4", "hs.0", "last"]
     assert [c.ops for c in rep.chains] == [("bn", "relu"), ("bn", "add", "relu"), ("bn", "relu"),
                                            ("bn", "add", "relu"), ("bias", "hardswish"), ("bias",)]
-    # c1/c3 and c2/c4 are the same problem and epilogue: one search each; hardswish is never searched
+    # c1/c3 and c2/c4 are the same problem and epilogue: one search each; hardswish (no graph form, as patched here)
+    # is never searched
     assert len(calls) == 3 and sum("add" in c[2] for c in calls) == 1
     c1, c2, _, _, hs, last = rep.chains
     assert c1.fused_ms is None and "no fused configuration ran right (statuses: NOT_SUPPORTED)" in c1.why
@@ -246,7 +300,7 @@ def test_the_cli_checks_epilogue_flags_before_any_search():
 
 
 class _Acts(torch.nn.Module):
-    """Biased convolutions with relu6, silu, gelu and a sigmoid; a hardswish one (no fused graph)."""
+    """Biased convolutions with relu6, silu, gelu and a sigmoid; a hardswish one (a composed graph)."""
 
     def __init__(self):
         super().__init__()
@@ -290,12 +344,13 @@ def test_apply_fuse_on_the_cpu_runs_torchs_ops_on_folded_weights_and_says_why(mo
     assert f"{len(h.chains)} chains fused in the traced model" in text and "0 fused; 1 torch: the input is on cpu" in text
     if model_cls is _Acts:
         assert [m.chain.ops for m in h.chains.values()] == [("bias", "relu6"), ("bias", "bn", "silu"),
-                                                           ("bias", "gelu", "sigmoid")]
-        assert "hardswish has no pointwise mode" in h.skipped["d.0"]
+                                                           ("bias", "gelu", "sigmoid"), ("bias", "hardswish")]
+        assert not h.skipped
     else:
-        # a bias alone is a fused graph too (conv + bias in one kernel); hardswish has none
-        assert len(h.chains) == 5 and list(h.skipped) == ["hs.0"] and "hardswish" in h.skipped["hs.0"]
-        assert [m.epilogue for m in h.chains.values()] == [("bias", "relu"), ("bias", "add", "relu")] * 2 + [("bias",)]
+        # a bias alone is a fused graph too (conv + bias in one kernel); hardswish is a composed one
+        assert len(h.chains) == 6 and not h.skipped
+        assert [m.epilogue for m in h.chains.values()] == ([("bias", "relu"), ("bias", "add", "relu")] * 2
+                                                           + [("bias", "hardswish"), ("bias",)])
 
 
 def test_a_fused_chain_says_why_it_runs_torchs_ops_in_training_or_with_gradients(tmp_path):
@@ -468,6 +523,60 @@ def test_the_fast_path_prepares_each_input_once_and_runs_the_extensions_execute(
     c2.train()
     c2(x, r)
     assert c2.counts == {"fused": 4, "torch: training mode": 1}
+
+
+class _ResidualHardswish(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c, self.b = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return torch.nn.functional.hardswish(self.b(self.c(x)) + x)
+
+
+def test_a_composed_chain_passes_its_constants_and_the_residual_in_the_graphs_order(monkeypatch, tmp_path):
+    """conv -> bn -> add -> hardswish with a stand-in plan (no GPU result is claimed) that runs the graph's ops as
+    cuDNN is told them (epilogue.graph_ops) on the operands in the order it gets them: the folded bias, the
+    residual at its slot, then hardswish's constants 3 and 1/6; its output is the eval model's."""
+    import cudnn_algos
+    from cudnn_algos.tuning import fusing
+
+    seen = []
+
+    def plan_for(spec, x, layout, epilogue, stored):
+        gops = ep.graph_ops(epilogue)
+
+        def execute(x_, w, y, operands):
+            seen.append([tuple(t.shape) for t in operands])
+            it, v, kept = iter(operands), torch.nn.functional.conv2d(x_, w, None, 1, 1), None
+            for g in gops:
+                if g == "keep":
+                    kept = v
+                elif g in ("bias", "add"):
+                    v = v + next(it)
+                elif g == "scale":
+                    v = v * next(it)
+                elif g == "relu6":
+                    v = v.clamp(0, 6)
+                elif g == "mul_kept":
+                    v = v * kept
+            assert next(it, None) is None, "every operand used"
+            y.copy_(v)
+        return type("P", (), {"live": type("L", (), {"execute": staticmethod(execute)})})()
+
+    monkeypatch.setattr(fusing, "_fused_plan", plan_for)
+    monkeypatch.setattr(fusing.FusedChain, "_why_not", lambda self, x: "")
+    model = _randomised(_ResidualHardswish()).double().eval()
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
+    (chain,) = h.chains.values()
+    assert chain.epilogue == ("bias", "add", "hardswish")
+    x = torch.randn(2, 8, 6, 6, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+        for _ in range(2):  # the first call prepares, the second takes the fast path
+            torch.testing.assert_close(h.model(x), want, rtol=1e-12, atol=1e-12)
+    assert seen == [[(1, 8, 1, 1), (2, 8, 6, 6), (1, 8, 1, 1), (1, 8, 1, 1)]] * 2
+    assert chain.counts == {"fused": 2}
 
 
 def test_serialized_plans_are_kept_beside_the_database_one_file_per_environment_and_key(tmp_path):

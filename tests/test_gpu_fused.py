@@ -26,8 +26,13 @@ LAYERS = {
 # ten epilogues with a graph form on the 2-d layer; a few on the others
 EPILOGUES = ["bias,relu", "bn,relu", "bn,add,relu", "bias,silu", "bn,relu6", "bias,gelu", "bias,gelu_tanh",
              "bn,sigmoid", "scale,tanh", "add,relu"]
+# hardswish and hardsigmoid are composed (epilogue.COMPOSED; hardswish reads the value twice): a configuration that
+# builds must compute them; whether cuDNN builds one is what the run shows
+COMPOSED_CASES = [("2d", "bn,hardswish"), ("2d", "bias,hardsigmoid"), ("2d", "bn,add,hardswish"),
+                  ("2d-fp32", "bn,hardswish")]
 CASES = [("2d", e) for e in EPILOGUES] + [("1d", "bias,relu"), ("1d", "bn,add,relu"), ("3d", "bias,relu"),
                                           ("3d", "bn,silu"), ("2d-fp32", "bn,relu"), ("convT2d", "bias,relu")]
+CASES += COMPOSED_CASES
 # what a model's chains most often are: cuDNN fuses these on every GPU this package measures
 MUST_FUSE = {("2d", "bias,relu"), ("2d", "bn,relu"), ("2d", "bn,add,relu")}
 
@@ -51,7 +56,8 @@ def test_fused_configurations_that_build_compute_the_convolution_and_its_epilogu
         assert all(r.build_ms is not None for r in fused if r.ok)
 
 
-def test_an_epilogue_with_no_graph_form_is_one_row_and_torch_still_runs():
+def test_an_epilogue_with_no_graph_form_is_one_row_and_torch_still_runs(monkeypatch):
+    monkeypatch.setitem(ep.NOT_IN_GRAPH, "hardswish", "hardswish has no graph form (a stand-in reason)")
     module, shape, dtype, fmt = LAYERS["2d"]
     res = cudnn_algos.find_fused(module, shape, "bn,hardswish", dtype=dtype, memory_format=fmt, repeats=2, warmup=1,
                                  unfused=False)
@@ -98,7 +104,7 @@ def test_a_fused_plan_matches_torchs_eval_mode_modules():
     assert built, f"no fused plan built:\n{res}"
     ops = [{"mean": bn.running_mean, "var": bn.running_var, "weight": bn.weight, "bias": bn.bias}, {"residual": res_in},
            {}]
-    operands = ep.graph_operands(("bn", "add", "relu"), ops, 4, torch.float16, CL)
+    operands = ep.graph_operands(("bn", "add", "relu"), ops, tuple(want.shape), torch.float16, CL)
     y = torch.full_like(want, float("nan"))
     built[0].plan.execute(x, conv.weight, y, operands)
     torch.cuda.synchronize()

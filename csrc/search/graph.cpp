@@ -103,11 +103,21 @@ std::vector<cudnnBackendDescriptor_t> epilogue_ops(EngineGraph& g, const std::ve
   per_channel[1] = dims[1];
   std::vector<cudnnBackendDescriptor_t> ops;
   const BackendDesc* in = &conv_out;
+  const BackendDesc* kept = nullptr;  // Note [kept values]
   for (size_t i = 0; i < epilogue.size(); ++i) {
     const EpilogueOpInfo& info = epilogue_info(epilogue[i]);
     const bool last = i + 1 == epilogue.size();
+    if (epilogue[i] == EpilogueOp::Keep) {
+      if (last)
+        throw std::invalid_argument("epilogue op 'keep' cannot be the last op (nothing would write the output)");
+      kept = in;
+      continue;
+    }
     const BackendDesc* operand = nullptr;
-    if (info.operand != EpilogueOperand::None) {
+    if (info.operand == EpilogueOperand::Kept) {
+      if (kept == nullptr) throw std::invalid_argument("epilogue op 'mul_kept' needs a 'keep' before it");
+      operand = kept;
+    } else if (info.operand != EpilogueOperand::None) {
       const auto& odims = info.operand == EpilogueOperand::Full ? dims : per_channel;
       const int64_t uid = kUidOperand + static_cast<int64_t>(i);
       g.epilogue.push_back(tensor(p, odims, uid, p.dtype));

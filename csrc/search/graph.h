@@ -10,6 +10,12 @@
 // holds them. Operands keep the uids x, w, y of the plain convolution and add one per operand-bearing op, in order
 // (EngineGraph::uids): a plan's variant pack is the three buffers and then the epilogue's operands. Backward filter
 // takes no epilogue (nothing in a model follows a weight gradient with one).
+//
+// Note [kept values]: cuDNN has no pointwise mode for hardswish, x * min(max(x + 3, 0), 6) / 6; the package writes it
+// as ops of this table (cudnn_algos/epilogue.py's COMPOSED): "keep" marks the current value x (no node of its own),
+// a per-channel "bias" of 3, "relu6", a per-channel "scale" of 1/6 (constant operands the caller passes like any
+// other), then "mul_kept" multiplies by x: the graph reads x twice, a pointwise DAG rather than a chain. "keep" may
+// not be the last op, and "mul_kept" needs a "keep" before it (std::invalid_argument otherwise).
 #pragma once
 
 #include <cudnn.h>
@@ -24,8 +30,9 @@
 
 namespace cudnn_algos {
 
-enum class EpilogueOp { Bias, Scale, Add, Relu, Relu6, Silu, Gelu, GeluTanh, Sigmoid, Tanh };
-enum class EpilogueOperand { None, PerChannel, Full };
+enum class EpilogueOp { Bias, Scale, Add, Relu, Relu6, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Keep, MulKept };
+// Kept: the value the last "keep" marked (a virtual tensor of the graph, no buffer: Note [kept values])
+enum class EpilogueOperand { None, PerChannel, Full, Kept };
 
 // The epilogue ops by the names the package gives them (the binding's Epilogue enum is made from this table;
 // cudnn_algos/epilogue.py's GRAPH_OPS is the one Python place, and tests/test_fused_cpu.py checks the two agree).
@@ -45,7 +52,9 @@ inline constexpr EpilogueOpInfo kEpilogueOps[] = {
     {"gelu", EpilogueOp::Gelu, CUDNN_POINTWISE_GELU_FWD, EpilogueOperand::None},
     {"gelu_tanh", EpilogueOp::GeluTanh, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, EpilogueOperand::None},
     {"sigmoid", EpilogueOp::Sigmoid, CUDNN_POINTWISE_SIGMOID_FWD, EpilogueOperand::None},
-    {"tanh", EpilogueOp::Tanh, CUDNN_POINTWISE_TANH_FWD, EpilogueOperand::None}};
+    {"tanh", EpilogueOp::Tanh, CUDNN_POINTWISE_TANH_FWD, EpilogueOperand::None},
+    {"keep", EpilogueOp::Keep, CUDNN_POINTWISE_IDENTITY, EpilogueOperand::None},        // no node: marks a value
+    {"mul_kept", EpilogueOp::MulKept, CUDNN_POINTWISE_MUL, EpilogueOperand::Kept}};    // times the kept value
 
 const EpilogueOpInfo& epilogue_info(EpilogueOp op);
 

@@ -24,8 +24,8 @@ from ..spec import ConvSpec
 
 # the epilogue ops a chain can hold, in cuDNN's pointwise terms: "bias" (ADD of a per-channel tensor), "bn" (an eval
 # BatchNorm, folded), the activations (RELU_FWD; RELU_FWD with an upper clip; SWISH_FWD; GELU_FWD;
-# GELU_APPROX_TANH_FWD; SIGMOID_FWD; TANH_FWD; hardswish as x * min(max(x + 3, 0), 6) / 6 and hardsigmoid as
-# min(max(x + 3, 0), 6) / 6: ADD, MAX, MIN, MUL), and
+# GELU_APPROX_TANH_FWD; SIGMOID_FWD; TANH_FWD; hardsigmoid as relu6(x + 3) / 6 and hardswish as x * hardsigmoid(x):
+# epilogue.COMPOSED), and
 # "add" (ADD of a second tensor of the output's shape)
 ACTIVATION_OPS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh", "hardswish", "hardsigmoid")
 EPILOGUE_OPS = ("bias", "bn", *ACTIVATION_OPS, "add")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..epilogue import apply_torch
+from ..epilogue import apply_torch, graph_operands, graph_ops, residual_slot
 from ..model.fusion import Chain, chains_of, fold_batchnorm, trace, why_not_fused
 from ..problem import MEMORY_FORMATS, conv_layout, make_problem
 from .fused_tune import FusedStore, fused_key
@@ -77,7 +77,8 @@ class FusedChain(torch.nn.Module):
                 else:
                     if residual.stride() != run.strides:
                         residual = residual.contiguous(memory_format=run.fmt)
-                    run.execute(x, run.w, y, run.operands + [residual])
+                    at = run.residual_at  # its place among the graph's operands (epilogue.residual_slot)
+                    run.execute(x, run.w, y, [*run.operands[:at], residual, *run.operands[at:]])
                 self._fused += 1
                 return y
         return self._first(x, residual)
@@ -132,12 +133,13 @@ class FusedChain(torch.nn.Module):
             return plan
         shape = tuple(self.spec.shapes(tuple(x.shape)).output_shape)
         strides = torch.empty(shape, dtype=x.dtype, device="meta", memory_format=fmt).stride()
-        operands = []
-        if self.bias is not None:
-            operands.append(self.bias.to(device=x.device, dtype=x.dtype).reshape([1, -1] + [1] * (x.dim() - 2))
-                            .contiguous())
+        # the graph's operands but the residual (each call's own): the folded bias, composed ops' constants
+        operands = graph_operands(self.epilogue, [{"bias": self.bias} if op == "bias" else {} for op in self.epilogue],
+                                  shape, x.dtype, fmt, x.device)
+        at = residual_slot(self.epilogue)
         w = self.weight.to(device=x.device, dtype=x.dtype).contiguous(memory_format=fmt)
-        return _Ready(plan.live.execute, w, operands, torch.Size(shape), strides, fmt)
+        return _Ready(plan.live.execute, w, operands, torch.Size(shape), strides, fmt,
+                      len(operands) if at is None else at)
 
 
 @dataclass
@@ -150,6 +152,7 @@ class _Ready:
     shape: torch.Size
     strides: tuple[int, ...]
     fmt: torch.memory_format
+    residual_at: int  # where a residual goes among `operands` at a call
 
 
 def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], stored: FusedStore) -> Any:
@@ -172,17 +175,17 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
         if w is None and spec.in_channels // spec.groups < MIN_UNTUNED_CHANNELS:
             return (f"untuned, and {spec.in_channels // spec.groups} input channels per group: cuDNN's fused engines "
                     "can be slower than the unfused sequence here (tune(fuse=True) measures it)")
+        gops = graph_ops(epilogue)
         if w is not None and (data := stored.plan_json(key)):
-            p = backend.plan_from_json("forward", cp, epilogue, data, dev)
+            p = backend.plan_from_json("forward", cp, gops, data, dev)
             if p.status == "SUCCESS":
                 return p
         if w is not None:
-            out = backend.engine_search("forward", cp, (), exact=[parse_config(w.config)], epilogue=epilogue,
-                                        device=dev)
+            out = backend.engine_search("forward", cp, (), exact=[parse_config(w.config)], epilogue=gops, device=dev)
             ok = [p for p in out.plans if p.status == "SUCCESS"]
             if ok:
                 return ok[0]
-        out = backend.engine_search("forward", cp, ("instant",), epilogue=epilogue, device=dev)
+        out = backend.engine_search("forward", cp, ("instant",), epilogue=gops, device=dev)
     except (ValueError, RuntimeError) as e:
         return f"the fused graph failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     ok = [p for p in out.plans if p.status == "SUCCESS"]
