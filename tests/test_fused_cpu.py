@@ -579,6 +579,50 @@ def test_a_composed_chain_passes_its_constants_and_the_residual_in_the_graphs_or
     assert chain.counts == {"fused": 2}
 
 
+class _Block1d(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c, self.b = torch.nn.Conv1d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return torch.relu(self.b(self.c(x)) + x)
+
+
+def test_a_1d_chain_runs_its_plan_lifted_to_2d_and_returns_the_1d_output(monkeypatch, tmp_path):
+    """A 1-d chain (conv1d -> bn -> add -> relu) with a stand-in plan (no GPU result is claimed) that checks what
+    cuDNN would be given: the input, weight, residual and output lifted to 4-d with H = 1 (Problem.lift); the call
+    returns the 1-d output, equal to the eval model's."""
+    import cudnn_algos
+    from cudnn_algos.tuning import fusing
+
+    shapes = []
+
+    def plan_for(spec, x, layout, epilogue, stored):
+        def execute(x_, w, y, operands):
+            shapes.append((tuple(x_.shape), tuple(w.shape), tuple(y.shape), [tuple(t.shape) for t in operands]))
+            v = torch.nn.functional.conv2d(x_, w, None, 1, (0, 1)) + operands[0] + operands[1]
+            y.copy_(torch.relu(v))
+        return type("P", (), {"live": type("L", (), {"execute": staticmethod(execute)})})()
+
+    monkeypatch.setattr(fusing, "_fused_plan", plan_for)
+    monkeypatch.setattr(fusing.FusedChain, "_why_not", lambda self, x: "")
+    model = _randomised(_Block1d()).double().eval()
+    with torch.no_grad():
+        model.b.running_mean.normal_()
+        model.b.running_var.uniform_(0.5, 2.0)
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
+    (chain,) = h.chains.values()
+    x = torch.randn(2, 8, 20, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+        for _ in range(2):  # prepared, then the fast path
+            got = h.model(x)
+            assert got.shape == (2, 8, 20)
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert shapes == [((2, 8, 1, 20), (8, 8, 1, 3), (2, 8, 1, 20), [(1, 8, 1, 1), (2, 8, 1, 20)])] * 2
+    assert chain.counts == {"fused": 2}
+
+
 def test_serialized_plans_are_kept_beside_the_database_one_file_per_environment_and_key(tmp_path):
     """Note [serialized plans]: the file layout and its limits (cuDNN's own serialization is the GPU tests'): a plan
     is written atomically under <database>.plans/, read back byte for byte, found by environment and key, and a

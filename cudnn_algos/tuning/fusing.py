@@ -71,6 +71,9 @@ class FusedChain(torch.nn.Module):
         if not self.training and not (x.requires_grad and torch.is_grad_enabled()):
             run = self._ready.get((x.shape, x.stride(), x.dtype, x.device))
             if run.__class__ is _Ready:
+                if run.lifted:  # a 1-d convolution runs as a 2-d one with H = 1 (Problem.lift)
+                    x = x.unsqueeze(2)
+                    residual = None if residual is None else residual.unsqueeze(2)
                 y = torch.empty_strided(run.shape, run.strides, dtype=x.dtype, device=x.device)
                 if residual is None:
                     run.execute(x, run.w, y, run.operands)
@@ -80,7 +83,7 @@ class FusedChain(torch.nn.Module):
                     at = run.residual_at  # its place among the graph's operands (epilogue.residual_slot)
                     run.execute(x, run.w, y, [*run.operands[:at], residual, *run.operands[at:]])
                 self._fused += 1
-                return y
+                return y.squeeze(2) if run.lifted else y
         return self._first(x, residual)
 
     def _first(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
@@ -131,15 +134,19 @@ class FusedChain(torch.nn.Module):
         plan = _fused_plan(self.spec, x, layout, self.epilogue, self._stored)
         if isinstance(plan, str):
             return plan
+        lifted = x.dim() == 3  # cuDNN's tensors are 4-d at least: a 1-d chain's are lifted (Problem.lift)
         shape = tuple(self.spec.shapes(tuple(x.shape)).output_shape)
+        if lifted:
+            shape = shape[:2] + (1,) + shape[2:]
         strides = torch.empty(shape, dtype=x.dtype, device="meta", memory_format=fmt).stride()
         # the graph's operands but the residual (each call's own): the folded bias, composed ops' constants
         operands = graph_operands(self.epilogue, [{"bias": self.bias} if op == "bias" else {} for op in self.epilogue],
                                   shape, x.dtype, fmt, x.device)
         at = residual_slot(self.epilogue)
-        w = self.weight.to(device=x.device, dtype=x.dtype).contiguous(memory_format=fmt)
+        w = self.weight.to(device=x.device, dtype=x.dtype)
+        w = (w.unsqueeze(2) if lifted else w).contiguous(memory_format=fmt)
         return _Ready(plan.live.execute, w, operands, torch.Size(shape), strides, fmt,
-                      len(operands) if at is None else at)
+                      len(operands) if at is None else at, lifted)
 
 
 @dataclass
@@ -153,6 +160,7 @@ class _Ready:
     strides: tuple[int, ...]
     fmt: torch.memory_format
     residual_at: int  # where a residual goes among `operands` at a call
+    lifted: bool = False  # a 1-d chain: its input, residual and output are viewed with H = 1 around the call
 
 
 def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], stored: FusedStore) -> Any:
@@ -163,8 +171,6 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
     from .. import backend
     from ..configs import parse_config
 
-    if x.dim() not in (4, 5):
-        return "a 1-d convolution (its fused graph is not run yet)"
     try:
         problem = make_problem(spec, tuple(x.shape), x.dtype, layout)
         cp, dev = backend.conv_problem(problem), x.device.index or 0
