@@ -623,6 +623,54 @@ def test_a_1d_chain_runs_its_plan_lifted_to_2d_and_returns_the_1d_output(monkeyp
     assert chain.counts == {"fused": 2}
 
 
+class _UpBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1, output_padding=0)
+        self.b = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.b(self.c(x)))
+
+
+def test_a_transposed_chain_runs_cudnns_backward_data_plan_with_the_roles_swapped(monkeypatch, tmp_path):
+    """ConvTranspose2d -> bn -> relu with a stand-in plan (no GPU result is claimed): the plan is asked for cuDNN's
+    backward-data graph, and its execute gets cuDNN's roles (x: the layer's output, y: the layer's input); the call
+    returns the eval model's output."""
+    import cudnn_algos
+    from cudnn_algos import backend
+    from cudnn_algos.tuning import fusing
+
+    asked = []
+    monkeypatch.setattr(backend, "conv_problem", lambda p: "cp")
+    monkeypatch.setattr(backend, "engine_search", lambda d, cp, lists, **kw: asked.append((d, lists, kw["epilogue"]))
+                        or type("O", (), {"plans": []})())
+    spec = cudnn_algos.spec.ConvSpec.coerce(_UpBlock().c)
+    why = fusing._fused_plan(spec, torch.randn(1, 8, 5, 5), "contiguous", ("bias", "relu"), fusing.FusedStore())
+    assert asked == [("backward_data", ("instant",), ("bias", "relu"))] and why.startswith("no fused plan built")
+
+    roles = []
+
+    def plan_for(spec, x, layout, epilogue, stored):
+        def execute(x_role, w, y_role, operands):  # cuDNN's backward data: x_role is written from y_role
+            roles.append((tuple(x_role.shape), tuple(y_role.shape)))
+            v = torch.nn.functional.conv_transpose2d(y_role, w, None, 2, 1) + operands[0]
+            x_role.copy_(torch.relu(v))
+        return type("P", (), {"live": type("L", (), {"execute": staticmethod(execute)})})()
+
+    monkeypatch.setattr(fusing, "_fused_plan", plan_for)
+    monkeypatch.setattr(fusing.FusedChain, "_why_not", lambda self, x: "")
+    model = _randomised(_UpBlock()).double().eval()
+    h = cudnn_algos.apply(model, tmp_path / "t.sqlite", fuse=True)
+    x = torch.randn(2, 8, 5, 5, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+        for _ in range(2):
+            torch.testing.assert_close(h.model(x), want, rtol=1e-12, atol=1e-12)
+    assert roles == [((2, 4, 10, 10), (2, 8, 5, 5))] * 2
+    assert list(h.counts().values()) == [{"fused": 2}]
+
+
 def test_serialized_plans_are_kept_beside_the_database_one_file_per_environment_and_key(tmp_path):
     """Note [serialized plans]: the file layout and its limits (cuDNN's own serialization is the GPU tests'): a plan
     is written atomically under <database>.plans/, read back byte for byte, found by environment and key, and a

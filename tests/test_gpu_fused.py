@@ -164,10 +164,10 @@ def test_apply_fuse_runs_fused_plans_and_matches_the_eval_model(model_name):
     assert rel_err(got, ref) <= max(5 * TOL[torch.float16], ERR_FACTOR * rel_err(want, ref)), h.summary()
 
 
-def test_apply_fuse_runs_1d_chains_and_composed_activations_fused_and_matches_the_eval_model():
-    """A 1-d chain (lifted to 2-d, as cuDNN is given it) and 2-d chains ending in hardswish and hardsigmoid (composed
-    graphs): where cuDNN builds their plans they run fused and the output is the eval model's; the counts say what
-    ran fused."""
+def test_apply_fuse_runs_1d_transposed_and_composed_chains_and_matches_the_eval_model():
+    """A 1-d chain (lifted to 2-d, as cuDNN is given it), 2-d chains ending in hardswish and hardsigmoid (composed
+    graphs) and a transposed one (cuDNN's backward data): where cuDNN builds their plans they run fused and the
+    output is the eval model's; the counts say what ran fused."""
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -175,16 +175,17 @@ def test_apply_fuse_runs_1d_chains_and_composed_activations_fused_and_matches_th
             self.c1, self.b1 = torch.nn.Conv1d(64, 64, 5, padding=2, bias=False), torch.nn.BatchNorm1d(64)
             self.c2, self.b2 = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), torch.nn.BatchNorm2d(64)
             self.c3 = torch.nn.Conv2d(64, 64, 1)
+            self.up, self.b4 = torch.nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), torch.nn.BatchNorm2d(32)
 
         def forward(self, x):
             a = torch.relu(self.b1(self.c1(x)) + x)  # (N, 64, 256)
             b = torch.nn.functional.hardswish(self.b2(self.c2(a.reshape(-1, 64, 16, 16))))
-            return torch.nn.functional.hardsigmoid(self.c3(b))
+            return torch.relu(self.b4(self.up(torch.nn.functional.hardsigmoid(self.c3(b)))))
 
     torch.manual_seed(0)
     model = Net().cuda().eval()
     with torch.no_grad():
-        for bn in (model.b1, model.b2):
+        for bn in (model.b1, model.b2, model.b4):
             bn.running_mean.normal_()
             bn.running_var.uniform_(0.5, 2.0)
     x = torch.randn(4, 64, 256, device="cuda", dtype=torch.float16)
@@ -196,7 +197,7 @@ def test_apply_fuse_runs_1d_chains_and_composed_activations_fused_and_matches_th
     with torch.no_grad():
         got = h.model(x)
     counts = h.counts()
-    assert len(h.chains) == 3 and not h.skipped, h.summary()
+    assert len(h.chains) == 4 and not h.skipped, h.summary()
     assert sum(c.get("fused", 0) for c in counts.values()) >= 1, h.summary()
     assert torch.isfinite(got).all()
     assert rel_err(got, ref) <= max(5 * TOL[torch.float16], ERR_FACTOR * rel_err(want, ref)), h.summary()

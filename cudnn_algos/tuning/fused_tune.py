@@ -97,8 +97,7 @@ def tune_fused(model: torch.nn.Module, example_input: Any, db: TuningDB | str | 
     try:
         for ch, use in todo:
             ops = ch.fused_ops
-            why = (why_not_fused(ops) or ("a transposed convolution" if ch.spec.transposed else "")
-                   or ("not called by the forward pass" if use is None else ""))
+            why = why_not_fused(ops) or ("not called by the forward pass" if use is None else "")
             if why:
                 out.chains[ch.conv] = f"not tuned: {why}"
                 continue

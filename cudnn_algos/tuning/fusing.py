@@ -4,11 +4,12 @@ one ``FusedChain`` module that runs the chain as one cuDNN fused plan in inferen
 Note [running a chain fused]: a chain's BatchNorm is folded into the convolution's weight and bias once (float64,
 model.fusion.fold_batchnorm), so the fused graph is the convolution, a per-channel bias, then the chain's activations
 and residual add. A call runs the fused plan when the module is in eval mode, no gradient is asked for, the input is
-a CUDA tensor of float16, bfloat16 or float32, the layer is not transposed, and cuDNN built a plan for that input's
-shape, dtype and layout: the first configuration of its INSTANT list that builds (what torch itself takes with
-benchmark off) unless tune(fuse=True) stored a winner for it (fused_tune.py), built at the shape's first call and
-kept for the process; untuned, a convolution reading fewer than MIN_UNTUNED_CHANNELS input channels per group runs
-torch's ops. Every other call runs torch's ops on the
+a CUDA tensor of float16, bfloat16 or float32, and cuDNN built a plan for that input's shape, dtype and layout: the
+first configuration of its INSTANT list that builds (what torch itself takes with benchmark off) unless
+tune(fuse=True) stored a winner for it (fused_tune.py), built at the shape's first call and kept for the process;
+untuned, a convolution reading fewer than MIN_UNTUNED_CHANNELS input channels per group runs torch's ops. A
+transposed layer's graph is cuDNN's backward data with the epilogue after it (the layer's input in cuDNN's y, its
+output in x); a 1-d layer runs lifted to 2-d (H = 1). Every other call runs torch's ops on the
 folded weights (the same arithmetic as the original modules in eval mode), and the chain's counts say why. The
 original model is not changed: the fused model is a torch.fx GraphModule of its own (``Fused.model``). A call after
 an input's first takes the fast path (Note [the fast path] in FusedChain.forward).
@@ -108,8 +109,6 @@ class FusedChain(torch.nn.Module):
             return f"the input is on {x.device.type}, not CUDA"
         if x.dtype not in FUSED_DTYPES:
             return f"dtype {x.dtype} (fused: float16, bfloat16, float32)"
-        if self.spec.transposed:
-            return "a transposed convolution (its fused graph is not run yet)"
         return ""
 
     def _torch(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
@@ -145,15 +144,19 @@ class FusedChain(torch.nn.Module):
         at = residual_slot(self.epilogue)
         w = self.weight.to(device=x.device, dtype=x.dtype)
         w = (w.unsqueeze(2) if lifted else w).contiguous(memory_format=fmt)
-        return _Ready(plan.live.execute, w, operands, torch.Size(shape), strides, fmt,
-                      len(operands) if at is None else at, lifted)
+        execute = plan.live.execute  # execute(x, w, y, operands) in cuDNN's roles (x, w, y of y = conv(x, w))
+        if self.spec.transposed:  # cuDNN's backward data: the layer's input is its y, the layer's output its x
+            def execute(inp, w, out, ops, _run=plan.live.execute):
+                _run(out, w, inp, ops)
+        return _Ready(execute, w, operands, torch.Size(shape), strides, fmt, len(operands) if at is None else at,
+                      lifted)
 
 
 @dataclass
 class _Ready:
     """One input's prepared fused call (Note [the fast path])."""
 
-    execute: Any  # the extension's plan.execute(x, w, y, operands)
+    execute: Any  # execute(the layer's input, weight, its output, operands): the extension's plan.execute
     w: torch.Tensor
     operands: list[torch.Tensor]
     shape: torch.Size
@@ -174,6 +177,7 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
     try:
         problem = make_problem(spec, tuple(x.shape), x.dtype, layout)
         cp, dev = backend.conv_problem(problem), x.device.index or 0
+        cdir = problem.cudnn_direction("forward")  # a transposed layer's forward is cuDNN's backward data
         key = fused_key(problem_key(problem, "forward"), epilogue) if stored.winners else ""
         w = stored.winners.get(key) if key else None
         if w is not None and w.is_torch:
@@ -183,15 +187,15 @@ def _fused_plan(spec, x: torch.Tensor, layout: str, epilogue: tuple[str, ...], s
                     "can be slower than the unfused sequence here (tune(fuse=True) measures it)")
         gops = graph_ops(epilogue)
         if w is not None and (data := stored.plan_json(key)):
-            p = backend.plan_from_json("forward", cp, gops, data, dev)
+            p = backend.plan_from_json(cdir, cp, gops, data, dev)
             if p.status == "SUCCESS":
                 return p
         if w is not None:
-            out = backend.engine_search("forward", cp, (), exact=[parse_config(w.config)], epilogue=gops, device=dev)
+            out = backend.engine_search(cdir, cp, (), exact=[parse_config(w.config)], epilogue=gops, device=dev)
             ok = [p for p in out.plans if p.status == "SUCCESS"]
             if ok:
                 return ok[0]
-        out = backend.engine_search("forward", cp, ("instant",), epilogue=gops, device=dev)
+        out = backend.engine_search(cdir, cp, ("instant",), epilogue=gops, device=dev)
     except (ValueError, RuntimeError) as e:
         return f"the fused graph failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     ok = [p for p in out.plans if p.status == "SUCCESS"]
