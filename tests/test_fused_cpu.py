@@ -299,6 +299,30 @@ def test_the_cli_checks_epilogue_flags_before_any_search():
     assert r.returncode == 2 and "--heuristics='zz'" in r.stderr
 
 
+def test_the_cli_checks_profile_fusion_and_tune_fuse_flags_before_any_work():
+    from conftest import run_cli
+
+    r = run_cli("profile", "resnet50", "--fusion", "--legacy", "--refine", "2", "--directions", "forward")
+    assert r.returncode == 2
+    assert "profile of fused chains: these flags do not apply: --refine, --legacy, --directions" in r.stderr
+    r = run_cli("tune", "resnet50", "--fuse", "--quick", "--torch-margin", "0.1")
+    assert r.returncode == 2 and "tune of fused chains: these flags do not apply: --quick, --torch-margin" in r.stderr
+    for flag in ("--fusion", "--fuse"):
+        r = run_cli("profile" if flag == "--fusion" else "tune", "resnet50", flag, "--batch", "0")
+        assert r.returncode == 2 and "--batch 0 must be positive" in r.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path; a GPU is visible")
+def test_profile_fusion_and_tune_fuse_on_the_cli_without_a_gpu_say_so(tmp_path):
+    from conftest import run_cli
+
+    for args in (("profile", "resnet50", "--fusion", "--batch", "1", "--json", str(tmp_path / "f.json")),
+                 ("tune", "resnet50", "--fuse", "--batch", "1", "--db", str(tmp_path / "t.sqlite"))):
+        r = run_cli(*args)
+        assert r.returncode == 1 and "CudaUnavailableError" in r.stderr, r.stderr
+    assert not (tmp_path / "f.json").exists() and not (tmp_path / "t.sqlite").exists()
+
+
 class _Acts(torch.nn.Module):
     """Biased convolutions with relu6, silu, gelu and a sigmoid; a hardswish one (a composed graph)."""
 

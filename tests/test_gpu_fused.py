@@ -144,6 +144,31 @@ def test_the_cli_searches_a_fused_graph():
     assert "+ bn,relu" in r.stdout and "torch eager" in r.stdout
 
 
+def test_the_cli_profiles_a_models_fused_chains_and_tunes_them(tmp_path):
+    """profile --fusion and tune --fuse on a model file (a conv-bn-relu block and a residual one)."""
+    from conftest import run_cli
+
+    src = tmp_path / "blk.py"
+    src.write_text("import torch\n"
+                   "nn = torch.nn\n"
+                   "class B(nn.Module):\n"
+                   "    def __init__(self):\n"
+                   "        super().__init__()\n"
+                   "        self.c1, self.b1 = nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64)\n"
+                   "        self.c2, self.b2 = nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64)\n"
+                   "    def forward(self, x):\n"
+                   "        return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + x)\n"
+                   "def make():\n"
+                   "    return B()\n")
+    common = (f"{src}:make", "--input", "8,64,28,28", "--dtype", "float16", "--channels-last")
+    r = run_cli("profile", *common, "--fusion", "--json", str(tmp_path / "f.json"), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "sums over 2 chains" in " ".join(r.stdout.split()) and (tmp_path / "f.json").exists()
+    r = run_cli("tune", *common, "--fuse", "--db", str(tmp_path / "t.sqlite"))
+    assert r.returncode == 0, r.stderr
+    assert "fused tuning into" in r.stdout and "2 winners stored" in r.stdout, r.stdout  # (bn,relu), (bn,add,relu)
+
+
 @pytest.mark.parametrize("model_name", ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf"])
 def test_apply_fuse_runs_fused_plans_and_matches_the_eval_model(model_name):
     tv = pytest.importorskip("torchvision")

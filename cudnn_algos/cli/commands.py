@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
-from ..choices import MAX_BUILD_THREADS
+from ..choices import DIRECTIONS, MAX_BUILD_THREADS
 from .checks import as_flags, check_outputs, needs, stop_status
 from .data_commands import cmd_corpus, cmd_dataset, cmd_sweep
 from .selector_commands import cmd_selector
@@ -15,8 +16,6 @@ from .parsing import (EXIT_FAILED, EXIT_OK, FileError, UsageError, parse_conv, p
 def _model_from_args(a: argparse.Namespace) -> tuple:
     """(model, example input, name, directions, memory format) from _add_model_args' arguments; UsageError naming
     the flag when one is wrong."""
-    from ..choices import DIRECTIONS
-
     if a.batch <= 0:
         raise UsageError(f"--batch {a.batch} must be positive")
     directions = tuple(d for d in a.directions.split(",") if d)
@@ -36,6 +35,10 @@ def _model_from_args(a: argparse.Namespace) -> tuple:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    if a.fuse:
+        _fusion_flags_given(a, {"--quick": a.quick, "--predict": a.predict, "--budget-s": a.budget_s is not None,
+                                "--torch-margin": a.torch_margin is not None,
+                                "--directions": a.directions != ",".join(DIRECTIONS)})
     if a.predict and not os.path.isfile(a.predict):
         raise FileError(f"--predict {a.predict}: no such file")
     check_outputs({"--predict": a.predict}, {"--db": a.db})  # a --db given is made only in a folder that exists
@@ -44,6 +47,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ..tuning import tune
 
     device_index(a.device)
+    if a.fuse:
+        return _tune_fused(a, model, example, fmt)
     search = "predict" if a.predict else "quick" if a.quick else "full"
     try:
         r = tune(model, example, a.db, directions=directions, dtype=a.dtype, memory_format=fmt, budget_s=a.budget_s,
@@ -58,6 +63,25 @@ def cmd_tune(a: argparse.Namespace) -> int:
         return stop_status(r.stopped_by, f"{r.searched} of {r.todo} searches stored in {r.db}; the same command "
                                           "again continues with the rest")
     return EXIT_OK
+
+
+def _tune_fused(a: argparse.Namespace, model, example, fmt) -> int:
+    """`tune --fuse`: tune(fuse=True), after its flags are checked (the convolution search's own do not apply)."""
+    from ..tuning import tune
+
+    try:
+        r = tune(model, example, a.db, dtype=a.dtype, memory_format=fmt, device=a.device, fuse=True)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    print(r.summary())
+    return EXIT_OK
+
+
+def _fusion_flags_given(a: argparse.Namespace, flags: dict[str, Any]) -> None:
+    """UsageError naming the flags given that a fused search does not take ({flag: given?})."""
+    given = [f for f, v in flags.items() if v]
+    if given:
+        raise UsageError(f"{a.command} of fused chains: these flags do not apply: {', '.join(given)}")
 
 
 def cmd_db(a: argparse.Namespace) -> int:
@@ -133,8 +157,15 @@ def cmd_profile(a: argparse.Namespace) -> int:
     for flag, given, module in (("--rich", a.rich, "rich"), ("--plot", a.plot, "matplotlib")):
         if given:
             needs(flag, module)
+    if a.fusion:
+        _fusion_flags_given(a, {"--repeats": a.repeats != 7, "--screen": a.screen != 3, "--refine": a.refine != 3,
+                                "--refine-max": a.refine_max != 32, "--legacy": a.legacy,
+                                "--no-runtime-compiled": a.no_runtime_compiled, "--build-threads": a.build_threads,
+                                "--no-torch-off": a.no_torch_off, "--check-clock": a.check_clock,
+                                "--budget-s": a.budget_s is not None, "--store": a.store, "--plot": a.plot,
+                                "--rich": a.rich, "--directions": a.directions != ",".join(DIRECTIONS)})
     outputs = _writer_outputs(a)
-    store = a.store or (a.json + ".searches.jsonl" if a.json else None)
+    store = None if a.fusion else a.store or (a.json + ".searches.jsonl" if a.json else None)
     check_outputs({"model": a.model.rsplit(":", 1)[0] if a.model.endswith(".py") or ".py:" in a.model else None},
                    {"--json": a.json, **outputs, "--store": store}, {"--plot": a.plot})
     model, example, name, directions, fmt = _model_from_args(a)
@@ -142,6 +173,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     from ..problem import device_index
 
     device_index(a.device)  # a usable GPU? (CudaUnavailableError: exit 1 with one line)
+    if a.fusion:
+        return _profile_fusion(a, model, example, name, fmt, outputs)
     try:
         report = profile(model, example, directions=directions, dtype=a.dtype, memory_format=fmt, repeats=a.repeats,
                          screen=a.screen, refine=a.refine, refine_max=a.refine_max, legacy=a.legacy,
@@ -174,6 +207,24 @@ def cmd_profile(a: argparse.Namespace) -> int:
     return stop_status(report.stopped_by, f"{len(report.problems)} problem(s) searched; " + (
         f"they are kept in {store}: the same command again continues with the rest" if store else
         "nothing was kept for a re-run: add --store PATH (or --json PATH) to make the next run resumable"))
+
+
+def _profile_fusion(a: argparse.Namespace, model, example, name, fmt, outputs: dict[str, str]) -> int:
+    """`profile --fusion`: the model's fusible chains, each searched by find_fused (a FusionReport)."""
+    from ..model import profile
+
+    try:
+        report = profile(model, example, dtype=a.dtype, memory_format=fmt, progress=not a.no_progress,
+                         device=a.device, name=name, fusion=True)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    if a.json:
+        report.to_json(a.json)
+    print(report)
+    if a.json:
+        print(f"wrote {a.json}")
+    _write_outputs(report, outputs)
+    return EXIT_OK
 
 
 def _load(path: str):

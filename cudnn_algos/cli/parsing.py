@@ -271,6 +271,9 @@ def _add_profile_parser(sub) -> None:
     pr.add_argument("--check-clock", action="store_true",
                     help="also time every row with the independent clock (torch.profiler) and print the fidelity")
     pr.add_argument("--no-e2e", action="store_true", help="skip the whole-model benchmark-mode check")
+    pr.add_argument("--fusion", action="store_true",
+                    help="the model's conv -> bn -> activation [-> add] chains as cuDNN's fused graphs instead: fused, "
+                         "unfused and torch eager per chain, in eval mode (profile(fusion=True))")
     pr.add_argument("--budget-s", type=float, default=None, metavar="S",
                     help="start no new search after S seconds; report what was done (a --store re-run continues)")
     pr.add_argument("--json", metavar="PATH")
@@ -444,6 +447,8 @@ def _add_tuning_parsers(sub) -> None:
                      help="search only torch's own candidate lists, fewer samples, no refine (a cheaper tune)")
     how.add_argument("--predict", metavar="SELECTOR", help="time nothing: store a selector's picks (its .npz file, "
                                                           "cudnn-algos selector train)")
+    t.add_argument("--fuse", action="store_true",
+                   help="store the fusible chains' fused winners instead, for apply(model, fuse=True) (inference)")
     t.add_argument("--torch-margin", type=float, default=None, metavar="F",
                    help="store torch's own op as a winner only when faster than the best configuration by more than "
                         "this fraction (default 0.03)")

@@ -108,7 +108,8 @@ def profile(
     fusion: the model's fusible chains instead, each searched by find_fused: a FusionReport (model.fusion_profile).
     """
     if fusion:
-        return profile_fusion(model, example_input, dtype=dtype, memory_format=memory_format, device=device, name=name)
+        return profile_fusion(model, example_input, dtype=dtype, memory_format=memory_format, device=device, name=name,
+                              progress=progress)
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s,
                                      build_threads)
     dt = parse_dtype(dtype) if dtype is not None else None
