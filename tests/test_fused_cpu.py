@@ -179,6 +179,37 @@ def test_a_fused_result_renders_summarises_and_round_trips_through_json():
     assert df.loc[0, "build_ms"] == 850.0 and bool(df.loc[0, "runtime_compiled"])
 
 
+def test_every_output_format_writes_a_fused_result_or_says_why(tmp_path):
+    """results.writers on a FusedSearchResult (made up, no GPU): CSV, Parquet and HTML written; the trace (no
+    timeline in a fused search) a ValueError, the writers' contract, never another exception."""
+    from conftest import ENV, measurement
+    from cudnn_algos.problem import make_problem
+    from cudnn_algos.results import FusedRow, FusedSearchResult
+    from cudnn_algos.results.writers import WRITERS
+
+    p = make_problem(torch.nn.Conv2d(8, 8, 3, padding=1), (2, 8, 8, 8), "float16", "channels_last")
+    res = FusedSearchResult(rows=(FusedRow(kind="fused", name="eng4<&>", status="SUCCESS", engine_id=4,
+                                           measured=measurement(0.02)),
+                                  FusedRow(kind="torch", name="torch eager", status="SUCCESS",
+                                           measured=measurement(0.03))),
+                            spec=p.spec, shapes=p.shapes, cudnn_direction="forward", epilogue=("bias", "relu"),
+                            graph_ops=("bias", "relu"), dtype="float16", memory_format="channels_last",
+                            engine_count=1, search_ms=1.0, env=ENV, flops=p.flops())
+    for name, w in WRITERS.items():
+        path = tmp_path / f"out.{name}"
+        if name == "parquet":
+            pytest.importorskip("pyarrow")
+        if name == "trace":
+            with pytest.raises(ValueError, match="FusedSearchResult"):
+                w.write(res, str(path))
+            assert not path.exists()
+            continue
+        w.write(res, str(path))
+        assert path.stat().st_size > 0
+    page = (tmp_path / "out.html").read_text()
+    assert "eng4&lt;&amp;&gt;" in page and "<pre>" in page  # its text, escaped
+
+
 def test_a_result_with_no_graph_says_why_and_has_no_speedup():
     from conftest import ENV
     from cudnn_algos.problem import make_problem

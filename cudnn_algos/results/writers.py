@@ -4,6 +4,7 @@ takes any result (a search, a set of searches, an engine search, a model report)
 cannot write a result raises ValueError saying why (nothing written)."""
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,8 +27,14 @@ def _csv(obj: Any, path: str) -> str:
 
 
 def _html(obj: Any, path: str) -> str:
-    to_html = getattr(obj, "to_html", None)
-    atomic_write(path, to_html() if to_html else f"<html><body>{obj._repr_html_()}</body></html>")
+    to_html, rich = getattr(obj, "to_html", None), getattr(obj, "_repr_html_", None)
+    if to_html:
+        page = to_html()
+    elif rich:
+        page = f"<html><body>{rich()}</body></html>"
+    else:  # a result with no table of its own in HTML (the fused ones): its text, as printed
+        page = f"<html><body><pre>{html.escape(str(obj))}</pre></body></html>"
+    atomic_write(path, page)
     return ""
 
 
@@ -44,7 +51,10 @@ def _parquet(obj: Any, path: str) -> str:
 def _trace(obj: Any, path: str) -> str:
     from ..trace import write_chrome_trace
 
-    return f"{write_chrome_trace(obj, path)} phase slices"
+    try:
+        return f"{write_chrome_trace(obj, path)} phase slices"
+    except TypeError as e:  # a kind of result with no timeline (the fused ones)
+        raise ValueError(str(e)) from None
 
 
 WRITERS: dict[str, Writer] = {w.name: w for w in (
