@@ -73,11 +73,16 @@ def _env(obj: Any) -> str:
 
 def compare(a: Any, b: Any, floor: float = 0.03) -> Comparison:
     """Lines up two saved results of any kind (searches or model reports) by problem, direction and candidate.
-    floor: a relative difference below this is not flagged, whatever the runs' spreads (see the module's note)."""
+    floor: a relative difference below this is not flagged, whatever the runs' spreads (see the module's note).
+    TypeError naming the argument for a result with no such table (a fused search, a fusion report)."""
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1:
         raise ValueError(f"floor={floor!r} must be a fraction in [0, 1)")
-    da, db = a.to_dataframe(), b.to_dataframe()
     cols = list(KEYS) + ["kernel_median_ms", "kernel_spread"]
+    da, db = a.to_dataframe(), b.to_dataframe()
+    for which, x, d in (("a", a, da), ("b", b, db)):
+        if missing := [c for c in cols if c not in d.columns]:
+            raise TypeError(f"{which}: a {type(x).__name__} has no {', '.join(missing)} columns (compare lines up "
+                            "searches and model reports by problem, direction and candidate)")
     da = da[da.kernel_median_ms.notna()][cols].drop_duplicates(list(KEYS))
     db = db[db.kernel_median_ms.notna()][cols].drop_duplicates(list(KEYS))
     m = da.merge(db, on=list(KEYS), how="outer", suffixes=("_a", "_b"), indicator=True)

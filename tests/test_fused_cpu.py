@@ -208,6 +208,15 @@ def test_every_output_format_writes_a_fused_result_or_says_why(tmp_path):
         assert path.stat().st_size > 0
     page = (tmp_path / "out.html").read_text()
     assert "eng4&lt;&amp;&gt;" in page and "<pre>" in page  # its text, escaped
+    # compare lines up searches and model reports: a fused result is a typed error naming the file, not a KeyError
+    from conftest import run_cli
+    from cudnn_algos.comparison import compare
+
+    with pytest.raises(TypeError, match="a: a FusedSearchResult has no"):
+        compare(res, res)
+    res.to_json(str(tmp_path / "f.json"))
+    r = run_cli("compare", str(tmp_path / "f.json"), str(tmp_path / "f.json"))
+    assert r.returncode == 2 and f"{tmp_path / 'f.json'}: a FusedSearchResult has no" in r.stderr, r.stderr
 
 
 def test_a_result_with_no_graph_says_why_and_has_no_speedup():

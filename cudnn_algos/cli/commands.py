@@ -320,6 +320,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
         c = compare(_load(a.a), _load(a.b), floor=a.floor)
     except ValueError as e:
         raise UsageError(f"--floor: {e}") from None
+    except TypeError as e:  # a kind of result compare does not line up ("a: ..." or "b: ...")
+        which, _, why = str(e).partition(": ")
+        raise FileError(f"{a.a if which == 'a' else a.b}: {why}") from None
     print("\n".join(c.summary_lines(top=a.top)))
     if a.csv:
         from ..files import atomic_write
