@@ -61,6 +61,13 @@ def check_int(name: str, value: Any, lo: int) -> int:
     return value
 
 
+def check_module(name: str, value: Any) -> torch.nn.Module:
+    """TypeError naming the argument unless `value` is a torch.nn.Module."""
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, not {type(value).__name__}")
+    return value
+
+
 def parse_dtype(dtype: Any, default: torch.dtype | None = None) -> torch.dtype:
     if dtype is None:
         dtype = default if default is not None else torch.float32

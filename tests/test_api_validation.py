@@ -155,3 +155,18 @@ def test_a_cudnn_device_allocation_failure_is_also_torchs_out_of_memory_error(co
     assert isinstance(e, cudnn_algos.CudnnOutOfMemoryError) is oom
     again = pickle.loads(pickle.dumps(e))
     assert type(again) is type(e) and again.status == status
+
+
+@pytest.mark.parametrize("model", ["resnet50", None, torch.nn.Conv2d])
+def test_a_model_that_is_not_a_module_is_a_type_error_naming_it_before_any_work(model, tmp_path):
+    """apply, tune and profile, fused or not: `model` not a torch.nn.Module is a TypeError naming the argument (not
+    an AttributeError from deep inside), raised before a database is opened or a GPU is asked for."""
+    x = torch.randn(1, 3, 8, 8)
+    calls = [lambda: cudnn_algos.apply(model), lambda: cudnn_algos.apply(model, fuse=True),
+             lambda: cudnn_algos.tune(model, x, tmp_path / "t.sqlite"),
+             lambda: cudnn_algos.tune(model, x, tmp_path / "t.sqlite", fuse=True),
+             lambda: cudnn_algos.profile(model, x), lambda: cudnn_algos.profile(model, x, fusion=True)]
+    for call in calls:
+        with pytest.raises(TypeError, match=f"model must be a torch.nn.Module, not {type(model).__name__}"):
+            call()
+    assert not (tmp_path / "t.sqlite").exists()

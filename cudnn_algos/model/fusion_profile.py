@@ -17,7 +17,7 @@ import torch
 
 from ..backend import environment
 from ..fused import find_fused
-from ..problem import DTYPES, device_index, parse_dtype, parse_memory_format
+from ..problem import DTYPES, check_module, device_index, parse_dtype, parse_memory_format
 from ..progress import Progress
 from ..results import ChainRow, FusionReport
 from .fusion import Chain, scan_in_eval, why_not_fused
@@ -30,6 +30,7 @@ def profile_fusion(model: torch.nn.Module, example_input: Any, *, dtype: Any = N
     each searched once per distinct problem (Note [one search per distinct chain]) by ``find_fused`` with these
     heuristic lists and repeats. A chain with nothing after its convolution is a row with why; so is one whose
     search failed (its error)."""
+    check_module("model", model)
     scan, todo, uses = scan_in_eval(model, example_input)
     dev = device_index(device)
     dt = parse_dtype(dtype) if dtype is not None else None

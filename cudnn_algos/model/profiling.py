@@ -22,7 +22,8 @@ from ..engines import find_engines, list_ahead, mark_torch_run
 from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
 from ..plans_ahead import Built, Listed
-from ..problem import DIRECTIONS, check_choice, check_int, device_index, parse_dtype, parse_memory_format
+from ..problem import (DIRECTIONS, check_choice, check_int, check_module, device_index, parse_dtype,
+                       parse_memory_format)
 from ..progress import Progress
 from ..results import FusionReport, MeasureConfig, ModelReport, ProblemEntry, TorchRun
 from .discovery import discover, distinct_problems
@@ -38,8 +39,7 @@ def _check_profile_args(model, directions, repeats, screen, confirm, refine, ref
     if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
                                  or not budget_s > 0):
         raise ValueError(f"budget_s={budget_s!r} must be a positive number of seconds (None: no budget)")
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    check_module("model", model)
     directions = tuple([directions] if isinstance(directions, str) else directions)
     for d in directions:
         check_choice("direction", d, DIRECTIONS)

@@ -23,7 +23,7 @@ import torch
 from ..backend import environment, serialize_plan
 from ..fused import find_fused
 from ..model.fusion import scan_in_eval, why_not_fused
-from ..problem import device_index, make_problem, parse_dtype, parse_memory_format
+from ..problem import check_module, device_index, make_problem, parse_dtype, parse_memory_format
 from .db import TuningDB, default_path, open_db
 from .plans import plans_dir, read_plan, write_plan
 from .keys import problem_key
@@ -88,6 +88,7 @@ def tune_fused(model: torch.nn.Module, example_input: Any, db: TuningDB | str | 
                heuristics: tuple[str, ...] = ("instant", "a", "b", "fallback"), device: Any = None) -> FusedTuneResult:
     """Searches each distinct fusible chain of `model` (eval mode, as apply(fuse=True) runs it) the database lacks
     and stores its fused winner (Note [fused winners in the database])."""
+    check_module("model", model)
     scan, todo, _ = scan_in_eval(model, example_input)
     dev = device_index(device)
     env = environment(dev)

@@ -13,7 +13,7 @@ import torch
 from .. import backend
 from ..backend import environment
 from ..errors import CudaUnavailableError
-from ..problem import device_index
+from ..problem import check_module, device_index
 from ..spec import same_padding
 from .db import TuningDB, open_db
 from .fused_tune import is_fused_key, stored_fused
@@ -260,6 +260,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     the next call and measure_top_k times its shortlist at that call; False: all of it at the problem's first call.
     Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly.
     fuse=True: a traced copy of the model instead, its chains each one fused plan in inference (tuning/fusing.py)."""
+    check_module("model", model)
     if fuse is True:
         return fuse_model(model, stored_fused(db, device))
     check_unseen(unseen, k)
