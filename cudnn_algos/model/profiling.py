@@ -105,8 +105,7 @@ def profile(
     budget_s: start no new search after this many seconds of searching; the report then covers what was done
     (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
     build_threads: threads that build each search's plans (the same rows, sooner); default: cores, at most 8.
-    fusion: the model's fusible chains instead, each searched by find_fused: a FusionReport (model.fusion_profile).
-    """
+    fusion: the model's fusible chains instead, each searched by find_fused: a FusionReport (model.fusion_profile)."""
     if fusion:
         return profile_fusion(model, example_input, dtype=dtype, memory_format=memory_format, device=device, name=name,
                               progress=progress)

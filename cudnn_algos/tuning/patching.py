@@ -252,14 +252,14 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     ``unseen="predict"`` the first configuration `selector` (a cudnn_algos.selector.Selector or its .npz file) ranks
     fastest among cuDNN's heuristic lists (built at the problem's first call, nothing timed), or with
     ``unseen="measure_top_k"`` the fastest of its shortlist of `k` (its first k - 1, cuDNN's own first and INSTANT's
-    first; k="auto": Note [the automatic shortlist] in choose/model.py) timed at that call (choose/unseen.py). selector None: the one the package ships for this GPU architecture and cuDNN
-    version (ValueError where it ships none). cuDNN's lists are asked in a helper process started now (one more CUDA
-    context while the handle lives: Note [lists in a helper process] in choose/lists_process.py). background (default
-    True): the lists are asked and ranked in background threads while torch's op runs the problem's first calls (Note
-    [choosing in the background] in choose/unseen.py; ``Applied.wait()`` waits for them), predict's pick then runs from
-    the next call and measure_top_k times its shortlist at that call; False: all of it at the problem's first call.
-    Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules exactly.
-    fuse=True: a traced copy of the model instead, its chains each one fused plan in inference (tuning/fusing.py)."""
+    first; k="auto": Note [the automatic shortlist] in choose/model.py) timed at that call (choose/unseen.py). selector
+    None: the one the package ships for this GPU architecture and cuDNN version (ValueError where it ships none).
+    cuDNN's lists are asked in a helper process (one more CUDA context while the handle lives: Note [lists in a helper
+    process] in choose/lists_process.py). background (default True): the lists are asked and ranked in background
+    threads while torch's op runs the problem's first calls (Note [choosing in the background] in choose/unseen.py;
+    ``Applied.wait()`` waits for them), predict's pick then runs from the next call; False: all of it at the problem's
+    first call. Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules
+    exactly. fuse=True: a traced copy whose chains run as fused plans in inference (tuning/fusing.py)."""
     check_module("model", model)
     if fuse is True:
         return fuse_model(model, stored_fused(db, device))
@@ -300,9 +300,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
             store.close()
     backend.pinned_clear()  # the registry holds exactly this database's winners (one database per process at a time)
     backend.pinned_set_miss_handler(handler)
-    seen = set()
-    configs: dict[str, str] = {}
-    host_ms: dict[str, float] = {}
+    seen, configs, host_ms = set(), {}, {}  # keys met; per key the stored configuration and host ms
     for w in winners:  # newest first: the first entry per key wins
         if w.key in seen or is_fused_key(w.key):  # a chain's fused winner is apply(fuse=True)'s
             continue

@@ -92,8 +92,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     the lists' configurations torch would accept is stored, ``source="predicted"``, without times.
 
     torch_margin: torch's op is stored only when faster than the best configuration by more than this fraction
-    (Note [torch's op as the winner] in tuning/policy.py).
-    fuse=True: the fusible chains' fused winners instead, for apply(fuse=True) (tuning/fused_tune.py)."""
+    (Note [torch's op as the winner] in tuning/policy.py). fuse=True: the fusible chains' fused winners instead."""
     check_module("model", model)
     if fuse is True:
         return tune_fused(model, example_input, db, dtype=dtype, memory_format=memory_format, device=device)
