@@ -170,3 +170,15 @@ def test_a_model_that_is_not_a_module_is_a_type_error_naming_it_before_any_work(
         with pytest.raises(TypeError, match=f"model must be a torch.nn.Module, not {type(model).__name__}"):
             call()
     assert not (tmp_path / "t.sqlite").exists()
+
+
+def test_an_example_input_the_model_cannot_run_is_named_in_the_error():
+    """profile and tune (fused or not) run the model once on example_input to find its convolutions: where that
+    forward pass fails, the error (the model's own type) names the input it was given."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    for call in (lambda x: cudnn_algos.profile(model, x), lambda x: cudnn_algos.profile(model, x, fusion=True)):
+        with pytest.raises(TypeError, match="example_input=str 'x': the model's forward pass on it failed"):
+            call("x")
+        with pytest.raises(RuntimeError, match=r"example_input=a torch.float32 tensor of shape \(1, 5, 8, 8\): the "
+                                               r"model's forward pass on it failed: .*channels"):
+            call(torch.randn(1, 5, 8, 8))

@@ -72,8 +72,8 @@ def _run_recording(m: torch.nn.Module, inp: Any) -> list[ConvUse]:
 
     def pre(module, args, _name=""):
         stack.append((_name, module))
-        if isinstance(module, torch.nn.modules.conv._ConvNd):
-            x = args[0]
+        if isinstance(module, torch.nn.modules.conv._ConvNd) and args and isinstance(args[0], torch.Tensor):
+            x = args[0]  # (anything else: the module's own forward says what is wrong with it)
             uses.append(ConvUse(_name, ConvSpec.from_module(module), tuple(x.shape), x.dtype,
                                 conv_layout(x, module.weight)))
 
@@ -110,7 +110,23 @@ def discover(model: torch.nn.Module, example_input: Any) -> list[ConvUse]:
         meta_model = copy.deepcopy(model).to("meta")
         return _run_recording(meta_model, to_meta(example_input))
     except Exception:
+        pass
+    try:
         return _run_recording(model, example_input)
+    except Exception as e:  # the model's own error, said to be about the input it was given (same type)
+        if type(e) not in (TypeError, ValueError, RuntimeError):
+            raise
+        raise type(e)(f"example_input={_describe(example_input)}: the model's forward pass on it failed: "
+                      f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+
+
+def _describe(x: Any) -> str:
+    """A short description of an example input for an error message."""
+    if isinstance(x, torch.Tensor):
+        return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(_describe(v) for v in x[:4]) + (", ..." if len(x) > 4 else "") + ")"
+    return f"{type(x).__name__} {repr(x)[:40]}"
 
 
 def distinct_problems(uses: list[ConvUse], dtype, memory_format) -> dict[tuple, list[str]]:
