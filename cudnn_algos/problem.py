@@ -68,6 +68,30 @@ def check_module(name: str, value: Any) -> torch.nn.Module:
     return value
 
 
+def fused_call(fn: Any, args: dict[str, Any], flag: str, keep: Sequence[str]) -> bool:
+    """For fn(..., flag=True/False) called with `args` (its arguments by name): TypeError naming the flag unless it is
+    a bool; where it is True, ValueError naming the arguments given other than their defaults that the fused path
+    does not take (all but `keep`; those without a default are always taken). Returns the flag."""
+    import inspect
+
+    on = args[flag]
+    if not isinstance(on, bool):
+        raise TypeError(f"{flag}={on!r} must be True or False")
+    if on:
+        given = [f"{n}={args[n]!r}" for n, p in inspect.signature(fn).parameters.items()
+                 if n not in (*keep, flag) and n in args and p.default is not p.empty and not _same(args[n], p.default)]
+        if given:
+            raise ValueError(f"{fn.__name__}({flag}=True) does not take: {', '.join(given)}")
+    return on
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) or (isinstance(b, tuple) and tuple(a) == b)
+    except Exception:  # noqa: BLE001 (a value that does not compare: not the default)
+        return False
+
+
 def parse_dtype(dtype: Any, default: torch.dtype | None = None) -> torch.dtype:
     if dtype is None:
         dtype = default if default is not None else torch.float32

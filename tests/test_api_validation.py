@@ -182,3 +182,26 @@ def test_an_example_input_the_model_cannot_run_is_named_in_the_error():
         with pytest.raises(RuntimeError, match=r"example_input=a torch.float32 tensor of shape \(1, 5, 8, 8\): the "
                                                r"model's forward pass on it failed: .*channels"):
             call(torch.randn(1, 5, 8, 8))
+
+
+def test_the_fused_paths_take_a_bool_flag_and_name_the_arguments_they_do_not_take(tmp_path):
+    """apply(fuse=...), tune(fuse=...), profile(fusion=...): a flag that is not a bool is a TypeError (1 or "yes" no
+    longer means "not fused" silently); with it True, an argument only the plain path takes, given other than its
+    default, is a ValueError naming it and its value. All before any GPU work or database."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU())
+    x, db = torch.randn(1, 3, 8, 8), tmp_path / "t.sqlite"
+    for call, flag in ((lambda **kw: cudnn_algos.apply(model, **kw), "fuse"),
+                       (lambda **kw: cudnn_algos.tune(model, x, db, **kw), "fuse"),
+                       (lambda **kw: cudnn_algos.profile(model, x, **kw), "fusion")):
+        for bad in (1, "yes", None):
+            with pytest.raises(TypeError, match=f"{flag}={bad!r} must be True or False"):
+                call(**{flag: bad})
+    with pytest.raises(ValueError, match=r"apply\(fuse=True\) does not take: unseen='predict', k=5"):
+        cudnn_algos.apply(model, fuse=True, unseen="predict", k=5)
+    with pytest.raises(ValueError, match=r"tune\(fuse=True\) does not take: directions=\['forward'\], budget_s=5"):
+        cudnn_algos.tune(model, x, db, fuse=True, directions=["forward"], budget_s=5)
+    with pytest.raises(ValueError, match=r"profile\(fusion=True\) does not take: repeats=3, legacy=True"):
+        cudnn_algos.profile(model, x, fusion=True, repeats=3, legacy=True)
+    assert not db.exists()
+    h = cudnn_algos.apply(model, fuse=True, db=db)  # the arguments it takes are taken
+    assert type(h).__name__ == "Fused"

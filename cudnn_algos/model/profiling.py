@@ -22,7 +22,7 @@ from ..engines import find_engines, list_ahead, mark_torch_run
 from ..errors import CudaContextLost, CudaError, CudnnError
 from ..measure import check_config
 from ..plans_ahead import Built, Listed
-from ..problem import (DIRECTIONS, check_choice, check_int, check_module, device_index, parse_dtype,
+from ..problem import (DIRECTIONS, check_choice, check_int, check_module, device_index, fused_call, parse_dtype,
                        parse_memory_format)
 from ..progress import Progress
 from ..results import FusionReport, MeasureConfig, ModelReport, ProblemEntry, TorchRun
@@ -106,7 +106,7 @@ def profile(
     (``interrupted=True``, ``stopped_by="budget"``; Ctrl-C: ``"ctrl-c"``), and with a store a re-run continues.
     build_threads: threads that build each search's plans (the same rows, sooner); default: cores, at most 8.
     fusion: the model's fusible chains instead, each searched by find_fused: a FusionReport (model.fusion_profile)."""
-    if fusion:
+    if fused_call(profile, locals(), "fusion", ("dtype", "memory_format", "progress", "device", "name")):
         return profile_fusion(model, example_input, dtype=dtype, memory_format=memory_format, device=device, name=name,
                               progress=progress)
     directions = _check_profile_args(model, directions, repeats, screen, confirm, refine, refine_max, budget_s,

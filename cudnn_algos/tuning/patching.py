@@ -13,7 +13,7 @@ import torch
 from .. import backend
 from ..backend import environment
 from ..errors import CudaUnavailableError
-from ..problem import check_module, device_index
+from ..problem import check_module, device_index, fused_call
 from ..spec import same_padding
 from .db import TuningDB, open_db
 from .fused_tune import is_fused_key, stored_fused
@@ -261,7 +261,7 @@ def apply(model: torch.nn.Module, db: TuningDB | str | os.PathLike | None = None
     first call. Returns an :class:`Applied` handle (also a context manager) whose ``undo()`` restores the modules
     exactly. fuse=True: a traced copy whose chains run as fused plans in inference (tuning/fusing.py)."""
     check_module("model", model)
-    if fuse is True:
+    if fused_call(apply, locals(), "fuse", ("db", "device")):
         return fuse_model(model, stored_fused(db, device))
     check_unseen(unseen, k)
     if background is not None and not isinstance(background, bool):

@@ -15,7 +15,7 @@ from ..configs import TORCH_LISTS
 from ..engines import find_engines
 from ..errors import CudaError, CudnnError
 from ..model import discover, distinct_problems
-from ..problem import DIRECTIONS, check_choice, check_module, device_index, make_problem, parse_dtype
+from ..problem import DIRECTIONS, check_choice, check_module, device_index, fused_call, make_problem, parse_dtype
 from ..progress import Progress
 from .db import TuningDB, open_db
 from .fused_tune import FusedTuneResult, tune_fused
@@ -94,7 +94,7 @@ def tune(model: torch.nn.Module, example_input: Any, db: TuningDB | str | os.Pat
     torch_margin: torch's op is stored only when faster than the best configuration by more than this fraction
     (Note [torch's op as the winner] in tuning/policy.py). fuse=True: the fusible chains' fused winners instead."""
     check_module("model", model)
-    if fuse is True:
+    if fused_call(tune, locals(), "fuse", ("db", "dtype", "memory_format", "device")):
         return tune_fused(model, example_input, db, dtype=dtype, memory_format=memory_format, device=device)
     dirs = tuple(directions)
     for d in dirs:
