@@ -205,3 +205,11 @@ def test_the_fused_paths_take_a_bool_flag_and_name_the_arguments_they_do_not_tak
     assert not db.exists()
     h = cudnn_algos.apply(model, fuse=True, db=db)  # the arguments it takes are taken
     assert type(h).__name__ == "Fused"
+
+
+@pytest.mark.parametrize("db", [42, 1.5, ["t.sqlite"]])
+def test_a_database_argument_that_is_not_a_path_is_a_type_error_naming_db(db):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU()).eval()
+    for fuse in (False, True):
+        with pytest.raises(TypeError, match=r"db=.* must be a file path \(str or os.PathLike\), a TuningDB or None"):
+            cudnn_algos.apply(model, db, fuse=fuse)

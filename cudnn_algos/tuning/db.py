@@ -439,6 +439,8 @@ class ImportCount(int):
 
 
 def _checked_path(path: str | os.PathLike | None) -> Path:
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"db={path!r} must be a file path (str or os.PathLike), a TuningDB or None")
     p = Path(path).expanduser() if path is not None else default_path()
     if p.name in ("", ".", ".."):
         raise TuningDBUnavailable(str(path), "names no file: give a file path such as ./tuning.sqlite")
