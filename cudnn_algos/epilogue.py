@@ -152,12 +152,8 @@ def graph_operands(ops: Sequence[str], operands: Sequence[dict[str, torch.Tensor
 def residual_slot(ops: Sequence[str]) -> int | None:
     """Where the residual ("add") goes among the fused graph's operands for these ops (graph_operands' order), or None
     where there is no "add"."""
-    n = 0
-    for op in ops:
-        if op == "add":
-            return n
-        n += {"bias": 1, "scale": 1, "bn": 2}.get(op, 0) + sum(v is not None for _, v in COMPOSED.get(op, ()))
-    return None
+    gops = graph_ops(ops)  # of the graph's ops, "bias", "scale" and "add" take an operand (kEpilogueOps)
+    return sum(g in ("bias", "scale") for g in gops[:gops.index("add")]) if "add" in gops else None
 
 
 def _channel_view(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
