@@ -49,6 +49,25 @@ def test_an_op_with_no_graph_form_is_named_and_graph_ops_refuses_it(monkeypatch)
         ep.graph_ops(("tanh",))
 
 
+def _run_graph_ops(gops, v, operands):
+    """The graph ops these tests use, run as cuDNN is told them (keep marks the value, mul_kept multiplies by it),
+    each operand-bearing op taking the next of `operands`; every operand must be used."""
+    it, kept = iter(operands), None
+    for g in gops:
+        if g == "keep":
+            kept = v
+        elif g in ("bias", "add"):
+            v = v + next(it)
+        elif g == "scale":
+            v = v * next(it)
+        elif g == "relu6":
+            v = v.clamp(0, 6)
+        elif g == "mul_kept":
+            v = v * kept
+    assert next(it, None) is None, "every operand used"
+    return v
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_composed_ops_compute_torchs_hardswish_and_hardsigmoid(dtype):
     """The COMPOSED sequences, evaluated op by op as the fused graph runs them (keep marks the value, mul_kept
@@ -57,19 +76,8 @@ def test_the_composed_ops_compute_torchs_hardswish_and_hardsigmoid(dtype):
     x = x.reshape(1, -1, 1, 1).repeat(2, 1, 3, 2)
     for name, torch_op in (("hardswish", torch.nn.functional.hardswish),
                            ("hardsigmoid", torch.nn.functional.hardsigmoid)):
-        consts = iter(ep.graph_operands((name,), [{}], tuple(x.shape), dtype, torch.contiguous_format))
-        v, kept = x, None
-        for g, c in ep.COMPOSED[name]:
-            if g == "keep":
-                kept = v
-            elif g == "bias":
-                v = v + next(consts)
-            elif g == "scale":
-                v = v * next(consts)
-            elif g == "relu6":
-                v = v.clamp(0, 6)
-            elif g == "mul_kept":
-                v = v * kept
+        consts = ep.graph_operands((name,), [{}], tuple(x.shape), dtype, torch.contiguous_format)
+        v = _run_graph_ops(ep.graph_ops((name,)), x, consts)
         torch.testing.assert_close(v, torch_op(x), rtol=1e-6 if dtype == torch.float32 else 1e-12, atol=0)
 
 
@@ -612,20 +620,7 @@ def test_a_composed_chain_passes_its_constants_and_the_residual_in_the_graphs_or
 
         def execute(x_, w, y, operands):
             seen.append([tuple(t.shape) for t in operands])
-            it, v, kept = iter(operands), torch.nn.functional.conv2d(x_, w, None, 1, 1), None
-            for g in gops:
-                if g == "keep":
-                    kept = v
-                elif g in ("bias", "add"):
-                    v = v + next(it)
-                elif g == "scale":
-                    v = v * next(it)
-                elif g == "relu6":
-                    v = v.clamp(0, 6)
-                elif g == "mul_kept":
-                    v = v * kept
-            assert next(it, None) is None, "every operand used"
-            y.copy_(v)
+            y.copy_(_run_graph_ops(gops, torch.nn.functional.conv2d(x_, w, None, 1, 1), operands))
         return type("P", (), {"live": type("L", (), {"execute": staticmethod(execute)})})()
 
     monkeypatch.setattr(fusing, "_fused_plan", plan_for)
