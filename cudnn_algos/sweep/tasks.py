@@ -152,6 +152,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         # (screen, refine's timing, confirm, torch's op); measure_s alone would count the refine's building twice
         build_s = r.search_ms / 1e3
         stages.update(engine_build=build_s, engine_timing=max(0.0, time.perf_counter() - t0 - build_s))
+        # within engine_build: the plans cuDNN compiled at run time (NVRTC), summed over the build threads' clocks
+        stages["build_rtc"] = sum((row.plan.build_ms or 0.0) for row in r.rows
+                                  if row.plan is not None and "RUNTIME_COMPILATION" in row.behavior_notes) / 1e3
         # within the timing (not disjoint from it: the refine's step holds its building): the search's own steps
         stages.update({f"step_{k}": v for k, v in steps.items()})
         context = dict(uses=task.get("uses", 1), families=task.get("families", []))
