@@ -209,6 +209,45 @@ def test_the_trees_targets_are_log2_time_over_the_fastest_capped():
     assert targets([1.0, 8.0], cap=5.0) == [0.0, 3.0]
 
 
+def test_the_target_cap_reaches_the_trees_the_model_file_and_the_cli(tmp_path):
+    """CPU: train(target_cap=C) fits targets capped at C (a 4x slower candidate is learned as 2, not 0.5), keeps C in
+    the model file, and refuses a cap that is not a positive number; the CLI passes --target-cap and names a bad one."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.selector.train import engine_candidates, train
+
+    ps = [table_problem(i, "a") for i in range(6)]
+    for p in ps:  # engine 6: 4x the fastest's time
+        p[1][-1]["kernel_median_ms"] = 4 * min(r["kernel_median_ms"] for r in p[1])
+    rows = ps[0][1]
+    feats, enc = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+    slowest = {}
+    for cap in (0.5, 2.0):
+        sel = train(ps, family="t", learner="hist", target_cap=cap, evidence_k=0,
+                    params={"min_samples_leaf": 1, "max_iter": 100, "learning_rate": 0.3})
+        assert sel.trained_on["target_cap"] == cap
+        slowest[cap] = float(sel.predict(feats, enc)[-1])
+        sel.save(tmp_path / f"m{cap}.npz")
+        assert Selector.load(tmp_path / f"m{cap}.npz").trained_on["target_cap"] == cap
+    assert slowest[0.5] == pytest.approx(0.5, abs=0.05) and slowest[2.0] == pytest.approx(2.0, abs=0.1), slowest
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
+        with pytest.raises(ValueError, match="target_cap="):
+            train(ps, target_cap=bad)
+    store = tmp_path / "s.sqlite"
+    with SweepStore(store) as s:
+        for key, r in ps:
+            s.put(key, "done", r, env="H200")
+    model = tmp_path / "c.npz"
+    r = run_cli("selector", "train", store, "--out", model, "--learner", "hist", "--target-cap", "2")
+    assert r.returncode == 0 and "targets capped at 2)" in run_cli("selector", "show", model).stdout, r.stderr
+    for args, says in ((("train", store, "--out", model, "--target-cap", "0"), "--target-cap 0.0 must be > 0"),
+                       (("eval", store, "--model", model, "--target-cap", "2"), "only selector train and eval's"),
+                       (("train", store, "--out", model, "--objective", "rank", "--target-cap", "2"), "--objective "
+                        "regression")):
+        r = run_cli("selector", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
 def table_problem(i, family, fast=5, batch=8):
     """A problem whose engine `fast` is twice as fast as the others; INSTANT ranks engine 1 first."""
     rows = [{"candidate_kind": "engine", "candidate": f"eng{e}", "engine_id": e, "knobs": {"K": e % 2},
@@ -292,7 +331,7 @@ def test_cli_selector_reach(tmp_path):
     r = run_cli("selector", "train", store, "--out", hist, "--learner", "hist")
     assert r.returncode == 0 and "regression trees (hist: " in run_cli("selector", "show", hist).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--reach", "inf")
-    assert r.returncode == 0 and "regression trees (hist)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "regression trees (hist, targets capped at 0.5)" in r.stdout, r.stdout + r.stderr
     r8 = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--hold-out", "8")
     groups = [ln.split()[0] for ln in r8.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
     assert r8.returncode == 0 and groups == ["8", "all"], r8.stdout + r8.stderr

@@ -432,6 +432,9 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: predict takes INSTANT's first (torch's pick with benchmark off) unless the trees "
                          "predict their first at least M faster (log2 of time: 0.1 is 7%%); default 0.1, 'none': no "
                          "guard (Note [a guard against INSTANT's first])")
+    se.add_argument("--target-cap", type=float, default=None, metavar="C",
+                    help="train/eval (regression): the trees learn log2(time / the problem's fastest) capped at C "
+                         "(default 0.5: 1.41x; a higher cap lets them see how far behind a slow configuration is)")
 
 
 def _add_tuning_parsers(sub) -> None:

@@ -48,6 +48,11 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
     if a.guard is not None and a.action == "show":
         raise UsageError(f"--guard {a.guard}: only selector train and eval take it")
+    if a.target_cap is not None and (a.action == "show" or a.model or a.objective != "regression"):
+        raise UsageError(f"--target-cap {a.target_cap}: only selector train and eval's leave-one-out take it, with "
+                         "--objective regression")
+    if a.target_cap is not None and not 0 < a.target_cap < float("inf"):
+        raise UsageError(f"--target-cap {a.target_cap} must be > 0 (log2 of time over the fastest: 0.5 is 1.41x)")
 
 
 def _guard_of(text: str | None, default: float | None) -> float | None:
@@ -77,7 +82,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         if not os.path.isfile(a.file):
             raise FileError(f"{a.file}: no such file")
         return _selector_show(a.file)
-    from ..selector.train import KNOWN_CAP, train
+    from ..selector.train import KNOWN_CAP, TARGET_CAP, train
 
     problems = _measured(a.file, f"selector {a.action}")
     if not problems:
@@ -88,7 +93,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
                         known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
-                        learner=a.learner, guard=guard)
+                        learner=a.learner, guard=guard,
+                        target_cap=TARGET_CAP if a.target_cap is None else a.target_cap)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -106,12 +112,13 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector.evaluation import choosing_costs, half_of_best, plot_selector, worse_than_off
-    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
+    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, TARGET_CAP, leave_one_out
 
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
         rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
-                           learner=a.learner, only=only, guard=guard)
+                           learner=a.learner, only=only, guard=guard,
+                           target_cap=TARGET_CAP if a.target_cap is None else a.target_cap)
     except ValueError as e:
         if not str(e).startswith("only="):
             raise
@@ -120,7 +127,8 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
-    trees = f"{a.objective} trees" + (f" ({a.learner})" if a.objective == "regression" else "")
+    cap = f", targets capped at {TARGET_CAP if a.target_cap is None else a.target_cap:g}"
+    trees = f"{a.objective} trees" + (f" ({a.learner}{cap})" if a.objective == "regression" else "")
     guarded = "no guard" if guard is None else f"guard {guard:g}"
     print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}, {guarded}):\n"
           "regret against the measured best (pick / best - 1, %) of the held-out problems")
@@ -208,8 +216,9 @@ def _selector_show(path: str) -> int:
     print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
           f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
     learner = f"{t['learner']}: " if t.get("learner") else ""
+    cap = f", targets capped at {t['target_cap']:g}" if t.get("target_cap") is not None else ""
     print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({learner}{len(sel.trees.feature)} "
-          "nodes), "
+          f"nodes{cap}), "
           f"{len(sel.vocabulary.engines)} engines, "
           f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
           f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach]); "

@@ -91,6 +91,11 @@ def _check_reach(reach: float) -> None:
         raise ValueError(f"reach={reach!r} must be a number > 0 (inf: the trees everywhere)")
 
 
+def _check_target_cap(cap: float) -> None:
+    if not (isinstance(cap, (int, float)) and not isinstance(cap, bool) and 0 < cap < math.inf):
+        raise ValueError(f"target_cap={cap!r}: give a cap > 0 (log2 of time over the fastest: 0.5 is 1.41x)")
+
+
 def _check_learner(learner: str) -> None:
     if learner not in LEARNERS:
         raise ValueError(f"learner={learner!r} must be one of {', '.join(LEARNERS)}")
@@ -104,7 +109,7 @@ def _check_objective(objective: str) -> None:
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
           evidence_k: int = EVIDENCE_K, reach: float = REACH, learner: str = "exact",
-          guard: float | None = GUARD) -> Selector:
+          guard: float | None = GUARD, target_cap: float = TARGET_CAP) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
@@ -115,10 +120,11 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     (HistGradientBoostingRegressor, HIST_PARAMS: binned features, much faster on many problems); (rank) "exact"
     (rank.fit, our LambdaMART on scikit-learn's trees) or "lightgbm" (LightGBM's lambdarank, rank.fit_lightgbm;
     the saved trees need no LightGBM). `guard`: Selector.guard (Note [a guard against INSTANT's first]; None:
-    none)."""
+    none). `target_cap`: the regression target's cap (targets; log2 of time over the fastest, > 0)."""
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
+    _check_target_cap(target_cap)
     if (objective == "regression") == (learner == "lightgbm") and learner != "exact":
         raise ValueError(f"learner={learner!r} does not fit objective={objective!r}: 'hist' is for the regression "
                          "objective, 'lightgbm' for rank (LightGBM's lambdarank)")
@@ -137,12 +143,12 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     groups = [[c.ms for c in cands] for *_, cands in ps]
     evidence = None
     if evidence_k > 0:
-        evidence = Evidence.of([[(config_key(c.engine_id, c.named), v) for c, v in zip(cands, targets(ms))]
+        evidence = Evidence.of([[(config_key(c.engine_id, c.named), v) for c, v in zip(cands, targets(ms, target_cap))]
                                 for (*_, cands), ms in zip(ps, groups)], [evidence_class(v) for v in f], evidence_k)
     rows_of = Selector(vocab, None, nb, family, evidence=evidence).rows  # the trees' input, before there are trees
     x = np.concatenate([rows_of(feats, [c.encoded for c in cands], exclude=i)
                         for i, (_, _, feats, cands) in enumerate(ps)])
-    y = [t for ms in groups for t in targets(ms)]
+    y = [t for ms in groups for t in targets(ms, target_cap)]
     if objective == "rank" and learner == "lightgbm":
         from .rank import LIGHTGBM_PARAMS, fit_lightgbm
 
@@ -163,7 +169,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
             **({"learner": learner} if objective == "regression" or learner == "lightgbm" else {}), "params": used,
-            **({"target_cap": TARGET_CAP} if objective == "regression" else {}),
+            **({"target_cap": target_cap} if objective == "regression" else {}),
             "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
     return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence, guard=guard)
@@ -361,12 +367,12 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
                   objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH,
-                  learner: str = "exact", only: Iterable[str] | None = None, guard: float | None = GUARD
-                  ) -> list[ProblemRegret]:
+                  learner: str = "exact", only: Iterable[str] | None = None, guard: float | None = GUARD,
+                  target_cap: float = TARGET_CAP) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
     left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere);
-    `guard`: theirs (Note [a guard against INSTANT's first]).
+    `guard`: theirs (Note [a guard against INSTANT's first]); `target_cap`: train()'s.
     `only`: hold out these groups alone (each still trained on everything outside it); a name no problem has is a
     ValueError."""
     from ..dataset.regret import problem_regrets
@@ -374,6 +380,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     _check_objective(objective)  # here, not only in train(): a fold that cannot train is skipped below
     _check_reach(reach)
     _check_learner(learner)
+    _check_target_cap(target_cap)
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     if only is not None:
@@ -389,7 +396,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
             sel = train(rest, params=params, objective=objective, evidence_k=evidence_k, reach=reach,
-                        learner=learner, guard=guard)
+                        learner=learner, guard=guard, target_cap=target_cap)
         except ValueError:
             continue
         for k, rows in held:
