@@ -48,6 +48,14 @@ def _tuple(value: Any, n: int, name: str) -> tuple[int, ...]:
     return tuple(_fits(v, name) for v in ints)
 
 
+def _length(value: Any) -> int | None:
+    """len(value), or None where it has none (a 0-d tensor's __len__ raises): _tuple then names the argument."""
+    try:
+        return len(value)
+    except TypeError:
+        return None
+
+
 def _fits(v: int, name: str) -> int:
     """cuDNN's descriptors hold kernel sizes, strides, paddings, dilations and channel counts in 32-bit ints."""
     if abs(v) > _INT32_MAX:
@@ -190,7 +198,7 @@ class ConvSpec:
         names = ("padding", "dilation") if self.padding == "same" else ("padding",)
         for name in names:
             v = getattr(self, name)
-            if not isinstance(v, (str, bytes)) and as_int(v) is None and hasattr(v, "__len__") and len(v) == 1:
+            if not isinstance(v, (str, bytes)) and as_int(v) is None and _length(v) == 1:
                 raise ValueError(
                     f"{name}={v!r} with padding_mode={self.padding_mode!r} on a {nd}-d convolution: torch does not "
                     f"spread a one-value {name} over the dims there ("

@@ -239,7 +239,7 @@ def test_the_target_cap_reaches_the_trees_the_model_file_and_the_cli(tmp_path):
             s.put(key, "done", r, env="H200")
     model = tmp_path / "c.npz"
     r = run_cli("selector", "train", store, "--out", model, "--learner", "hist", "--target-cap", "2")
-    assert r.returncode == 0 and "targets capped at 2)" in run_cli("selector", "show", model).stdout, r.stderr
+    assert r.returncode == 0 and "target cap 2)" in run_cli("selector", "show", model).stdout, r.stderr
     for args, says in ((("train", store, "--out", model, "--target-cap", "0"), "--target-cap 0.0 must be > 0"),
                        (("eval", store, "--model", model, "--target-cap", "2"), "only selector train and eval's"),
                        (("train", store, "--out", model, "--objective", "rank", "--target-cap", "2"), "--objective "
@@ -331,7 +331,7 @@ def test_cli_selector_reach(tmp_path):
     r = run_cli("selector", "train", store, "--out", hist, "--learner", "hist")
     assert r.returncode == 0 and "regression trees (hist: " in run_cli("selector", "show", hist).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--reach", "inf")
-    assert r.returncode == 0 and "regression trees (hist, targets capped at 0.5)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "regression trees (hist, target cap 0.5)" in r.stdout, r.stdout + r.stderr
     r8 = run_cli("selector", "eval", store, "--by", "batch", "--learner", "hist", "--hold-out", "8")
     groups = [ln.split()[0] for ln in r8.stdout.splitlines() if ln.split()[1:2] == ["selector"]]
     assert r8.returncode == 0 and groups == ["8", "all"], r8.stdout + r8.stderr

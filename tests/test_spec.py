@@ -140,3 +140,11 @@ def test_output_padding_below_dilation_but_not_stride_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"output_padding=\(1,\) is not smaller than stride=\(1,\)"):
         ConvSpec.from_module(m)
     ConvSpec.from_module(torch.nn.ConvTranspose1d(4, 4, 3, stride=2, dilation=2, output_padding=1))  # below stride
+
+
+def test_a_tensor_padding_with_a_padding_mode_is_a_typed_error_naming_it():
+    """A 0-d tensor has no len(): with a padding mode other than zeros, the one-value check used to raise torch's
+    'len() of a 0-d tensor'; now padding's own check names it (found by test_properties_cpu's fuzzing)."""
+    for padding in (torch.tensor(2.5), torch.tensor([1, 1, 1])):
+        with pytest.raises((TypeError, ValueError), match="padding"):
+            ConvSpec(4, 4, (3, 3), padding=padding, padding_mode="reflect")

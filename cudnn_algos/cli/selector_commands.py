@@ -127,7 +127,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
-    cap = f", targets capped at {TARGET_CAP if a.target_cap is None else a.target_cap:g}"
+    cap = f", target cap {TARGET_CAP if a.target_cap is None else a.target_cap:g}"
     trees = f"{a.objective} trees" + (f" ({a.learner}{cap})" if a.objective == "regression" else "")
     guarded = "no guard" if guard is None else f"guard {guard:g}"
     print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}, {guarded}):\n"
@@ -216,7 +216,7 @@ def _selector_show(path: str) -> int:
     print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
           f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
     learner = f"{t['learner']}: " if t.get("learner") else ""
-    cap = f", targets capped at {t['target_cap']:g}" if t.get("target_cap") is not None else ""
+    cap = f", target cap {t['target_cap']:g}" if t.get("target_cap") is not None else ""
     print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({learner}{len(sel.trees.feature)} "
           f"nodes{cap}), "
           f"{len(sel.vocabulary.engines)} engines, "
