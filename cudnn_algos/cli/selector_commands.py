@@ -73,8 +73,10 @@ def _guard_of(text: str | None, default: float | None) -> float | None:
 def cmd_selector(a: argparse.Namespace) -> int:
     _check_selector_args(a)
     from ..choose.model import EVIDENCE_K, GUARD, REACH
+    from ..selector.train import TARGET_CAP
 
     guard = _guard_of(a.guard, GUARD)
+    target_cap = TARGET_CAP if a.target_cap is None else a.target_cap
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
     reach = REACH if a.reach is None else a.reach
     check_outputs({"FILE": a.file}, {k: v for k, v in (("--out", a.out), ("--plot", a.plot)) if v})
@@ -82,7 +84,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
         if not os.path.isfile(a.file):
             raise FileError(f"{a.file}: no such file")
         return _selector_show(a.file)
-    from ..selector.train import KNOWN_CAP, TARGET_CAP, train
+    from ..selector.train import KNOWN_CAP, train
 
     problems = _measured(a.file, f"selector {a.action}")
     if not problems:
@@ -93,8 +95,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
                         known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
-                        learner=a.learner, guard=guard,
-                        target_cap=TARGET_CAP if a.target_cap is None else a.target_cap)
+                        learner=a.learner, guard=guard, target_cap=target_cap)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -103,22 +104,21 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.model:
         return _selector_score(a.model, problems, a.by, a.plot, a.reach, _guard_of(a.guard, ...))
-    return _selector_leave_one_out(a, problems, evidence_k, reach, guard)
+    return _selector_leave_one_out(a, problems, evidence_k, reach, guard, target_cap)
 
 
 def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float,
-                            guard: float | None) -> int:
+                            guard: float | None, target_cap: float) -> int:
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
     from ..selector.evaluation import choosing_costs, half_of_best, plot_selector, worse_than_off
-    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, TARGET_CAP, leave_one_out
+    from ..selector.train import KNOWN_UNTIMED, MEASURE_K, SELECTOR_METHODS, leave_one_out
 
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
         rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
-                           learner=a.learner, only=only, guard=guard,
-                           target_cap=TARGET_CAP if a.target_cap is None else a.target_cap)
+                           learner=a.learner, only=only, guard=guard, target_cap=target_cap)
     except ValueError as e:
         if not str(e).startswith("only="):
             raise
@@ -127,8 +127,8 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
         raise FileError(f"{a.file}: leave-one-{a.by}-out needs problems from at least two groups")
     methods = present(rs, SELECTOR_METHODS + METHODS)
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
-    cap = f", target cap {TARGET_CAP if a.target_cap is None else a.target_cap:g}"
-    trees = f"{a.objective} trees" + (f" ({a.learner}{cap})" if a.objective == "regression" else "")
+    trees = f"{a.objective} trees" + (f" ({a.learner}, target cap {target_cap:g})" if a.objective == "regression"
+                                      else "")
     guarded = "no guard" if guard is None else f"guard {guard:g}"
     print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}, {guarded}):\n"
           "regret against the measured best (pick / best - 1, %) of the held-out problems")
