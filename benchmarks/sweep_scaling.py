@@ -18,6 +18,7 @@ floor's repeats from the 1-worker run, and the kill test's problem-directions) f
         # the pair twice: the counts in order on N problem-directions, then in reverse on the next N, so that
         # neither count always runs second (a second run of the same problems builds its plans faster)
     python benchmarks/sweep_scaling.py ... --no-legacy --build-threads 4 --lean   # as the sampled sweeps run
+    python benchmarks/sweep_scaling.py ... --per-gpu 4 --turns timing   # four a GPU, alone only for timed calls
 """
 from __future__ import annotations
 
@@ -200,13 +201,15 @@ def main() -> int:
     ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy` (the sampled sweeps' setting)")
     ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
     ap.add_argument("--lean", action="store_true", help="as `sweep --lean`: a lean screen")
+    ap.add_argument("--turns", choices=("whole", "timing"), default="whole",
+                    help="as `sweep --turns`: what workers sharing a GPU hold it alone for (Note [timing turns])")
     a = ap.parse_args()
     from cudnn_algos.corpus import Corpus
 
     problems = Corpus.load(a.corpus).problems
     counts = [int(w) for w in a.workers.split(",") if w]
     options = {"seconds": a.task_s} if a.dry_run else {}
-    options.update(legacy=not a.no_legacy, build_threads=a.build_threads, lean=a.lean)
+    options.update(legacy=not a.no_legacy, build_threads=a.build_threads, lean=a.lean, turn_scope=a.turns)
     tmp = Path(tempfile.mkdtemp(prefix="sweep_scaling_"))
     out: dict = {"n": a.n, "runs": [], "dry_run": a.dry_run}
     print(f"sweep scaling: {a.n} problem-directions the store lacks, swept by {counts} warmed worker(s)"

@@ -43,6 +43,9 @@ MODES = tuple(m.value for m in Mode)
 MATH_TYPES = tuple(m.value for m in MathType)
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64")
 MAX_BUILD_THREADS = 64  # an engine search's plans are finalized by at most this many threads (build_threads)
+# what a sweep worker sharing its GPU holds it alone for (sweep.GpuTurn's scope): all its GPU work, or only the calls
+# whose times are kept (sweep.turns Note [timing turns])
+TURN_SCOPES = ("whole", "timing")
 BUILTIN_MODEL_NAMES = ("resnet50",)  # the models builtin_models.BUILTIN_MODELS builds (no torchvision needed)
 L2_MODES = ("warm", "cold")  # one operand set, or sets that together exceed 3x the L2 cache
 

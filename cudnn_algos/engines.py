@@ -13,7 +13,7 @@ import datetime as _dt
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -215,8 +215,8 @@ def find_engines(
         would accept, up to ``refine_max`` new ones (source "refine"); check_clock: the independent clock too.
     build_threads: threads that finalize the plans (each with its own cuDNN handle; at most 64): the same rows,
         less host time where there are many (a sweep); every plan is built before any is timed.
-    gpu_turn: a context manager held for everything that runs on the GPU once the plans are built (sweep workers
-        sharing a GPU: sweep.turns, Note [sharing a GPU]); building, the refine's too, happens outside it.
+    gpu_turn: held for all GPU work after the plans are built (sweep.turns, Note [sharing a GPU]; the refine builds
+        outside it); its ``timing()``, where it has one, around the calls whose times are kept (Note [timing turns]).
     built: the plans ``list_ahead(...).build()`` built for this problem and lists (Note [building ahead]).
     epilogue: pointwise ops after the forward convolution, e.g. ("bn", "relu"): find_fused's search instead.
     Every row also says whether torch's benchmark mode would time it (``torch_rank``) or never consider it
@@ -286,6 +286,7 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
     """Screen (or measure) every built plan, refine around the fastest, then confirm the fastest beside torch."""
     t0 = time.perf_counter()
     cdir = result.cudnn_direction
+    timed = getattr(gpu_turn, "timing", None) or nullcontext  # Note [timing turns]
     with step("operands"):
         sets = operand_sets(problem, cfg.l2, dev)
         ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
@@ -294,25 +295,25 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
                   if screen else cfg)
     with step("screen" if screen else "measure"):
         result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref,
-                          screen_cfg, dev)
+                          screen_cfg, dev, timed)
     if refine:
         with step("refine"):
             result = _refine(result, problem, sets, ref, screen_cfg, refine, refine_max, runtime_compiled, dev,
-                             build_threads, gpu_turn)
+                             build_threads, gpu_turn, timed)
     del sets
     with step("confirm"):
         result = _confirm(result, problem, ref, cfg, confirm if (screen or compare_torch) else 0, compare_torch,
-                          bench, dev)
+                          bench, dev, timed)
     return replace(result, measure=cfg, measure_s=time.perf_counter() - t0)
 
 
 def _measure(result: EngineSearchResult, problem: Problem, idx: Sequence[int], sets, ref, cfg: MeasureConfig,
-             dev: int) -> EngineSearchResult:
-    """The rows at `idx` measured by timing.measure_rows; the rows re-ordered fastest first."""
+             dev: int, timed: Callable[[], AbstractContextManager] | None = None) -> EngineSearchResult:
+    """The rows at `idx` measured by measure_rows (`timed`: its); the rows re-ordered fastest first."""
     cdir = result.cudnn_direction
     runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a,
                           f"{problem.describe(result.direction)} | {result.rows[i].name}") for i in idx]
-    ms = measure_rows(runs, problem, cfg, ref, dev)
+    ms = measure_rows(runs, problem, cfg, ref, dev, timed=timed)
     rows = list(result.rows)
     for i, m in zip(idx, ms):
         rows[i] = replace(rows[i], measured=m)
@@ -336,8 +337,8 @@ def _ranked(rows: Sequence[EngineRow]) -> tuple[EngineRow, ...]:
 
 
 def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: MeasureConfig, seeds_n: int, cap: int,
-            runtime_compiled: bool, dev: int, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None
-            ) -> EngineSearchResult:
+            runtime_compiled: bool, dev: int, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None,
+            timed: Callable[[], AbstractContextManager] | None = None) -> EngineSearchResult:
     """Builds every one-knob neighbour of the `seeds_n` fastest measured configurations torch would accept (up to
     `cap` new configurations), measures them like the others and merges them in. The building is host work: it
     runs outside `gpu_turn` (left and entered again around it), as the first plans' building does."""
@@ -354,7 +355,7 @@ def _refine(result: EngineSearchResult, problem: Problem, sets, ref, cfg: Measur
     merged = replace(result, rows=result.rows + tuple(new), refined=len(new),
                      search_ms=result.search_ms + out.search_ms)
     n0 = len(result.rows)
-    return _measure(merged, problem, [n0 + j for j, r in enumerate(new) if r.ok], sets, ref, cfg, dev)
+    return _measure(merged, problem, [n0 + j for j, r in enumerate(new) if r.ok], sets, ref, cfg, dev, timed)
 
 
 @contextlib.contextmanager
@@ -391,9 +392,12 @@ def _torch_run(bench: bool, kernels, first_ms: float | None, measured: Measureme
 
 
 def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConfig, confirm: int,
-             compare_torch: bool, bench: bool, dev: int) -> EngineSearchResult:
+             compare_torch: bool, bench: bool, dev: int, timed: Callable[[], AbstractContextManager] | None = None
+             ) -> EngineSearchResult:
     """On fresh operands, in one kernel-clock session: the `confirm` fastest configurations torch would accept and
-    (compare_torch) torch's own op; then torch's choice identified by its kernels."""
+    (compare_torch) torch's own op; then torch's choice identified by its kernels. `timed`: held around torch's
+    first call (benchmark mode's search times) and measure_rows's timed calls."""
+    timed = timed or nullcontext
     if not confirm and not compare_torch:
         return result
     cdir = result.cudnn_direction
@@ -404,11 +408,11 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
                           f"{problem.describe(result.direction)} | {result.rows[i].name} (confirm)") for i in idx]
     first_ms, first_err = None, ""
     if compare_torch:
-        with step("torch_first_call"):
+        with step("torch_first_call"), timed():
             first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
         runs.append(trun)
     with cudnn_benchmark(bench):
-        ms = measure_rows(runs, problem, cfg, ref2, dev)
+        ms = measure_rows(runs, problem, cfg, ref2, dev, timed=timed)
     del sets, ref2
     rows = list(result.rows)
     for i, m in zip(idx, ms):

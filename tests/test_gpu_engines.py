@@ -273,6 +273,43 @@ def test_a_sweep_task_sharing_its_gpu_measures_inside_its_turn(tmp_path):
     assert any(r["candidate_kind"] == "engine" and (r.get("kernel_median_ms") or 0) > 0 for r in out["rows"])
 
 
+def test_timing_turns_hold_the_gpu_alone_for_every_timed_call(tmp_path, monkeypatch):
+    """sweep Note [timing turns]: with scope "timing" the turn is shared for the untimed work and exclusive around
+    every kernel-clock session and torch's first call; the task measures as usual and reports its exclusive
+    seconds."""
+    import cudnn_algos.engines as engines_mod
+    import cudnn_algos.measure.pipeline as pipeline
+    from cudnn_algos.sweep import GpuTurn, measure_task
+
+    turn = GpuTurn("test", str(tmp_path), scope="timing")
+    seen = []
+    real_clock, real_first = pipeline.kernel_clock, engines_mod._torch_first_call
+
+    def clock(*a, **k):
+        seen.append(("clock", turn.exclusive))
+        return real_clock(*a, **k)
+
+    def first(*a, **k):
+        seen.append(("torch first call", turn.exclusive))
+        return real_first(*a, **k)
+
+    monkeypatch.setattr(pipeline, "kernel_clock", clock)
+    monkeypatch.setattr(engines_mod, "_torch_first_call", first)
+    module, shape, dtype, fmt = CASES["3x3-fp16-nhwc"]
+    res = cudnn_algos.find_engines(module, shape, dtype=dtype, memory_format=fmt, measure=True, screen=2, repeats=3,
+                                   gpu_turn=turn, lean=True, refine=1)
+    assert res.best is not None and res.best.kernel_ms is not None and res.best.kernel_ms > 0
+    assert {k for k, _ in seen} == {"clock", "torch first call"} and all(alone for _, alone in seen), seen
+    assert 0 < turn.timed < turn.held and not turn.exclusive
+    task = {"key": "timing turn test", "spec": ConvSpec(32, 32, (3, 3), padding=1).to_dict(),
+            "input_shape": [2, 32, 12, 12], "dtype": "float16", "memory_format": "channels_last",
+            "direction": "forward"}
+    out = measure_task(task, {"share_gpu": True, "turn_dir": str(tmp_path), "turn_scope": "timing", "lean": True,
+                              "legacy": False})
+    assert out["status"] == "done", out.get("reason")
+    assert 0 < out["stages"]["gpu_timed"] < out["stages"]["engine_timing"]
+
+
 def _misaligned(t: torch.Tensor, fmt) -> torch.Tensor:
     """`t`'s values in a dense view of its layout that starts one element into a larger buffer (2 bytes for fp16):
     not 16-byte aligned, and not copied by .contiguous()."""

@@ -69,6 +69,66 @@ def test_a_killed_holder_leaves_its_gpu_free_and_other_gpus_never_wait(tmp_path)
                 pass
 
 
+def _shared_then_timed(directory, scope, n, start, out):
+    turn = GpuTurn("0", directory, scope=scope)
+    start.wait()
+    for _ in range(n):
+        with turn:
+            t0 = time.time()
+            time.sleep(0.06)  # untimed GPU work
+            out.put((os.getpid(), "untimed", t0, time.time()))
+            with turn.timing():
+                assert turn.exclusive
+                t0 = time.time()
+                time.sleep(0.03)  # timed calls
+                out.put((os.getpid(), "timed", t0, time.time()))
+    out.put((os.getpid(), "totals", turn.timed, turn.held))
+
+
+def _spans_of(directory, scope, procs=3, n=4):
+    ctx = mp.get_context("spawn")
+    q, start = ctx.Queue(), ctx.Barrier(procs)
+    ps = [ctx.Process(target=_shared_then_timed, args=(directory, scope, n, start, q)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    got = [q.get(timeout=60) for _ in range(procs * (2 * n + 1))]
+    for p in ps:
+        p.join(timeout=30)
+    assert all(p.exitcode == 0 for p in ps)
+    return [g for g in got if g[1] != "totals"], [g for g in got if g[1] == "totals"]
+
+
+def _overlaps(a, b):
+    return a[2] < b[3] - 1e-4 and b[2] < a[3] - 1e-4
+
+
+def test_timing_turns_share_the_untimed_work_and_hold_the_gpu_alone_for_timed_calls(tmp_path):
+    """Note [timing turns]: a timed span never overlaps another process's span of either kind, while untimed
+    spans of different processes do overlap; with scope "whole" nothing overlaps (the first check can fail)."""
+    spans, totals = _spans_of(str(tmp_path), "timing")
+    others = [(a, b) for a in spans for b in spans if a[0] != b[0]]
+    assert not any(_overlaps(a, b) for a, b in others if a[1] == "timed")
+    assert any(_overlaps(a, b) for a, b in others if a[1] == b[1] == "untimed")
+    assert all(0.1 < timed < held for _, _, timed, held in totals)
+    spans, totals = _spans_of(str(tmp_path), "whole")
+    assert not any(_overlaps(a, b) for a in spans for b in spans if a[0] != b[0])
+    assert all(timed == held for _, _, timed, held in totals)
+    with pytest.raises(ValueError, match="scope='both'"):
+        GpuTurn("0", str(tmp_path), scope="both")
+
+
+def test_a_timing_turn_taken_outside_a_hold_is_exclusive_and_released(tmp_path):
+    """turn.timing() with no turn held (a sweep task's legacy find_ex) holds it alone for the block alone."""
+    turn = GpuTurn("0", str(tmp_path), scope="timing")
+    with turn.timing():
+        assert turn.exclusive
+    assert not turn.exclusive and turn.timed == turn.held > 0
+    with turn, turn.timing():
+        with pytest.raises(RuntimeError, match="already held"):
+            with turn:
+                pass
+
+
 def test_worker_names_place_workers_on_gpus():
     assert worker_names(2) == [("gpu0", 0), ("gpu1", 1)]
     assert worker_names(4, per_gpu=2) == [("gpu0.0", 0), ("gpu0.1", 0), ("gpu1.0", 1), ("gpu1.1", 1)]
@@ -97,6 +157,23 @@ def test_two_workers_per_gpu_overlap_everything_but_their_turns(tmp_path):
 
     assert not intervals_overlap(spans_of(2))
     assert intervals_overlap(spans_of(1))  # two workers of their own GPUs: their "GPU parts" do overlap
+    # Note [timing turns]: the timed parts never overlap each other nor another task's untimed part; untimed do
+    r = sweep(corpus.problems, str(tmp_path / "t.sqlite"), dry_run=True, n_workers=2, workers_per_gpu=2,
+              progress=False, limit=8, options={"seconds": 0.1, "shared_seconds": 0.3, "turn_dir": str(tmp_path),
+                                                "turn_scope": "timing"})
+    assert (r.done, r.failed) == (8, 0) and "taking turns for timed calls" in r.engine, r
+    with SweepStore(tmp_path / "t.sqlite") as s:
+        notes = [s.rows(t.key)[0]["note"] for t in s.tasks()]
+    spans = [tuple(map(float, m)) for n in notes
+             for m in [re.fullmatch(r"on the GPU ([\d.]+)-([\d.]+), untimed ([\d.]+)-([\d.]+)", n).groups()]]
+    timed = [(a, b) for a, b, _, _ in spans]
+    assert not intervals_overlap(timed)
+    assert not any(t0 < u1 - 1e-4 and u0 < t1 - 1e-4 for i, (t0, t1, _, _) in enumerate(spans)
+                   for j, (_, _, u0, u1) in enumerate(spans) if i != j)
+    assert intervals_overlap([(u0, u1) for _, _, u0, u1 in spans])
+    with pytest.raises(ValueError, match="turn_scope"):
+        sweep(corpus.problems, str(tmp_path / "bad.sqlite"), dry_run=True, options={"turn_scope": "both"},
+              progress=False)
     db = tmp_path / "s.sqlite"
     with pytest.raises(ValueError, match="workers_per_gpu=0"):
         sweep(corpus.problems, str(db), dry_run=True, workers_per_gpu=0, progress=False)

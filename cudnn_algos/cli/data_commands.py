@@ -97,7 +97,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from ..sweep import sweep
 
     options = {"exhaustive": a.exhaustive, "build_threads": a.build_threads, "legacy": not a.no_legacy,
-               "lean": a.lean}
+               "lean": a.lean, "turn_scope": a.turns}
     if a.known:
         options["known"] = _known_of(a.known)
     r = sweep(corpus.problems, a.store, directions=directions, scheduler=a.scheduler, n_workers=a.workers,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 
-from ..choices import DIRECTIONS, DTYPE_NAMES, L2_MODES, MATH_TYPES, MODES
+from ..choices import DIRECTIONS, DTYPE_NAMES, L2_MODES, MATH_TYPES, MODES, TURN_SCOPES
 
 DEFAULT_CONV = "Conv2d(64, 128, 3, padding=1)"
 DEFAULT_INPUT = "32,64,56,56"
@@ -326,6 +326,10 @@ def _add_corpus_parser(sub) -> None:
     w.add_argument("--workers-per-gpu", type=int, default=1, metavar="N",
                    help="workers sharing each GPU: one builds its plans while another times (they take turns on "
                         "the GPU for all else; docs/sweep.md); default 1")
+    w.add_argument("--turns", choices=TURN_SCOPES, default="whole",
+                   help="with --workers-per-gpu above 1, what a worker holds the GPU alone for: all its GPU work "
+                        "(whole, the default) or only the calls whose times are kept (timing: the rest overlaps; "
+                        "docs/sweep.md)")
     w.add_argument("--worker-memory-gb", type=float, default=None, metavar="G",
                    help="restart a worker whose resident memory after a task exceeds G GB (a long sweep's workers "
                         "grow: docs/sweep.md); default: never")

@@ -12,8 +12,9 @@ import contextlib
 import functools
 import statistics
 import time
+from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -60,7 +61,8 @@ def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") ->
 
 
 def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureConfig, ref: torch.Tensor | None,
-                 device: int, peak: bool = True) -> list[Measurement]:
+                 device: int, peak: bool = True, timed: Callable[[], AbstractContextManager] | None = None
+                 ) -> list[Measurement]:
     """Measures every runnable the same way: accuracy against `ref` (float64) and a first timed call; then
     `warmup` calls and `repeats` throughput/host samples of K back-to-back calls (no CUPTI session open; skipped
     when not cfg.throughput: K from the first call); then one kernel-clock session with `repeats` samples of
@@ -69,26 +71,41 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     reference clock; FLOPs, TFLOP/s and % of peak; ranks by kernel median. With cfg.prune, a runnable whose first
     call took over `prune` times the fastest first call is sampled once per clock (``pruned``): it cannot be the
     best, and a slow candidate (milliseconds per call, as some depthwise engines are) would otherwise dominate the
-    search's time. A runnable that fails is a Measurement with its error, never an exception."""
+    search's time. A runnable that fails is a Measurement with its error, never an exception. `timed`: a context
+    manager around every call whose time is kept (first timed calls, throughput samples, the clocks' sessions; a
+    sweep's exclusive turn on a shared GPU, Note [timing turns]); a lean screen's accuracy calls run outside it."""
+    timed = timed or contextlib.nullcontext
     out: list[Measurement | None] = [None] * len(runnables)
     phases: dict[int, list[tuple[str, float, float]]] = {i: [] for i in range(len(runnables))}
     first: dict[int, float] = {}
     lean = cfg.lean and ref is not None and ref.is_cuda
-    for i, r in enumerate(runnables):
-        if lean and r.guarded_output is not None:
-            continue  # _checked_together below
-        cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
-               if cfg.prune and first else None)
-        with _phase(phases[i], "first call"):
-            out[i], est = _first_call(r, ref, device, cut)
-        if est is not None:
-            first[i] = est
+    alone = [i for i, r in enumerate(runnables) if not (lean and r.guarded_output is not None)]
+    if alone:
+        with timed():
+            for i in alone:  # the others: _checked_together below
+                cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
+                       if cfg.prune and first else None)
+                with _phase(phases[i], "first call"):
+                    out[i], est = _first_call(runnables[i], ref, device, cut)
+                if est is not None:
+                    first[i] = est
     if lean:
         together = [i for i, r in enumerate(runnables) if r.guarded_output is not None]
         for i, (m, est) in zip(together, _checked_together([runnables[i] for i in together], ref, device)):
             out[i] = m
             if est is not None:
                 first[i] = est
+    if first:
+        with timed():
+            _timed_passes(runnables, out, first, cfg, device, phases)
+    _work_and_ranks(runnables, out, problem, device, peak)
+    return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
+
+
+def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: dict[int, float],
+                  cfg: MeasureConfig, device: int, phases: dict[int, list]) -> None:
+    """measure_rows's timing after the first calls (their GPU ms estimates in `first`): the prune, throughput
+    samples, the kernel-clock pass(es) and the reference clock, into `out`."""
     fastest = min(first.values(), default=0.0)
     plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
     for i, est in first.items():
@@ -110,8 +127,6 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
         _kernel_pass(runnables, out, plan, device, phases)
     if cfg.check_clock and plan:
         _reference_pass(runnables, out, plan, device)
-    _work_and_ranks(runnables, out, problem, device, peak)
-    return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
 
 
 @contextlib.contextmanager

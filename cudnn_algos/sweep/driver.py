@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..choices import TURN_SCOPES
 from ..progress import Progress
 from .store import SweepStore
 from .tasks import NOT_RUN, dry_run_measure, measure_task, repeats_of, tasks_of
@@ -133,7 +134,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
     earlier sweep stored is measured again, in this sweep's processes, under its repeat key (dataset.noise_floor).
     limit: run at most this many problem-directions (the first of what `todo_of` lists), the rest left.
     workers_per_gpu: local workers per GPU (n_workers by default: the visible GPUs times it); above 1 the workers
-    of a GPU take turns on it for everything but building plans (options["share_gpu"], Note [sharing a GPU]); with
+    of a GPU take turns on it for everything but building plans (options["share_gpu"], Note [sharing a GPU]), or
+    with options["turn_scope"] "timing" for the timed calls alone (Note [timing turns]); with
     `scheduler`, says that the cluster's workers share their GPUs so. worker_memory_mb: a Dask worker whose
     resident memory after a task exceeds it is restarted (Note [a worker's memory]).
     """
@@ -148,6 +150,8 @@ def sweep(problems: Iterable[Any], store: SweepStore | str, *, directions: Itera
         raise ValueError(f"worker_memory_mb={worker_memory_mb!r} must be a number > 0")
     if workers_per_gpu > 1:
         options = {**(options or {}), "share_gpu": True}
+    if (options or {}).get("turn_scope", "whole") not in TURN_SCOPES:
+        raise ValueError(f"options['turn_scope']={options['turn_scope']!r} must be one of {', '.join(TURN_SCOPES)}")
     own = not isinstance(store, SweepStore)
     db = SweepStore(store) if own else store
     fn = measure or (dry_run_measure if dry_run else measure_task)
@@ -226,7 +230,8 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
             n = n_workers or (_visible_gpus() or 1) * per_gpu
             cluster = local_cluster(n, gpus=not dry_run, per_gpu=per_gpu)
             client, engine = Client(cluster), f"dask, {n} local worker(s)" + (
-                f", {per_gpu} per GPU taking turns" if per_gpu > 1 else "")
+                f", {per_gpu} per GPU taking turns" + (" for timed calls" if (options or {}).get("turn_scope") ==
+                                                         "timing" else "") if per_gpu > 1 else "")
             try:  # every local worker up before the first window of tasks is sized (one per worker thread)
                 client.wait_for_workers(n, timeout=WORKERS_UP_S)
             except TimeoutError:

@@ -121,8 +121,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     options["exhaustive"] N, every engine's knob choices up to N configurations; options["build_threads"]: threads
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
     configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
-    workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py;
-    options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held
+    workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py, and
+    options["turn_scope"] says what is exclusive ("whole" or "timing": Note [timing turns]); options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held
     attached for the worker's life, _hold_cupti), screened,
     refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
     algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
@@ -144,7 +144,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     # legacy_heuristic, disjoint; gpu_wait (sharing a GPU) is the part of the timing steps spent waiting for a turn
     stages: dict[str, float] = {}
     # workers sharing a GPU take turns on it for everything but building plans (turns.py, Note [sharing a GPU])
-    turn = GpuTurn(directory=opts.get("turn_dir")) if opts["share_gpu"] else None
+    turn = _turn(opts)
     try:
         spec = ConvSpec.from_dict(task["spec"])
         r, steps = _engine_search(spec, task, opts, turn)
@@ -164,7 +164,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
             for mode, measure in (("find_ex", True), ("heuristic", False)):
                 t1 = time.perf_counter()
                 try:
-                    with turn if turn is not None and measure else nullcontext():  # the heuristic: host only
+                    with turn.timing() if turn is not None and measure else nullcontext():  # heuristic: host
                         r_legacy = find(spec, tuple(task["input_shape"]), mode=mode, measure=measure,
                                         repeats=opts["repeats"], **args)
                     rows += r_legacy.to_records(**context, stage=mode)
@@ -176,8 +176,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                                  "stage": mode, "note": f"{type(e).__name__}{' ' + status if status else ''}: "
                                                         f"{str(e)[:300]}"})
                 stages[f"legacy_{mode}"] = time.perf_counter() - t1
-        if turn is not None:
-            stages["gpu_wait"] = turn.waited
+        if turn is not None:  # waiting for turns, and holding one exclusively (every turn, or the timed calls')
+            stages.update(gpu_wait=turn.waited, gpu_timed=turn.timed)
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
                 "seconds": time.perf_counter() - t0, "stages": stages, "rss_mb": resident_mb()}
     except CudaContextLost as e:
@@ -189,6 +189,13 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         if is_context_lost(e):
             return _context_lost(base, e, t0)
         raise
+
+
+def _turn(opts: dict[str, Any]) -> GpuTurn | None:
+    """The task's turn on its GPU where options["share_gpu"] says other workers share it, else None."""
+    if not opts.get("share_gpu"):
+        return None
+    return GpuTurn(directory=opts.get("turn_dir"), scope=opts.get("turn_scope", "whole"))
 
 
 def _engine_search(spec: Any, task: dict[str, Any], opts: dict[str, Any], turn: Any) -> tuple[Any, dict[str, float]]:
@@ -216,7 +223,8 @@ def _engine_search(spec: Any, task: dict[str, Any], opts: dict[str, Any], turn: 
 def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rows made from the task alone (no GPU, no torch): a cluster check. With $CUDNN_ALGOS_SWEEP_DIE_ONCE naming a
     file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would.
-    options["seconds"]: how long it takes; options["started_dir"]: a folder where each task, as it starts, leaves
+    options["seconds"]: how long its timed part takes (options["shared_seconds"]: an untimed part before it, in
+    the turn; each sleep stands for that GPU work, and the rows' notes say when each ran); options["started_dir"]: a folder where each task, as it starts, leaves
     a file named by its key's SHA-1 (which tasks ran, stored or not); options["lose_context"]: a task whose key
     holds this text fails as a faulted kernel would, and its worker runs no more tasks (NOT_RUN) until restarted."""
     die = os.environ.get(DIE_ONCE_ENV)
@@ -238,15 +246,20 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
             "CUDA error: an illegal memory access was encountered")), time.perf_counter())
     if opts.get("started_dir"):
         open(os.path.join(opts["started_dir"], hashlib.sha1(task["key"].encode()).hexdigest()), "w").close()
-    delay = float(opts.get("seconds", 0.0))
-    turn = GpuTurn(directory=opts.get("turn_dir")) if opts.get("share_gpu") else None
-    with turn or nullcontext():  # with share_gpu, the sleep stands for a task's GPU work: its turn's times say when
-        t_on = time.time()
-        if delay:
-            time.sleep(delay)
-        t_off = time.time()
+    delay, shared = float(opts.get("seconds", 0.0)), float(opts.get("shared_seconds", 0.0))
+    turn = _turn(opts)
+    with turn or nullcontext():  # with share_gpu, the sleeps stand for a task's GPU work: its turn's times say when
+        s_on = time.time()
+        time.sleep(shared)  # untimed GPU work (shared in turn_scope "timing", Note [timing turns])
+        s_off = time.time()
+        with turn.timing() if turn is not None else nullcontext():  # timed calls
+            t_on = time.time()
+            if delay:
+                time.sleep(delay)
+            t_off = time.time()
     n = 1 + sum(task["input_shape"]) % 3
+    note = f"on the GPU {t_on:.6f}-{t_off:.6f}" + (f", untimed {s_on:.6f}-{s_off:.6f}" if shared else "")
     rows = [{"key": task["key"], "candidate_kind": "engine", "candidate": f"eng{i}", "status": "SUCCESS",
-             "kernel_median_ms": 0.01 * (i + 1), "note": f"on the GPU {t_on:.6f}-{t_off:.6f}"} for i in range(n)]
+             "kernel_median_ms": 0.01 * (i + 1), "note": note} for i in range(n)]
     return {"status": "done", "rows": rows, "worker": worker_name(), "env": "dry run", "seconds": delay,
             "rss_mb": resident_mb()}
