@@ -129,6 +129,48 @@ def test_a_timing_turn_taken_outside_a_hold_is_exclusive_and_released(tmp_path):
                 pass
 
 
+def _free(path):
+    import fcntl
+
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+def test_a_turn_settles_the_gpu_before_each_release_and_frees_its_lock_on_errors(tmp_path):
+    """Note [timing turns]: settle runs while the hold is still held (shared, exclusive, shared again); an error in
+    the block is the one raised even when settle fails too, and the lock is free after either."""
+    seen = []
+    turn = GpuTurn("0", str(tmp_path), scope="timing", settle=lambda: seen.append((turn.exclusive, _free(turn.path))))
+    with turn:
+        with turn.timing():
+            pass
+    assert seen == [(False, False), (True, False), (False, False)] and _free(turn.path)
+
+    gone = []
+
+    def fails():
+        if gone:
+            raise RuntimeError("the GPU is gone")
+
+    for scope in ("whole", "timing"):
+        gone.clear()
+        turn = GpuTurn("0", str(tmp_path), scope=scope, settle=fails)
+        with pytest.raises(ValueError, match="the block's"):
+            with turn, turn.timing():
+                gone.append(True)
+                raise ValueError("the block's error")
+        assert _free(turn.path) and not turn.exclusive
+        with pytest.raises(RuntimeError, match="the GPU is gone"):
+            with turn:
+                pass
+        assert _free(turn.path)
+
+
 def test_worker_names_place_workers_on_gpus():
     assert worker_names(2) == [("gpu0", 0), ("gpu1", 1)]
     assert worker_names(4, per_gpu=2) == [("gpu0.0", 0), ("gpu0.1", 0), ("gpu1.0", 1), ("gpu1.1", 1)]

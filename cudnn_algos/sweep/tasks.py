@@ -192,10 +192,19 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
 
 
 def _turn(opts: dict[str, Any]) -> GpuTurn | None:
-    """The task's turn on its GPU where options["share_gpu"] says other workers share it, else None."""
+    """The task's turn on its GPU where options["share_gpu"] says other workers share it, else None; released only
+    once this process's GPU work has finished (settle: torch.cuda.synchronize where CUDA is up; a dry run has none)."""
     if not opts.get("share_gpu"):
         return None
-    return GpuTurn(directory=opts.get("turn_dir"), scope=opts.get("turn_scope", "whole"))
+    return GpuTurn(directory=opts.get("turn_dir"), scope=opts.get("turn_scope", "whole"), settle=_settle)
+
+
+def _settle() -> None:
+    """This process's enqueued GPU work finished, where it has started CUDA (Note [timing turns])."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _engine_search(spec: Any, task: dict[str, Any], opts: dict[str, Any], turn: Any) -> tuple[Any, dict[str, float]]:

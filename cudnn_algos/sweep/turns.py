@@ -24,15 +24,19 @@ first-call estimate (K and the prune), may then include another worker's kernels
 at worst pruned to one sample, and its kernel-clock sample, timed alone, still ranks it (Note [a lean screen]).
 A second lock file (the gate) keeps exclusive requests from starving behind a stream of shared ones: a shared
 hold is taken through the gate, and an exclusive request holds the gate while it waits. No process waits for the
-gate while it holds the turn's lock, so two upgrades cannot deadlock (each drops its shared hold first)."""
+gate while it holds the turn's lock, so two upgrades cannot deadlock (each drops its shared hold first). A hold of
+either kind is released only after `settle` (a sweep task's: torch.cuda.synchronize) returns: the GPU runs work
+after the host enqueued it, and kernels still pending when a worker let go of its turn would run inside another
+worker's timed calls."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import sys
 import tempfile
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..choices import TURN_SCOPES
 
@@ -46,9 +50,11 @@ class GpuTurn:
     """A turn on this process's GPU among the processes of this machine that take one (Note [sharing a GPU]);
     re-enterable one level at a time: ``with turn:`` blocks until it may run on the GPU. scope "whole": the turn is
     exclusive; "timing" (Note [timing turns]): shared, and ``with turn.timing():`` exclusive for the timed calls.
-    `waited`: seconds spent waiting so far; `held`: seconds held; `timed`: seconds held exclusively."""
+    `waited`: seconds spent waiting so far; `held`: seconds held; `timed`: seconds held exclusively. `settle`: called
+    before any hold is released (Note [timing turns]: the GPU work this process enqueued, finished)."""
 
-    def __init__(self, gpu: str | None = None, directory: str | None = None, scope: str = "whole"):
+    def __init__(self, gpu: str | None = None, directory: str | None = None, scope: str = "whole",
+                 settle: Callable[[], Any] | None = None):
         if scope not in TURN_SCOPES:
             raise ValueError(f"scope={scope!r} must be one of {', '.join(TURN_SCOPES)}")
         gpu = gpu or gpu_name()
@@ -56,6 +62,7 @@ class GpuTurn:
         self.path = os.path.join(directory or tempfile.gettempdir(), f"cudnn_algos_gpu_turn_{safe}.lock")
         self.gate_path = self.path + ".gate"
         self.scope = scope
+        self.settle = settle
         self.waited = 0.0
         self.held = 0.0
         self.timed = 0.0
@@ -70,7 +77,7 @@ class GpuTurn:
     def __exit__(self, *exc: Any) -> None:
         f = self._f
         try:
-            self._unlock()
+            self._unlock(quiet=exc[0] is not None)
         finally:
             self._f = None
             f.close()
@@ -89,8 +96,10 @@ class GpuTurn:
             self._open(fcntl.LOCK_EX)
             try:
                 yield self
-            finally:
-                self.__exit__(None, None, None)
+            except BaseException:
+                self.__exit__(*sys.exc_info())
+                raise
+            self.__exit__(None, None, None)
             return
         if self._mode == fcntl.LOCK_EX:
             yield self
@@ -99,9 +108,11 @@ class GpuTurn:
         self._lock(fcntl.LOCK_EX)
         try:
             yield self
-        finally:
-            self._unlock()
-            self._lock(fcntl.LOCK_SH)
+        except BaseException:
+            self._unlock(quiet=True)  # the block's error is the one to see; the hold's exit finds nothing held
+            raise
+        self._unlock()
+        self._lock(fcntl.LOCK_SH)
 
     def _open(self, mode: int) -> None:
         if self._f is not None:
@@ -131,9 +142,21 @@ class GpuTurn:
         self.waited += self._since - t0
         self._mode = mode
 
-    def _unlock(self) -> None:
+    def _unlock(self, quiet: bool = False) -> None:
+        """Releases the lock held, after `settle`; `quiet` (an error is already on its way): settle's own error is
+        not raised."""
         if not self._mode:
             return
+        try:
+            if self.settle is not None:
+                self.settle()
+        except Exception:
+            if not quiet:
+                raise
+        finally:
+            self._release()
+
+    def _release(self) -> None:
         s = time.perf_counter() - self._since
         self.held += s
         if self._mode == fcntl.LOCK_EX:
