@@ -248,6 +248,57 @@ def test_the_target_cap_reaches_the_trees_the_model_file_and_the_cli(tmp_path):
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
 
 
+def test_the_guard_trees_and_the_far_margin_reach_the_model_file_and_the_cli(tmp_path):
+    """CPU: train(guard_cap=C) fits the guard's own trees with targets capped at C (a 4x slower candidate learned as
+    2 by them while the ranking trees keep 0.5) and keeps them, guard_far and the cap in the model file; no guard
+    means no guard trees; the CLI passes --guard-far/--guard-cap, shows them and names bad values."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.selector.train import engine_candidates, train
+
+    ps = [table_problem(i, "a") for i in range(6)]
+    for p in ps:  # engine 6: 4x the fastest's time
+        p[1][-1]["kernel_median_ms"] = 4 * min(r["kernel_median_ms"] for r in p[1])
+    rows = ps[0][1]
+    feats, enc = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+    fit = {"min_samples_leaf": 1, "max_iter": 100, "learning_rate": 0.3}
+    sel = train(ps, family="t", learner="hist", evidence_k=0, params=fit, guard=0.2, guard_far=0.4, guard_cap=2.0)
+    assert (sel.guard, sel.guard_far, sel.trained_on["guard_cap"]) == (0.2, 0.4, 2.0)
+    ranking = float(sel.predict(feats, enc)[-1])
+    assert ranking == pytest.approx(0.5, abs=0.05)
+    sel.save(tmp_path / "g.npz")
+    back = Selector.load(tmp_path / "g.npz")
+    assert (back.guard, back.guard_far) == (0.2, 0.4)
+    x = back.rows(feats, enc)
+    np.testing.assert_allclose(back.guard_trees.predict(x), sel.guard_trees.predict(x))
+    # the guard trees (the same learner and params) see the 4x candidate as slower than the ranking trees can
+    assert float(back.guard_trees.predict(x)[-1]) > ranking + 0.3
+    bare = train(ps, family="t", learner="hist", evidence_k=0, params=fit, guard=None)
+    assert bare.guard is None and bare.guard_far is None and bare.guard_trees is None
+    with pytest.raises(ValueError, match="guard_cap="):
+        train(ps, guard_cap=0)
+    with pytest.raises(ValueError, match="guard_far="):
+        replace(sel, guard_far=-1.0)
+    store = tmp_path / "s.sqlite"
+    with SweepStore(store) as s:
+        for key, r in ps:
+            s.put(key, "done", r, env="H200")
+    model = tmp_path / "c.npz"
+    r = run_cli("selector", "train", store, "--out", model, "--learner", "hist", "--guard-far", "0.5", "--guard-cap",
+                "3")
+    shown = run_cli("selector", "show", model).stdout
+    assert r.returncode == 0 and "guard 0.2, 0.5 beyond the reach, read from its own trees (cap 3)" in shown, (
+        r.stderr, shown)
+    r = run_cli("selector", "train", store, "--out", model, "--learner", "hist", "--guard-cap", "none")
+    assert r.returncode == 0 and "own trees" not in run_cli("selector", "show", model).stdout
+    for args, says in ((("train", store, "--out", model, "--guard-cap", "0"), "--guard-cap 0: give a cap > 0"),
+                       (("train", store, "--out", model, "--guard-far", "-1"), "--guard-far -1: give a margin"),
+                       (("eval", store, "--model", model, "--guard-cap", "2"), "keeps the guard trees"),
+                       (("show", model, "--guard-far", "0.3"), "only selector train and eval")):
+        r = run_cli("selector", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
 def table_problem(i, family, fast=5, batch=8):
     """A problem whose engine `fast` is twice as fast as the others; INSTANT ranks engine 1 first."""
     rows = [{"candidate_kind": "engine", "candidate": f"eng{e}", "engine_id": e, "knobs": {"K": e % 2},
@@ -626,7 +677,7 @@ def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_m
 
 
 def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tmp_path):
-    """Trained with evidence, the file (format 3) holds it as plain arrays and predicts the same after loading;
+    """Trained with evidence, the file (format 4) holds it (and the guard's trees) as plain arrays and predicts the same after loading;
     evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts; trees trained with
     evidence refuse rows without it (they would read past a row's end); the shipped file loads and predicts."""
     pytest.importorskip("sklearn")
@@ -636,7 +687,7 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
 
     problems = real_sample()
     sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4})
-    assert FORMAT == 3 and sel.evidence is not None and len(sel.evidence.klass) == 17
+    assert FORMAT == 4 and sel.evidence is not None and len(sel.evidence.klass) == 17 and sel.guard_trees is not None
     sel.save(tmp_path / "s.npz")
     with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
         assert all(z[k].dtype != object for k in z.files) and "ev_value" in z.files

@@ -889,8 +889,7 @@ def test_a_selector_ranks_in_the_helper_a_stand_in_in_this_process(fake_lists):
     ListsHere.used = []
     a = UnseenHandler("predict", sel)(_query())
     assert ListsHere.used == ["rank"]
-    mine = Mine(sel.vocabulary, sel.trees, sel.neighbours, sel.family, sel.trained_on, sel.reach, sel.known,
-                sel.evidence, sel.guard)
+    mine = Mine(**{f.name: getattr(sel, f.name) for f in dataclasses.fields(Selector)})
     assert UnseenHandler("predict", mine)(_query()) == a and ListsHere.used == ["rank", "ask"]
 
 
@@ -938,7 +937,8 @@ def test_a_guarded_selector_runs_instants_first_unless_its_trees_are_sure():
         def predict(self, problem, candidates):
             return np.array(self.scores[:len(candidates)], dtype=float)
 
-    base = {f.name: getattr(shipped(), f.name) for f in dataclasses.fields(Selector)}
+    base = {**{f.name: getattr(shipped(), f.name) for f in dataclasses.fields(Selector)}, "guard_far": None,
+            "guard_trees": None}  # the margin read from `scores` everywhere; both are set below
     nb = shipped().neighbours
     near = list(nb.features[0] * nb.scale + nb.mean)  # a training problem: inside the reach
     far = [99.0] * len(near)
@@ -953,6 +953,23 @@ def test_a_guarded_selector_runs_instants_first_unless_its_trees_are_sure():
     assert bare.guard is None and bare.ranked(near, cands)[0] == [0, 1, 2]
     assert bare.ranked(far, cands) == ([0, 1, 2], None)  # cuDNN's order (B's first): no predictions
     assert unsure.unguarded.guard is None and unsure.unguarded.ranked(near, cands)[0] == [0, 1, 2]
+    # Note [a guard against INSTANT's first]: beyond the reach the margin is guard_far; with guard trees, theirs
+    # (INSTANT's first, then the trees' first) is the margin's reading, not the ranking trees'
+    far_guard = Fixed(**{**base, "guard": 0.1, "guard_far": 0.4}, scores=(0.0, 0.3, 0.5))  # 0.3 ahead
+    assert far_guard.ranked(near, cands)[0] == [0, 1, 2] and far_guard.ranked(far, cands)[0] == [1, 0, 2]
+
+    class Reads:  # guard trees that answer fixed values for (INSTANT's first, the trees' first)
+        def __init__(self, ahead):
+            self.ahead = ahead
+
+        def predict(self, x):
+            assert len(x) == 2
+            return np.array([self.ahead, 0.0])
+
+    assert Fixed(**{**base, "guard": 0.1, "guard_trees": Reads(0.05)}, scores=(0.0, 0.3, 0.5)).ranked(
+        near, cands)[0] == [1, 0, 2]  # the ranking trees are sure; the guard trees are not
+    assert Fixed(**{**base, "guard": 0.1, "guard_trees": Reads(0.5)}, scores=(0.25, 0.3, 0.5)).ranked(
+        near, cands)[0] == [0, 1, 2]  # and the other way round
     assert Selector.from_bytes(dataclasses.replace(shipped(), guard=0.2).to_bytes()).guard == 0.2
     assert Selector.from_bytes(shipped().to_bytes()).guard == shipped().guard
     for bad in (-0.1, "0.1", float("nan"), True):

@@ -24,8 +24,10 @@ from .evidence import (EVIDENCE_ABSENT, EVIDENCE_CLASS, EVIDENCE_FEATURES, EVIDE
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
-FORMAT = 3  # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence
-READS = (2, 3)  # the formats load() reads (a format-2 file has no evidence)
+# 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence; 4: the guard's
+# own trees and its margin beyond the reach (a reader of 3 would apply the guard to the ranking trees)
+FORMAT = 4
+READS = (2, 3, 4)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
 # Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first (and INSTANT's first,
 # torch's benchmark-off pick, after them where it is neither: Selector.shortlist), then every candidate the trees
@@ -58,9 +60,17 @@ KNOWN_NEAR = 1.0
 # (Selector.guard, a margin in the trees' unit: log2 of time over the problem's fastest) ranks with its trees
 # everywhere, the reach aside, and puts INSTANT's first (instant_first: what torch runs with benchmark off) ahead of
 # their first unless they predict their first at least the margin faster than it. Where the trees are not sure, a
-# user gets what torch would have run. GUARD: what train() gives a model (0.1 is 7%); the margins scored and why this
-# one: selector/train.py's OFF_GUARD_MARGINS and docs/selector.md.
-GUARD = 0.1
+# user gets what torch would have run. Two refinements (docs/results/2026-12-07-guard-far-and-guard-trees.md):
+# - the margin is read from guard trees (Selector.guard_trees) where the model has them: trees fitted to the same
+#   rows with the target capped at GUARD_CAP (2: 4x) instead of the ranking's 0.5. Capped at 0.5, trees cannot tell
+#   a configuration 1.5x the best from one 10x it, so where INSTANT's first is far behind (sampled shapes' tail)
+#   their margin says nothing; the ranking itself stays with the 0.5 trees, which order the near-best ones better.
+# - beyond the reach (Note [the selector's reach]) the margin is GUARD_FAR: a problem unlike any training problem
+#   needs a clearer predicted win before the trees overrule cuDNN. Held out by family, real layers lie at distance
+#   0.2-1.5 from the rest; sampled shapes at 2.1-4.0 even with half of them in training.
+# GUARD, GUARD_FAR and GUARD_CAP: what train() gives a model (0.2 is 15%, 0.4 is 32%); the margins scored and why
+# these: selector/train.py's OFF_GUARD_MARGINS and docs/selector.md.
+GUARD, GUARD_FAR, GUARD_CAP = 0.2, 0.4, 2.0
 
 
 def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[T], list[T]]:
@@ -174,10 +184,13 @@ class Selector:
     known: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     evidence: Evidence | None = None  # Note [neighbour evidence]; None: trees trained without it (format 2)
     guard: float | None = None  # Note [a guard against INSTANT's first]; None: none (the reach alone, as before)
+    guard_far: float | None = None  # the guard's margin beyond the reach; None: `guard` everywhere
+    guard_trees: Trees | None = None  # the trees the guard's margin is read from; None: `trees`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "family", family_name(self.family))
         object.__setattr__(self, "guard", _guard(self.guard, "guard"))
+        object.__setattr__(self, "guard_far", _guard(self.guard_far, "guard_far"))
 
     @functools.cached_property
     def unguarded(self) -> "Selector":
@@ -265,16 +278,25 @@ class Selector:
         if predicted is None:
             predicted = self.predict(problem, candidates)
         order = self.known_first(problem, candidates, [int(i) for i in np.argsort(predicted, kind="stable")])
-        return (order if self.guard is None else self.guarded(candidates, order, predicted)), predicted
+        return (order if self.guard is None else self.guarded(candidates, order, predicted, problem)), predicted
 
-    def guarded(self, candidates: Sequence[tuple], order: list[int], predicted: np.ndarray) -> list[int]:
+    def guarded(self, candidates: Sequence[tuple], order: list[int], predicted: np.ndarray,
+                problem: Sequence[float] | None = None) -> list[int]:
         """`order` with INSTANT's first (cuDNN's first where INSTANT names none of them) moved to the front unless
-        `predicted` puts order's first at least the guard below it (Note [a guard against INSTANT's first]);
-        `order` itself without a guard."""
+        order's first is predicted at least the margin below it (Note [a guard against INSTANT's first]): by the
+        guard trees where the model has them, else by `predicted`; the margin is guard_far beyond the reach. Without
+        `problem` (features), `predicted` and `guard`. `order` itself without a guard."""
         inst = instant_first(candidates) or heuristic_order(candidates)[:1]
         if self.guard is None or not order or not inst or order[0] == inst[0]:
             return order
-        if predicted[inst[0]] - predicted[order[0]] >= self.guard:
+        margin, ahead = self.guard, predicted[inst[0]] - predicted[order[0]]
+        if problem is not None:
+            if self.guard_far is not None and not self.within_reach(problem):
+                margin = self.guard_far
+            if self.guard_trees is not None:
+                both = self.guard_trees.predict(self.rows(problem, [candidates[inst[0]], candidates[order[0]]]))
+                ahead = both[0] - both[1]
+        if ahead >= margin:
             return order
         return inst + [i for i in order if i != inst[0]]
 
@@ -364,13 +386,17 @@ class Selector:
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
-                  "reach": self.reach, "guard": self.guard,
+                  "reach": self.reach, "guard": self.guard, "guard_far": self.guard_far,
                   "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
         t, nb, ev = self.trees, self.neighbours, self.evidence
         more = {}
         if ev is not None:
             header.update(evidence_configs=list(ev.configs), evidence_k=ev.k)
             more = dict(ev_problem=ev.problem, ev_config=ev.config, ev_value=ev.value, ev_class=ev.klass)
+        if (g := self.guard_trees) is not None:
+            header.update(guard_base=g.base, guard_rate=g.rate)
+            more.update(g_feature=g.feature, g_threshold=g.threshold, g_left=g.left, g_right=g.right, g_value=g.value,
+                        g_offset=g.offset)
         np.savez_compressed(f, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
                             feature=t.feature, threshold=t.threshold, left=t.left, right=t.right, value=t.value,
                             offset=t.offset, nb_features=nb.features, nb_mean=nb.mean, nb_scale=nb.scale, **more)
@@ -391,13 +417,18 @@ class Selector:
             trees = Trees(z["feature"], z["threshold"], z["left"], z["right"], z["value"], z["offset"],
                           float(h["base"]), float(h["rate"]))
             nb = Neighbours(z["nb_features"], tuple(h["best"]), z["nb_mean"], z["nb_scale"])
+            guard_trees = None
+            if "guard_base" in h:
+                guard_trees = Trees(z["g_feature"], z["g_threshold"], z["g_left"], z["g_right"], z["g_value"],
+                                    z["g_offset"], float(h["guard_base"]), float(h["guard_rate"]))
             evidence = None
             if "evidence_configs" in h:
                 evidence = Evidence(tuple(h["evidence_configs"]), z["ev_problem"], z["ev_config"], z["ev_value"],
                                     z["ev_class"], int(h["evidence_k"]))
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
-                   float(h.get("reach", REACH)), known, evidence, _guard(h.get("guard"), f"{path}: guard"))
+                   float(h.get("reach", REACH)), known, evidence, _guard(h.get("guard"), f"{path}: guard"),
+                   _guard(h.get("guard_far"), f"{path}: guard_far"), guard_trees)
 
 
 def _guard(value: Any, where: str) -> float | None:
@@ -410,7 +441,7 @@ def _guard(value: Any, where: str) -> float | None:
     return float(value)
 
 
-__all__ = ["instant_first", "GUARD",
+__all__ = ["instant_first", "GUARD", "GUARD_FAR", "GUARD_CAP",
            "FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector",
            "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "listed"]

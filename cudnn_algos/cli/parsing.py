@@ -434,8 +434,14 @@ def _add_data_parsers(sub) -> None:
                          "everywhere; Note [the selector's reach])")
     se.add_argument("--guard", default=None, metavar="M",
                     help="train/eval: predict takes INSTANT's first (torch's pick with benchmark off) unless the trees "
-                         "predict their first at least M faster (log2 of time: 0.1 is 7%%); default 0.1, 'none': no "
+                         "predict their first at least M faster (log2 of time: 0.2 is 15%%); default 0.2, 'none': no "
                          "guard (Note [a guard against INSTANT's first])")
+    se.add_argument("--guard-far", default=None, metavar="M",
+                    help="train/eval: the guard's margin for problems beyond the reach (default 0.4; 'none': --guard's "
+                         "everywhere)")
+    se.add_argument("--guard-cap", default=None, metavar="C",
+                    help="train/eval (leave-one-out): the guard reads its margin from trees of its own, trained with "
+                         "the target capped at C (default 2; 'none': from the ranking trees)")
     se.add_argument("--target-cap", type=float, default=None, metavar="C",
                     help="train/eval (regression): the trees learn log2(time / the problem's fastest) capped at C "
                          "(default 0.5: 1.41x; a higher cap lets them see how far behind a slow configuration is)")

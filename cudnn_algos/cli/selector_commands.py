@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
+from typing import Any
 
 from .checks import check_outputs, dataset_paths, needs, open_dataset
 from .parsing import EXIT_OK, FileError, UsageError
@@ -46,8 +48,12 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":
         raise UsageError(f"--reach {a.reach}: only selector train and eval take it")
-    if a.guard is not None and a.action == "show":
-        raise UsageError(f"--guard {a.guard}: only selector train and eval take it")
+    for flag, given in (("--guard", a.guard), ("--guard-far", a.guard_far), ("--guard-cap", a.guard_cap)):
+        if given is not None and a.action == "show":
+            raise UsageError(f"{flag} {given}: only selector train and eval take it")
+    if a.guard_cap is not None and a.model:
+        raise UsageError(f"--guard-cap {a.guard_cap}: only selector train and eval's leave-one-out take it (a model "
+                         "file keeps the guard trees it was trained with)")
     if a.target_cap is not None and (a.action == "show" or a.model or a.objective != "regression"):
         raise UsageError(f"--target-cap {a.target_cap}: only selector train and eval's leave-one-out take it, with "
                          "--objective regression")
@@ -55,8 +61,9 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--target-cap {a.target_cap} must be > 0 (log2 of time over the fastest: 0.5 is 1.41x)")
 
 
-def _guard_of(text: str | None, default: float | None) -> float | None:
-    """--guard's value: `default` where it is not given, None for 'none', else a margin >= 0 (UsageError)."""
+def _guard_of(text: str | None, default: Any, flag: str = "--guard") -> Any:
+    """--guard's (or `flag`'s: --guard-far, --guard-cap) value: `default` where it is not given, None for 'none',
+    else a number >= 0 (> 0 for --guard-cap; UsageError)."""
     if text is None:
         return default
     if text.strip().lower() == "none":
@@ -65,17 +72,20 @@ def _guard_of(text: str | None, default: float | None) -> float | None:
         m = float(text)
     except ValueError:
         m = float("nan")
-    if not m >= 0 or m == float("inf"):
-        raise UsageError(f"--guard {text}: give a margin >= 0 (log2 of time over the fastest: 0.1 is 7%) or 'none'")
+    if not m >= 0 or m == float("inf") or (flag == "--guard-cap" and m == 0):
+        what = "a cap > 0" if flag == "--guard-cap" else "a margin >= 0"
+        raise UsageError(f"{flag} {text}: give {what} (log2 of time over the fastest: 0.2 is 15%) or 'none'")
     return m
 
 
 def cmd_selector(a: argparse.Namespace) -> int:
     _check_selector_args(a)
-    from ..choose.model import EVIDENCE_K, GUARD, REACH
+    from ..choose.model import EVIDENCE_K, GUARD, GUARD_CAP, GUARD_FAR, REACH
     from ..selector.train import TARGET_CAP
 
     guard = _guard_of(a.guard, GUARD)
+    guards = dict(guard=guard, guard_far=_guard_of(a.guard_far, GUARD_FAR, "--guard-far"),
+                  guard_cap=_guard_of(a.guard_cap, GUARD_CAP, "--guard-cap"))
     target_cap = TARGET_CAP if a.target_cap is None else a.target_cap
     evidence_k = EVIDENCE_K if a.evidence is None else a.evidence
     reach = REACH if a.reach is None else a.reach
@@ -95,7 +105,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
                 raise UsageError(f"--known {a.known} must be >= 0")
             sel = train(problems, family=a.family or _family_of(problems), objective=a.objective,
                         known_cap=KNOWN_CAP if a.known is None else a.known, evidence_k=evidence_k, reach=reach,
-                        learner=a.learner, guard=guard, target_cap=target_cap)
+                        learner=a.learner, target_cap=target_cap, **guards)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
         sel.save(a.out)
@@ -103,12 +113,13 @@ def cmd_selector(a: argparse.Namespace) -> int:
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
         return EXIT_OK
     if a.model:
-        return _selector_score(a.model, problems, a.by, a.plot, a.reach, _guard_of(a.guard, ...))
-    return _selector_leave_one_out(a, problems, evidence_k, reach, guard, target_cap)
+        return _selector_score(a.model, problems, a.by, a.plot, a.reach, _guard_of(a.guard, ...),
+                               _guard_of(a.guard_far, ..., "--guard-far"))
+    return _selector_leave_one_out(a, problems, evidence_k, reach, guards, target_cap)
 
 
 def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float,
-                            guard: float | None, target_cap: float) -> int:
+                            guards: dict[str, Any], target_cap: float) -> int:
     """`selector eval STORE` without --model: each group (of --by; --hold-out's alone) held out in turn, the table
     of the held-out problems' regrets per method, the legend, the choosing costs and, with --plot, the CDF."""
     from ..dataset.regret import METHODS, TOP1_LEGEND, present, summarize, table
@@ -118,7 +129,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     only = [g for g in a.hold_out.split(",") if g] if a.hold_out is not None else None
     try:
         rs = leave_one_out(problems, by=a.by, objective=a.objective, evidence_k=evidence_k, reach=reach,
-                           learner=a.learner, only=only, guard=guard, target_cap=target_cap)
+                           learner=a.learner, only=only, target_cap=target_cap, **guards)
     except ValueError as e:
         if not str(e).startswith("only="):
             raise
@@ -129,14 +140,17 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
     trees = f"{a.objective} trees" + (f" ({a.learner}, target cap {target_cap:g})" if a.objective == "regression"
                                       else "")
-    guarded = "no guard" if guard is None else f"guard {guard:g}"
-    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g}, {guarded}):\n"
+    g = guards["guard"]
+    guarded = "no guard" if g is None else f"guard {g:g}" + (
+        "" if guards["guard_far"] is None else f", {guards['guard_far']:g} beyond the reach") + (
+        "" if guards["guard_cap"] is None else f", read from trees of cap {guards['guard_cap']:g}")
+    print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g},\n  {guarded}):\n"
           "regret against the measured best (pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
     print(table(summarize(rs, (), methods), ()))
     untimed = sum(p.regret.get(KNOWN_UNTIMED) or 0 for p in rs)
-    print(f"predict: what unseen='predict' pins ({guarded}: INSTANT's first unless the trees predict theirs that "
-          f"much faster)\nselector: the trees' first without the guard (cuDNN's order outside their reach, "
+    print(f"predict: what unseen='predict' pins (INSTANT's first unless the trees predict theirs faster by the "
+          f"guard above)\nselector: the trees' first without the guard (cuDNN's order outside their reach, "
           f"{reach:g})\n"
           f"selector_top{MEASURE_K}: unseen='measure_top_k' (the fastest of the trees' first {MEASURE_K - 1} and "
           f"cuDNN's first)\nnearest: the nearest training problem's fastest\noffered: the fastest configuration the "
@@ -157,10 +171,10 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
 
 
 def _selector_score(model: str, problems, by: str, plot: str | None = None, reach: float | None = None,
-                    guard: float | None = ...) -> int:
+                    guard: float | None = ..., guard_far: float | None = ...) -> int:
     """`selector eval STORE --model FILE|shipped`: a trained model's regrets on the store's problems, those it was
-    trained on apart from those it was not; `reach` (--reach) and `guard` (--guard; ...: not given) in place of the
-    model's own."""
+    trained on apart from those it was not; `reach` (--reach), `guard` and `guard_far` (--guard, --guard-far; ...:
+    not given) in place of the model's own."""
     from dataclasses import replace
 
     from ..choose.model import Selector
@@ -174,11 +188,12 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
         raise FileError(f"--model {model}: {str(e)[:300]}") from None
     sel = sel if reach is None else replace(sel, reach=float(reach))
     sel = sel if guard is ... else replace(sel, guard=guard)
+    sel = sel if guard_far is ... else replace(sel, guard_far=guard_far)
     seen, new = score(sel, problems)
     methods = present(seen + new, SELECTOR_METHODS + METHODS)
     print(f"the selector {model} ({sel.family}, trained on {sel.trained_on.get('problems', '?')} problem-directions) "
           f"on {len(problems)} problem-directions, reach {sel.reach:g}, "
-          f"{'no guard' if sel.guard is None else f'guard {sel.guard:g}'}: regret against the measured best "
+          f"{_guard_text(sel)}: regret against the measured best "
           "(pick / best - 1, %)")
     for what, rs in (("not trained on (held out)", new), ("trained on (the same problem measured again)", seen)):
         print(f"\n{what}: {len(rs)} rows")
@@ -194,6 +209,16 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
         plot_selector(rs, plot, f"the selector {model} on {len(problems)} problem-directions: {what}, {len(rs)} "
                                  f"{by} rows")
     return EXIT_OK
+
+
+def _guard_text(sel: Any) -> str:
+    """A selector's guard in words: 'no guard', or its margin, its margin beyond the reach and its trees' cap."""
+    if sel.guard is None:
+        return "no guard"
+    far = "" if sel.guard_far is None else f", {sel.guard_far:g} beyond the reach"
+    cap = sel.trained_on.get("guard_cap")
+    trees = "" if sel.guard_trees is None else f", read from its own trees{f' (cap {cap:g})' if cap else ''}"
+    return f"guard {sel.guard:g}{far}{trees}"
 
 
 def _family_of(problems) -> str:
@@ -213,16 +238,19 @@ def _selector_show(path: str) -> int:
     except (ValueError, OSError, KeyError) as e:
         raise FileError(f"{path}: not a cudnn_algos selector ({str(e)[:200]})") from None
     t = sel.trained_on
-    print(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, {t.get('candidates')} "
-          f"timed configurations, families {', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}")
+    print(textwrap.fill(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, "
+                        f"{t.get('candidates')} timed configurations, families "
+                        f"{', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}", 120,
+                        subsequent_indent="  ", break_on_hyphens=False))
     learner = f"{t['learner']}: " if t.get("learner") else ""
     cap = f", target cap {t['target_cap']:g}" if t.get("target_cap") is not None else ""
     print(f"{len(sel.trees.offset)} {t.get('objective', 'regression')} trees ({learner}{len(sel.trees.feature)} "
           f"nodes{cap}), "
           f"{len(sel.vocabulary.engines)} engines, "
-          f"{len(sel.vocabulary.knobs)} knobs; nearest-neighbour baseline over {len(sel.neighbours.best)} problems; "
-          f"{os.path.getsize(path) / 1e6:.2f} MB; reach {sel.reach:g} (Note [the selector's reach]); "
-          + ("no guard" if sel.guard is None else f"guard {sel.guard:g} (Note [a guard against INSTANT's first])"))
+          f"{len(sel.vocabulary.knobs)} knobs; {os.path.getsize(path) / 1e6:.2f} MB\n"
+          f"nearest-neighbour baseline over {len(sel.neighbours.best)} problems; reach {sel.reach:g} (Note [the "
+          "selector's reach])")
+    print(_guard_text(sel) + ("" if sel.guard is None else " (Note [a guard against INSTANT's first])"))
     n = sum(len(v) for v in sel.known.values())
     print(f"known configurations: {n} in {len(sel.known)} problem class{'es' if len(sel.known) != 1 else ''} "
           "(Note [known configurations])")

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from ..choose.model import (AUTO, EVIDENCE_K, GUARD, REACH, Evidence, Neighbours, Selector, auto_parts,
-                            evidence_class, heuristic_order, instant_first, problem_class)
+from ..choose.model import (AUTO, EVIDENCE_K, GUARD, GUARD_CAP, GUARD_FAR, REACH, Evidence, Neighbours, Selector,
+                            auto_parts, evidence_class, heuristic_order, instant_first, problem_class)
 from ..choose.ranking import Candidate
 from ..choose.trees import Trees
 from ..configs import config_key
@@ -91,9 +91,9 @@ def _check_reach(reach: float) -> None:
         raise ValueError(f"reach={reach!r} must be a number > 0 (inf: the trees everywhere)")
 
 
-def _check_target_cap(cap: float) -> None:
+def _check_target_cap(cap: float, name: str = "target_cap") -> None:
     if not (isinstance(cap, (int, float)) and not isinstance(cap, bool) and 0 < cap < math.inf):
-        raise ValueError(f"target_cap={cap!r}: give a cap > 0 (log2 of time over the fastest: 0.5 is 1.41x)")
+        raise ValueError(f"{name}={cap!r}: give a cap > 0 (log2 of time over the fastest: 0.5 is 1.41x)")
 
 
 def _check_learner(learner: str) -> None:
@@ -109,7 +109,8 @@ def _check_objective(objective: str) -> None:
 def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str = "",
           params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
           evidence_k: int = EVIDENCE_K, reach: float = REACH, learner: str = "exact",
-          guard: float | None = GUARD, target_cap: float = TARGET_CAP) -> Selector:
+          guard: float | None = GUARD, target_cap: float = TARGET_CAP, guard_far: float | None = GUARD_FAR,
+          guard_cap: float | None = GUARD_CAP) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
@@ -120,16 +121,21 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     (HistGradientBoostingRegressor, HIST_PARAMS: binned features, much faster on many problems); (rank) "exact"
     (rank.fit, our LambdaMART on scikit-learn's trees) or "lightgbm" (LightGBM's lambdarank, rank.fit_lightgbm;
     the saved trees need no LightGBM). `guard`: Selector.guard (Note [a guard against INSTANT's first]; None:
-    none). `target_cap`: the regression target's cap (targets; log2 of time over the fastest, > 0)."""
+    none). `target_cap`: the regression target's cap (targets; log2 of time over the fastest, > 0). `guard_far`:
+    Selector.guard_far (the margin beyond the reach; None: the guard's everywhere). `guard_cap`: with a guard, the
+    guard's own trees fitted with this cap (Selector.guard_trees: regression trees of the same learner and params,
+    hist beside rank trees; None: the guard reads the ranking trees)."""
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
     _check_target_cap(target_cap)
+    if guard_cap is not None:
+        _check_target_cap(guard_cap, "guard_cap")
     if (objective == "regression") == (learner == "lightgbm") and learner != "exact":
         raise ValueError(f"learner={learner!r} does not fit objective={objective!r}: 'hist' is for the regression "
                          "objective, 'lightgbm' for rank (LightGBM's lambdarank)")
     try:
-        from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
+        import sklearn.ensemble  # noqa: F401 (_regression's)
     except ImportError:
         raise ImportError("training a selector needs scikit-learn: pip install scikit-learn") from None
     ps = list(_problems(problems))
@@ -159,20 +165,34 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
 
         used = {**RANK_PARAMS, **(params or {})}
         trees = fit(x, groups, used)
-    elif learner == "hist":
-        used = {**HIST_PARAMS, **(params or {})}
-        trees = Trees.from_sklearn_hist(HistGradientBoostingRegressor(**used).fit(x, np.array(y)))
     else:
-        used = {**TREE_PARAMS, **(params or {})}
-        trees = Trees.from_sklearn(GradientBoostingRegressor(**used).fit(x, np.array(y)))
+        trees, used = _regression(learner, params, x, y)
+    guard_trees = None
+    if guard is not None and guard_cap is not None:  # Note [a guard against INSTANT's first]: its own trees
+        regression = objective == "regression"  # the ranking's learner and params; hist's defaults beside rank trees
+        guard_trees = _regression(learner if regression else "hist", params if regression else None, x,
+                                  [t for ms in groups for t in targets(ms, guard_cap)])[0]
     families = sorted({fam for _, rows, _, _ in ps for fam in rows[0].get("families") or []})
     info = {"problems": len(ps), "candidates": len(y), "families": families,
             "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "objective": objective,
             **({"learner": learner} if objective == "regression" or learner == "lightgbm" else {}), "params": used,
             **({"target_cap": target_cap} if objective == "regression" else {}),
-            "evidence_k": evidence_k}
+            **({"guard_cap": guard_cap} if guard_trees is not None else {}), "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
-    return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence, guard=guard)
+    return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence, guard=guard,
+                    guard_far=guard_far if guard is not None else None, guard_trees=guard_trees)
+
+
+def _regression(learner: str, params: dict[str, Any] | None, x: np.ndarray, y: Sequence[float]
+                ) -> tuple[Trees, dict[str, Any]]:
+    """Regression trees fitted to `y` by `learner` ("hist": HIST_PARAMS, else TREE_PARAMS; `params` over them)."""
+    from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
+
+    if learner == "hist":
+        used = {**HIST_PARAMS, **(params or {})}
+        return Trees.from_sklearn_hist(HistGradientBoostingRegressor(**used).fit(x, np.array(y))), used
+    used = {**TREE_PARAMS, **(params or {})}
+    return Trees.from_sklearn(GradientBoostingRegressor(**used).fit(x, np.array(y))), used
 
 
 MEASURE_K = 3  # apply(unseen="measure_top_k")'s default k, as evaluated
@@ -368,11 +388,12 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
                   objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH,
                   learner: str = "exact", only: Iterable[str] | None = None, guard: float | None = GUARD,
-                  target_cap: float = TARGET_CAP) -> list[ProblemRegret]:
+                  target_cap: float = TARGET_CAP, guard_far: float | None = GUARD_FAR,
+                  guard_cap: float | None = GUARD_CAP) -> list[ProblemRegret]:
     """For each group in turn: train on the problems outside it, and record the regrets of its problems (the
     selector's, the neighbour's and every regret method's). A group whose complement has nothing to train on is
     left out. `reach`: the trained models' (Note [the selector's reach]; inf: the trees' ranking everywhere);
-    `guard`: theirs (Note [a guard against INSTANT's first]); `target_cap`: train()'s.
+    `guard`, `guard_far`, `guard_cap`: theirs (Note [a guard against INSTANT's first]); `target_cap`: train()'s.
     `only`: hold out these groups alone (each still trained on everything outside it); a name no problem has is a
     ValueError."""
     from ..dataset.regret import problem_regrets
@@ -396,7 +417,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
         rest = [(k, rows) for k, rows in problems if g not in group_of(rows, by)]
         try:
             sel = train(rest, params=params, objective=objective, evidence_k=evidence_k, reach=reach,
-                        learner=learner, guard=guard, target_cap=target_cap)
+                        learner=learner, guard=guard, target_cap=target_cap, guard_far=guard_far, guard_cap=guard_cap)
         except ValueError:
             continue
         for k, rows in held:
