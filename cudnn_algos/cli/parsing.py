@@ -432,6 +432,14 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: the model's reach: a problem farther than R (standardized features) from every "
                          "training problem is ranked in cuDNN's order, not the trees' (default 2; inf: the trees "
                          "everywhere; Note [the selector's reach])")
+    _add_guard_args(se)
+    se.add_argument("--target-cap", type=float, default=None, metavar="C",
+                    help="train/eval (regression): the trees learn log2(time / the problem's fastest) capped at C "
+                         "(default 0.5: 1.41x; a higher cap lets them see how far behind a slow configuration is)")
+
+
+def _add_guard_args(se) -> None:
+    """`selector train|eval`'s guard options (Note [a guard against INSTANT's first])."""
     se.add_argument("--guard", default=None, metavar="M",
                     help="train/eval: predict takes INSTANT's first (torch's pick with benchmark off) unless the trees "
                          "predict their first at least M faster (log2 of time: 0.2 is 15%%); default 0.2, 'none': no "
@@ -442,9 +450,6 @@ def _add_data_parsers(sub) -> None:
     se.add_argument("--guard-cap", default=None, metavar="C",
                     help="train/eval (leave-one-out): the guard reads its margin from trees of its own, trained with "
                          "the target capped at C (default 2; 'none': from the ranking trees)")
-    se.add_argument("--target-cap", type=float, default=None, metavar="C",
-                    help="train/eval (regression): the trees learn log2(time / the problem's fastest) capped at C "
-                         "(default 0.5: 1.41x; a higher cap lets them see how far behind a slow configuration is)")
 
 
 def _add_tuning_parsers(sub) -> None:
