@@ -209,18 +209,25 @@ def test_the_trees_targets_are_log2_time_over_the_fastest_capped():
     assert targets([1.0, 8.0], cap=5.0) == [0.0, 3.0]
 
 
+def slow_tail_problems():
+    """Six table problems whose engine 6 takes 4x the fastest's time, and the first one's features and candidates."""
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.selector.train import engine_candidates
+
+    ps = [table_problem(i, "a") for i in range(6)]
+    for p in ps:
+        p[1][-1]["kernel_median_ms"] = 4 * min(r["kernel_median_ms"] for r in p[1])
+    rows = ps[0][1]
+    return ps, row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+
+
 def test_the_target_cap_reaches_the_trees_the_model_file_and_the_cli(tmp_path):
     """CPU: train(target_cap=C) fits targets capped at C (a 4x slower candidate is learned as 2, not 0.5), keeps C in
     the model file, and refuses a cap that is not a positive number; the CLI passes --target-cap and names a bad one."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.choose.features import row_features
-    from cudnn_algos.selector.train import engine_candidates, train
+    from cudnn_algos.selector.train import train
 
-    ps = [table_problem(i, "a") for i in range(6)]
-    for p in ps:  # engine 6: 4x the fastest's time
-        p[1][-1]["kernel_median_ms"] = 4 * min(r["kernel_median_ms"] for r in p[1])
-    rows = ps[0][1]
-    feats, enc = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+    ps, feats, enc = slow_tail_problems()
     slowest = {}
     for cap in (0.5, 2.0):
         sel = train(ps, family="t", learner="hist", target_cap=cap, evidence_k=0,
@@ -253,14 +260,9 @@ def test_the_guard_trees_and_the_far_margin_reach_the_model_file_and_the_cli(tmp
     2 by them while the ranking trees keep 0.5) and keeps them, guard_far and the cap in the model file; no guard
     means no guard trees; the CLI passes --guard-far/--guard-cap, shows them and names bad values."""
     pytest.importorskip("sklearn")
-    from cudnn_algos.choose.features import row_features
-    from cudnn_algos.selector.train import engine_candidates, train
+    from cudnn_algos.selector.train import train
 
-    ps = [table_problem(i, "a") for i in range(6)]
-    for p in ps:  # engine 6: 4x the fastest's time
-        p[1][-1]["kernel_median_ms"] = 4 * min(r["kernel_median_ms"] for r in p[1])
-    rows = ps[0][1]
-    feats, enc = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+    ps, feats, enc = slow_tail_problems()
     fit = {"min_samples_leaf": 1, "max_iter": 100, "learning_rate": 0.3}
     sel = train(ps, family="t", learner="hist", evidence_k=0, params=fit, guard=0.2, guard_far=0.4, guard_cap=2.0)
     assert (sel.guard, sel.guard_far, sel.trained_on["guard_cap"]) == (0.2, 0.4, 2.0)
@@ -677,9 +679,10 @@ def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_m
 
 
 def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tmp_path):
-    """Trained with evidence, the file (format 4) holds it (and the guard's trees) as plain arrays and predicts the same after loading;
-    evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts; trees trained with
-    evidence refuse rows without it (they would read past a row's end); the shipped file loads and predicts."""
+    """Trained with evidence, the file (format 4) holds it (and the guard's trees) as plain arrays and predicts the
+    same after loading; evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts;
+    trees trained with evidence refuse rows without it (they would read past a row's end); the shipped file loads
+    and predicts."""
     pytest.importorskip("sklearn")
     from cudnn_algos.choose.features import row_features
     from cudnn_algos.choose.model import EVIDENCE_FEATURES, FORMAT
@@ -687,7 +690,8 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
 
     problems = real_sample()
     sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4})
-    assert FORMAT == 4 and sel.evidence is not None and len(sel.evidence.klass) == 17 and sel.guard_trees is not None
+    assert FORMAT == 4 and sel.evidence is not None and len(sel.evidence.klass) == 17
+    assert sel.guard_trees is not None
     sel.save(tmp_path / "s.npz")
     with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
         assert all(z[k].dtype != object for k in z.files) and "ev_value" in z.files

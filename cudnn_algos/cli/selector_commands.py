@@ -140,10 +140,7 @@ def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, re
     seen = f"neighbour evidence of the {evidence_k} nearest" if evidence_k else "no neighbour evidence"
     trees = f"{a.objective} trees" + (f" ({a.learner}, target cap {target_cap:g})" if a.objective == "regression"
                                       else "")
-    g = guards["guard"]
-    guarded = "no guard" if g is None else f"guard {g:g}" + (
-        "" if guards["guard_far"] is None else f", {guards['guard_far']:g} beyond the reach") + (
-        "" if guards["guard_cap"] is None else f", read from trees of cap {guards['guard_cap']:g}")
+    guarded = _guard_words(**guards)
     print(f"leave one {a.by} out ({trees}, {seen}, reach {reach:g},\n  {guarded}):\n"
           "regret against the measured best (pick / best - 1, %) of the held-out problems")
     print(table(summarize(rs, (a.by,), methods), ("held-out " + a.by,)))
@@ -212,13 +209,20 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
 
 
 def _guard_text(sel: Any) -> str:
-    """A selector's guard in words: 'no guard', or its margin, its margin beyond the reach and its trees' cap."""
-    if sel.guard is None:
+    """A selector's guard in words (_guard_words)."""
+    return _guard_words(sel.guard, sel.guard_far, sel.trained_on.get("guard_cap"), sel.guard_trees is not None)
+
+
+def _guard_words(guard: float | None, guard_far: float | None, guard_cap: float | None,
+                 own_trees: bool | None = None) -> str:
+    """'no guard', or the margin, the margin beyond the reach and the cap of the guard's own trees (`own_trees`:
+    whether it has them; None: where a cap is given)."""
+    if guard is None:
         return "no guard"
-    far = "" if sel.guard_far is None else f", {sel.guard_far:g} beyond the reach"
-    cap = sel.trained_on.get("guard_cap")
-    trees = "" if sel.guard_trees is None else f", read from its own trees{f' (cap {cap:g})' if cap else ''}"
-    return f"guard {sel.guard:g}{far}{trees}"
+    far = "" if guard_far is None else f", {guard_far:g} beyond the reach"
+    own = guard_cap is not None if own_trees is None else own_trees
+    trees = f", read from its own trees{f' (cap {guard_cap:g})' if guard_cap else ''}" if own else ""
+    return f"guard {guard:g}{far}{trees}"
 
 
 def _family_of(problems) -> str:

@@ -6,5 +6,6 @@ from .store import SweepStore
 from .tasks import DIE_ONCE_ENV, dry_run_measure, measure_task, task_key, tasks_of
 from .turns import TURN_SCOPES, GpuTurn
 
-__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "worker_names", "GpuTurn", "TURN_SCOPES", "todo_of", "dask_key",
+__all__ = ["sweep", "SweepResult", "SweepStore", "local_cluster", "worker_names", "GpuTurn", "TURN_SCOPES", "todo_of",
+           "dask_key",
            "measure_task", "dry_run_measure", "tasks_of", "task_key", "DIE_ONCE_ENV", "NO_DASK"]

@@ -229,9 +229,9 @@ def _run(todo, fn, options, record, scheduler, n_workers, allowed_failures, dead
         else:
             n = n_workers or (_visible_gpus() or 1) * per_gpu
             cluster = local_cluster(n, gpus=not dry_run, per_gpu=per_gpu)
+            turns = " for timed calls" if (options or {}).get("turn_scope") == "timing" else ""
             client, engine = Client(cluster), f"dask, {n} local worker(s)" + (
-                f", {per_gpu} per GPU taking turns" + (" for timed calls" if (options or {}).get("turn_scope") ==
-                                                         "timing" else "") if per_gpu > 1 else "")
+                f", {per_gpu} per GPU taking turns{turns}" if per_gpu > 1 else "")
             try:  # every local worker up before the first window of tasks is sized (one per worker thread)
                 client.wait_for_workers(n, timeout=WORKERS_UP_S)
             except TimeoutError:

@@ -122,8 +122,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     building the plans; options["known"], {problem class: configuration names} (selector Note [known
     configurations]): those of the task's class built and timed too, source "exact"; options["share_gpu"]: other
     workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py, and
-    options["turn_scope"] says what is exclusive ("whole" or "timing": Note [timing turns]); options["lean"]: the screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held
-    attached for the worker's life, _hold_cupti), screened,
+    options["turn_scope"] says what is exclusive ("whole" or "timing": Note [timing turns]); options["lean"]: the
+    screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held attached for the worker's
+    life, _hold_cupti), screened,
     refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
     algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
     "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
@@ -233,9 +234,10 @@ def dry_run_measure(task: dict[str, Any], options: dict[str, Any] | None = None)
     """Rows made from the task alone (no GPU, no torch): a cluster check. With $CUDNN_ALGOS_SWEEP_DIE_ONCE naming a
     file, the first task to find it deletes it and kills its own worker (SIGKILL), as a crash would.
     options["seconds"]: how long its timed part takes (options["shared_seconds"]: an untimed part before it, in
-    the turn; each sleep stands for that GPU work, and the rows' notes say when each ran); options["started_dir"]: a folder where each task, as it starts, leaves
-    a file named by its key's SHA-1 (which tasks ran, stored or not); options["lose_context"]: a task whose key
-    holds this text fails as a faulted kernel would, and its worker runs no more tasks (NOT_RUN) until restarted."""
+    the turn; each sleep stands for that GPU work, and the rows' notes say when each ran); options["started_dir"]:
+    a folder where each task, as it starts, leaves a file named by its key's SHA-1 (which tasks ran, stored or not);
+    options["lose_context"]: a task whose key holds this text fails as a faulted kernel would, and its worker runs
+    no more tasks (NOT_RUN) until restarted."""
     die = os.environ.get(DIE_ONCE_ENV)
     if die:
         try:
