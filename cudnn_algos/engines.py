@@ -395,8 +395,8 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
              compare_torch: bool, bench: bool, dev: int, timed: Callable[[], AbstractContextManager] | None = None
              ) -> EngineSearchResult:
     """On fresh operands, in one kernel-clock session: the `confirm` fastest configurations torch would accept and
-    (compare_torch) torch's own op; then torch's choice identified by its kernels. `timed`: held around torch's
-    first call (benchmark mode's search times) and measure_rows's timed calls."""
+    (compare_torch) torch's own op; then torch's choice identified by its kernels. `timed`: held once around torch's
+    first call (benchmark mode's search times) and measure_rows's calls."""
     timed = timed or nullcontext
     if not confirm and not compare_torch:
         return result
@@ -407,12 +407,13 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
     runs = [plan_runnable(problem, cdir, result.rows[i].plan, sets, result.rows[i].rank_a,
                           f"{problem.describe(result.direction)} | {result.rows[i].name} (confirm)") for i in idx]
     first_ms, first_err = None, ""
-    if compare_torch:
-        with step("torch_first_call"), timed():
-            first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
-        runs.append(trun)
-    with cudnn_benchmark(bench):
-        ms = measure_rows(runs, problem, cfg, ref2, dev, timed=timed)
+    with timed():  # one hold for torch's search and the confirm's timing (nothing untimed runs between them)
+        if compare_torch:
+            with step("torch_first_call"):
+                first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
+            runs.append(trun)
+        with cudnn_benchmark(bench):
+            ms = measure_rows(runs, problem, cfg, ref2, dev, timed=timed)
     del sets, ref2
     rows = list(result.rows)
     for i, m in zip(idx, ms):

@@ -276,7 +276,7 @@ def test_a_sweep_task_sharing_its_gpu_measures_inside_its_turn(tmp_path):
 def test_timing_turns_hold_the_gpu_alone_for_every_timed_call(tmp_path, monkeypatch):
     """sweep Note [timing turns]: with scope "timing" the turn is shared for the untimed work and exclusive around
     every kernel-clock session and torch's first call; the task measures as usual and reports its exclusive
-    seconds."""
+    seconds and holds, by step."""
     import cudnn_algos.engines as engines_mod
     import cudnn_algos.measure.pipeline as pipeline
     from cudnn_algos.sweep import GpuTurn, measure_task
@@ -308,6 +308,9 @@ def test_timing_turns_hold_the_gpu_alone_for_every_timed_call(tmp_path, monkeypa
                               "legacy": False})
     assert out["status"] == "done", out.get("reason")
     assert 0 < out["stages"]["gpu_timed"] < out["stages"]["engine_timing"]
+    # one hold alone each for the screen, the refine and the confirm (torch's search with it), by step
+    assert 1 <= out["stages"]["gpu_holds"] <= 4 and out["stages"]["timed_screen"] > 0
+    assert out["stages"]["timed_confirm"] > 0
 
 
 def _misaligned(t: torch.Tensor, fmt) -> torch.Tensor:

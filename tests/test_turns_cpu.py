@@ -129,6 +129,31 @@ def test_a_timing_turn_taken_outside_a_hold_is_exclusive_and_released(tmp_path):
                 pass
 
 
+def test_a_turn_counts_its_exclusive_holds_and_their_seconds_by_the_search_step_that_asked(tmp_path):
+    """The sweep's per-step figures (timed_<step>, wait_<step>): a hold asked for inside measure.steps.step(name)
+    is counted under that name, one outside any under "other"; nothing is counted without a recording."""
+    from cudnn_algos.measure.steps import current_step, recording, step
+
+    turn = GpuTurn("0", str(tmp_path), scope="timing")
+    with recording(), turn:
+        with step("screen"):
+            assert current_step() == "screen"
+            with turn.timing():
+                time.sleep(0.02)
+            with turn.timing():
+                pass
+        with step("confirm"), step("torch_first_call"), turn.timing():
+            time.sleep(0.01)
+        assert current_step() == ""
+    assert turn.holds == 3
+    assert set(turn.timed_in) == {"screen", "torch_first_call"}
+    assert turn.timed_in["screen"] >= 0.02 and turn.timed_in["torch_first_call"] >= 0.01
+    assert abs(sum(turn.timed_in.values()) - turn.timed) < 1e-9
+    assert set(turn.waited_in) == {"other", "screen", "torch_first_call"}
+    with step("screen"):
+        assert current_step() == ""
+
+
 def _free(path):
     import fcntl
 

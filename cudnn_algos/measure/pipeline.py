@@ -80,24 +80,27 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     first: dict[int, float] = {}
     lean = cfg.lean and ref is not None and ref.is_cuda
     alone = [i for i, r in enumerate(runnables) if not (lean and r.guarded_output is not None)]
-    if alone:
-        with timed():
-            for i in alone:  # the others: _checked_together below
-                cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
-                       if cfg.prune and first else None)
-                with _phase(phases[i], "first call"):
-                    out[i], est = _first_call(runnables[i], ref, device, cut)
+    # one hold for the first calls and the timed passes where nothing untimed runs between them (each hold asked
+    # for waits for the other workers' holds on a shared GPU)
+    with timed() if alone and not lean else contextlib.nullcontext():
+        if alone:
+            with timed():
+                for i in alone:  # the others: _checked_together below
+                    cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
+                           if cfg.prune and first else None)
+                    with _phase(phases[i], "first call"):
+                        out[i], est = _first_call(runnables[i], ref, device, cut)
+                    if est is not None:
+                        first[i] = est
+        if lean:
+            together = [i for i, r in enumerate(runnables) if r.guarded_output is not None]
+            for i, (m, est) in zip(together, _checked_together([runnables[i] for i in together], ref, device)):
+                out[i] = m
                 if est is not None:
                     first[i] = est
-    if lean:
-        together = [i for i, r in enumerate(runnables) if r.guarded_output is not None]
-        for i, (m, est) in zip(together, _checked_together([runnables[i] for i in together], ref, device)):
-            out[i] = m
-            if est is not None:
-                first[i] = est
-    if first:
-        with timed():
-            _timed_passes(runnables, out, first, cfg, device, phases)
+        if first:
+            with timed():
+                _timed_passes(runnables, out, first, cfg, device, phases)
     _work_and_ranks(runnables, out, problem, device, peak)
     return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
 

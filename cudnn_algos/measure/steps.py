@@ -9,6 +9,7 @@ import time
 from typing import Iterator
 
 _open: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("cudnn_algos_steps", default=None)
+_inside: contextvars.ContextVar[str] = contextvars.ContextVar("cudnn_algos_step_now", default="")
 
 
 @contextlib.contextmanager
@@ -24,16 +25,24 @@ def recording() -> Iterator[dict[str, float]]:
 
 @contextlib.contextmanager
 def step(name: str) -> Iterator[None]:
-    """The block's host seconds added to the open recording's `name` (nothing without one)."""
+    """The block's host seconds added to the open recording's `name` (nothing without one); inside it,
+    current_step() is `name`."""
     into = _open.get()
     if into is None:
         yield
         return
+    token = _inside.set(name)
     t0 = time.perf_counter()
     try:
         yield
     finally:
         into[name] = into.get(name, 0.0) + time.perf_counter() - t0
+        _inside.reset(token)
 
 
-__all__ = ["recording", "step"]
+def current_step() -> str:
+    """The innermost step open in this thread under a recording ("" outside any)."""
+    return _inside.get()
+
+
+__all__ = ["current_step", "recording", "step"]

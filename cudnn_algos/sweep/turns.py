@@ -39,6 +39,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..choices import TURN_SCOPES
+from ..measure.steps import current_step
 
 
 def gpu_name() -> str:
@@ -50,8 +51,10 @@ class GpuTurn:
     """A turn on this process's GPU among the processes of this machine that take one (Note [sharing a GPU]);
     re-enterable one level at a time: ``with turn:`` blocks until it may run on the GPU. scope "whole": the turn is
     exclusive; "timing" (Note [timing turns]): shared, and ``with turn.timing():`` exclusive for the timed calls.
-    `waited`: seconds spent waiting so far; `held`: seconds held; `timed`: seconds held exclusively. `settle`: called
-    before any hold is released (Note [timing turns]: the GPU work this process enqueued, finished)."""
+    `waited`: seconds spent waiting so far; `held`: seconds held; `timed`: seconds held exclusively; `waited_in`,
+    `timed_in`: the same two by the search's step (measure.steps.current_step) in which the hold was asked for;
+    `holds`: how many exclusive holds. `settle`: called before any hold is released (Note [timing turns]: the GPU
+    work this process enqueued, finished)."""
 
     def __init__(self, gpu: str | None = None, directory: str | None = None, scope: str = "whole",
                  settle: Callable[[], Any] | None = None):
@@ -66,9 +69,13 @@ class GpuTurn:
         self.waited = 0.0
         self.held = 0.0
         self.timed = 0.0
+        self.waited_in: dict[str, float] = {}
+        self.timed_in: dict[str, float] = {}
+        self.holds = 0
         self._f: Any = None
         self._mode = 0  # the lock held now: 0, fcntl.LOCK_SH or fcntl.LOCK_EX
         self._since = 0.0
+        self._where = ""
 
     def __enter__(self) -> "GpuTurn":
         self._open(fcntl.LOCK_EX if self.scope == "whole" else fcntl.LOCK_SH)
@@ -140,7 +147,10 @@ class GpuTurn:
             fcntl.flock(self._f, mode)
         self._since = time.perf_counter()
         self.waited += self._since - t0
+        where = current_step() or "other"
+        self.waited_in[where] = self.waited_in.get(where, 0.0) + self._since - t0
         self._mode = mode
+        self._where = where
 
     def _unlock(self, quiet: bool = False) -> None:
         """Releases the lock held, after `settle`; `quiet` (an error is already on its way): settle's own error is
@@ -161,6 +171,8 @@ class GpuTurn:
         self.held += s
         if self._mode == fcntl.LOCK_EX:
             self.timed += s
+            self.holds += 1
+            self.timed_in[self._where] = self.timed_in.get(self._where, 0.0) + s
         self._mode = 0
         fcntl.flock(self._f, fcntl.LOCK_UN)
 
