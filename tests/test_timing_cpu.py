@@ -255,6 +255,31 @@ def test_a_screen_samples_every_row_once_and_only_the_close_ones_again(monkeypat
 
 
 @NO_GPU
+def test_a_screen_gives_a_pruned_row_its_samples_where_its_kernel_clock_sample_is_close(monkeypatch):
+    """A row pruned on a first call that was slow for another reason (a module loaded; another worker's kernels
+    on a shared GPU, sweep Note [timing turns]) but whose one kernel-clock sample is within close x the fastest gets
+    the rest of its samples (K from that sample) and is no longer marked pruned; a truly slow pruned row keeps its
+    one sample. Stand-ins for the kernel clock (no GPU)."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    sessions = []
+    per_call = {0: 0.050, 1: 0.060, 2: 2.0}
+
+    def fake_pass(runs, out, plan, dev, phases):
+        sessions.append(dict(plan))
+        for i, (k, n) in plan.items():
+            out[i] = replace(out[i], kernel_ms=Stats.of([per_call[i]] * n))
+
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", fake_pass)
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    runs = [_fake(ms)[0] for ms in (0.05, 1.0, 2.0)]  # row 1's first call: 20x the fastest, its kernels: 1.2x
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0, throughput=False, close=1.5)
+    m = measure.measure_rows(runs, problem, cfg, None, 0, peak=False)
+    assert sessions == [{0: (20, 1), 1: (1, 1), 2: (1, 1)}, {0: (20, 2), 1: (17, 2)}]
+    assert m[1].kernel_ms.n == 3 and not m[1].pruned and m[1].calls_per_sample == 17
+    assert m[2].kernel_ms.n == 1 and m[2].pruned and m[2].calls_per_sample == 1
+
+
+@NO_GPU
 def test_a_far_slower_accuracy_call_is_the_estimate_and_no_timed_call_follows(monkeypatch):
     """With prune: a candidate whose accuracy call took over max(prune x the fastest first call so far, that + 5 ms)
     is not called again before its one kernel-clock sample (the slowest cost two calls, not three); one under that

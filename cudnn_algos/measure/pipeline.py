@@ -48,8 +48,8 @@ SCREEN_CLOSE = 1.5
 # still checked before it is timed (a row that fails its check is never timed), but the host waits once instead of
 # ~8 times per row, and the accuracy call's event time is the row's first-call estimate (for K and the prune): no
 # separate first timed call, so a screened row has no host time. A first call's one-time costs (a module loaded
-# before its first launch) can only raise an estimate: such a row is pruned to one sample at worst, and its kernel
-# clock sample still ranks it (PRUNE's note). A fault that loses the context shows at the wait, after the calls
+# before its first launch) can only raise an estimate: such a row may be pruned, but its kernel-clock sample still
+# ranks it, and where that sample is close (SCREEN_CLOSE) it gets the rest of its samples as the others do. A fault that loses the context shows at the wait, after the calls
 # enqueued behind it: the task fails as before, its reason naming the wait, not the row.
 
 
@@ -114,7 +114,7 @@ def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: 
     for i, est in first.items():
         if cfg.prune and est > cfg.prune * fastest:
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
-            plan[i] = (1, 1)
+            plan[i] = (1, cfg.repeats if cfg.close else 1)  # close: the rest only where its sample is close
         elif not cfg.throughput:  # a screen ranks on the kernel clock alone
             k = calls_per_sample(est)
             out[i] = replace(out[i], calls_per_sample=k)
@@ -314,10 +314,16 @@ def _kernel_pass_close(runnables: Sequence[Runnable], out: list[Measurement], pl
         return
     fastest = min(st.median for st in first.values())
     more = {i: (k, n - 1) for i, (k, n) in plan.items() if n > 1 and i in first and first[i].median <= close * fastest}
+    # a pruned row whose sample is close after all (its first call's estimate was high: a module loaded, or another
+    # worker's kernels on a shared GPU, sweep Note [timing turns]): its samples as the others', K from its sample
+    pruned = {i for i in more if out[i].pruned}
+    more.update({i: (calls_per_sample(first[i].median), more[i][1]) for i in pruned})
     _kernel_pass(runnables, out, more, device, phases)
     for i in more:
         if out[i].kernel_ms is not first[i]:  # the second session timed it: its samples join the first's
             out[i] = replace(out[i], kernel_ms=Stats.of(list(first[i].samples) + list(out[i].kernel_ms.samples)))
+        if i in pruned:
+            out[i] = replace(out[i], pruned=False, calls_per_sample=more[i][0], throughput_ms=None)
 
 
 def _kernel_session(runnables: Sequence[Runnable], plan: dict[int, tuple[int, int]], device: int,

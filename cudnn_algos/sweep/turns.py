@@ -20,8 +20,9 @@ identification), which workers of one GPU may do at once, and `timing()` makes i
 calls whose times are kept: kernel-clock sessions, throughput samples, first timed calls, torch's benchmark search
 and the legacy find_ex. No other process's kernel runs during a timed call, as in scope "whole"; what changes is
 that the untimed host work of several workers overlaps. An accuracy call's CUDA-event time, a lean screen's
-first-call estimate (K and the prune), may then include another worker's kernels: it can only rise, so a row is
-at worst pruned to one sample, and its kernel-clock sample, timed alone, still ranks it (Note [a lean screen]).
+first-call estimate (K and the prune), may then include another worker's kernels: it can only rise, so a row may be
+pruned, but its kernel-clock sample, timed alone, still ranks it, and one that is close gets all its samples
+(Note [a lean screen]).
 A second lock file (the gate) keeps exclusive requests from starving behind a stream of shared ones: a shared
 hold is taken through the gate, and an exclusive request holds the gate while it waits. No process waits for the
 gate while it holds the turn's lock, so two upgrades cannot deadlock (each drops its shared hold first). A hold of
