@@ -49,8 +49,9 @@ SCREEN_CLOSE = 1.5
 # ~8 times per row, and the accuracy call's event time is the row's first-call estimate (for K and the prune): no
 # separate first timed call, so a screened row has no host time. A first call's one-time costs (a module loaded
 # before its first launch) can only raise an estimate: such a row may be pruned, but its kernel-clock sample still
-# ranks it, and where that sample is close (SCREEN_CLOSE) it gets the rest of its samples as the others do. A fault that loses the context shows at the wait, after the calls
-# enqueued behind it: the task fails as before, its reason naming the wait, not the row.
+# ranks it, and where that sample is close (SCREEN_CLOSE) it gets the rest of its samples as the others do. A fault
+# that loses the context shows at the wait, after the calls enqueued behind it: the task fails as before, its reason
+# naming the wait, not the row.
 
 
 def check_config(repeats: Any, warmup: Any, l2: Any, reference: Any = "cuda") -> None:
