@@ -413,7 +413,7 @@ def _confirm(result: EngineSearchResult, problem: Problem, ref, cfg: MeasureConf
                 first_ms, trun, first_err = _torch_first_call(problem, cdir, sets, bench, dev)
             runs.append(trun)
         with cudnn_benchmark(bench):
-            ms = measure_rows(runs, problem, cfg, ref2, dev, timed=timed)
+            ms = measure_rows(runs, problem, cfg, ref2, dev)  # inside the hold already
     del sets, ref2
     rows = list(result.rows)
     for i, m in zip(idx, ms):

@@ -81,11 +81,12 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     first: dict[int, float] = {}
     lean = cfg.lean and ref is not None and ref.is_cuda
     alone = [i for i, r in enumerate(runnables) if not (lean and r.guarded_output is not None)]
-    # one hold for the first calls and the timed passes where nothing untimed runs between them (each hold asked
-    # for waits for the other workers' holds on a shared GPU)
-    with timed() if alone and not lean else contextlib.nullcontext():
+    # not lean: one hold for the first calls and the timed passes, as nothing untimed runs between them (each hold
+    # asked for waits for the other workers' holds on a shared GPU); lean: a hold for each, the checks between
+    each = timed if lean else contextlib.nullcontext
+    with contextlib.nullcontext() if lean else timed():
         if alone:
-            with timed():
+            with each():
                 for i in alone:  # the others: _checked_together below
                     cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
                            if cfg.prune and first else None)
@@ -100,7 +101,7 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
                 if est is not None:
                     first[i] = est
         if first:
-            with timed():
+            with each():
                 _timed_passes(runnables, out, first, cfg, device, phases)
     _work_and_ranks(runnables, out, problem, device, peak)
     return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
