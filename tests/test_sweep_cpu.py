@@ -360,3 +360,12 @@ def test_after_a_lost_context_a_worker_hands_tasks_back_and_in_process_sweeps_st
     assert stored[-1][1]["status"] == "failed"
     assert "stopped: a kernel faulted and this process's CUDA context is lost" in str(
         driver.SweepResult(2, 1, 0, 45, 1.0, stopped_by="context-lost"))
+
+
+def test_the_summary_gives_seconds_per_step_and_holds_as_a_count():
+    """CPU: the sweep's summary averages each task stage over the problem-directions run; holds of the GPU are a
+    count, the rest seconds."""
+    from cudnn_algos.sweep import driver
+
+    r = driver.SweepResult(3, 1, 0, 0, 2.0, stages={"engine_build": 2.0, "gpu_holds": 10.0, "timed_screen": 0.4})
+    assert "engine_build 0.50 s, gpu_holds 2.50, timed_screen 0.10 s" in str(r)

@@ -17,6 +17,7 @@ from .store import SweepStore
 from .tasks import NOT_RUN, dry_run_measure, measure_task, repeats_of, tasks_of
 
 WORKERS_UP_S = 120.0  # the longest wait for a local cluster's workers to start before the first tasks go
+UNITS = {"gpu_holds": ""}  # a task stage's unit in the summary where it is not seconds: holds of the GPU are counted
 RESTART_S = 120.0  # the longest wait for a worker restarted after it lost its CUDA context
 FORGET_S = 5.0  # the longest wait for the scheduler to release a faulted task's result before its worker restarts
 NOT_RUN_MAX = 3  # times a task is handed back unrun (its worker's context was lost) before it is stored as failed
@@ -60,8 +61,8 @@ class SweepResult:
                                 "command continues in a fresh process)"}.get(self.stopped_by, "")
         rep = f" ({self.repeats} of them again, for the noise floor)" if self.repeats else ""
         n = self.done + self.failed
-        steps = ("; per problem-direction: " + ", ".join(f"{k} {v / n:.2f} s" for k, v in self.stages.items())
-                 if self.stages and n else "")
+        steps = ("; per problem-direction: " + ", ".join(f"{k} {v / n:.2f}{UNITS.get(k, ' s')}"
+                                                         for k, v in self.stages.items()) if self.stages and n else "")
         return (f"sweep ({self.engine}): {self.done} measured{rep}, {self.failed} failed, {self.skipped} already "
                 f"stored, {self.left} left; {self.seconds:.1f} s, {self.rate:.2f} problem-directions/s"
                 + (f"; per worker: {per}" if per else "") + steps + self._memory() + self._deaths()
