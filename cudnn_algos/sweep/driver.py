@@ -17,13 +17,15 @@ from .store import SweepStore
 from .tasks import NOT_RUN, dry_run_measure, measure_task, repeats_of, tasks_of
 
 WORKERS_UP_S = 120.0  # the longest wait for a local cluster's workers to start before the first tasks go
-UNITS = {"gpu_holds": ""}  # a task stage's unit in the summary where it is not seconds: holds of the GPU are counted
 RESTART_S = 120.0  # the longest wait for a worker restarted after it lost its CUDA context
 FORGET_S = 5.0  # the longest wait for the scheduler to release a faulted task's result before its worker restarts
 NOT_RUN_MAX = 3  # times a task is handed back unrun (its worker's context was lost) before it is stored as failed
 DRAIN_S = 120.0  # at the budget's end, the longest wait for the tasks in flight then (Note [the budget's end])
 NO_DASK = ("Dask is not installed: measuring in this process on one GPU. For every GPU of this machine or a "
            "cluster: pip install 'cudnn_algos[sweep]' (dask[distributed])")
+
+
+UNITS = {"gpu_holds": ""}  # a task stage's unit in the summary where it is not seconds: holds of the GPU are counted
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class SweepResult:
     stopped_by: str = ""  # "budget", "ctrl-c" or "context-lost" (in-process: a kernel faulted)
     engine: str = ""  # "dask (N workers)", "dask at tcp://...", "in-process"
     repeats: int = 0  # of the problem-directions run, those measured a second time (the noise floor's sample)
-    stages: dict[str, float] = field(default_factory=dict)  # seconds per step summed over tasks (measure_task's)
+    stages: dict[str, float] = field(default_factory=dict)  # per step, summed over tasks (measure_task's):
+    # seconds, or what UNITS says
     died: dict[str, int] = field(default_factory=dict)  # worker -> how often it died (SIGKILL, a crash, OOM)
     retried: tuple[str, ...] = ()  # the tasks running on a worker when it died (run again; failed past the limit)
     restarted: dict[str, int] = field(default_factory=dict)  # worker -> restarts after a task lost its CUDA context
