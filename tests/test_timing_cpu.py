@@ -582,3 +582,31 @@ def test_a_lean_screen_is_asked_for_with_a_screen(kwargs, exc, match):
 
     with pytest.raises(exc, match=match):
         validate_engines(torch.nn.Conv2d(8, 8, 3), (1, 8, 8, 8), **kwargs)
+
+
+@NO_GPU
+def test_a_screen_samples_a_slow_row_with_one_call_a_window_and_throughput_with_two(monkeypatch):
+    """A screen (no throughput samples): a row over ~0.7 ms a call gets kernel-clock windows of one call (CUPTI
+    records each kernel's duration, so one call is a sample), also a pruned row whose one sample turned out close;
+    the throughput path keeps MIN_CALLS back-to-back calls a sample. Stand-ins for the kernel clock (no GPU)."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    plans = []
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", lambda runs, out, plan, dev, phases: plans.append(plan))
+    problem = make_problem(ConvSpec(8, 8, (3, 3)), (1, 8, 8, 8))
+    (fast, _), (slow, _) = _fake(0.50), _fake(1.2)
+    cfg = MeasureConfig(repeats=3, warmup=2, prune=8.0, throughput=False)
+    m_fast, m_slow = measure.measure_rows([fast, slow], problem, cfg, None, 0, peak=False)
+    assert plans == [{0: (2, 3), 1: (1, 3)}] and m_slow.calls_per_sample == 1 and not m_slow.pruned
+    assert measure.pipeline.calls_per_sample(1.2) == 2, "a throughput sample is still two calls back to back"
+    sessions = []
+    per_call = {0: 0.9, 1: 1.0}
+
+    def fake_pass(runs, out, plan, dev, phases):
+        sessions.append(dict(plan))
+        for i, (k, n) in plan.items():
+            out[i] = replace(out[i], kernel_ms=Stats.of([per_call[i]] * n))
+
+    monkeypatch.setattr(measure.pipeline, "_kernel_pass", fake_pass)
+    runs = [_fake(ms)[0] for ms in (0.9, 9.0)]  # row 1's first call 10x the fastest (pruned), its kernels 1.1x
+    m = measure.measure_rows(runs, problem, replace(cfg, close=1.5), None, 0, peak=False)
+    assert sessions == [{0: (1, 1), 1: (1, 1)}, {0: (1, 2), 1: (1, 2)}] and not m[1].pruned

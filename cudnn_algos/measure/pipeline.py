@@ -117,8 +117,8 @@ def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: 
         if cfg.prune and est > cfg.prune * fastest:
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
             plan[i] = (1, cfg.repeats if cfg.close else 1)  # close: the rest only where its sample is close
-        elif not cfg.throughput:  # a screen ranks on the kernel clock alone
-            k = calls_per_sample(est)
+        elif not cfg.throughput:  # a screen ranks on the kernel clock alone (one call of a slow row is a sample)
+            k = calls_per_sample(est, fewest=1)
             out[i] = replace(out[i], calls_per_sample=k)
             plan[i] = (k, cfg.repeats)
         else:
@@ -276,10 +276,13 @@ def _throughput(r: Runnable, m: Measurement, cfg: MeasureConfig, device: int) ->
         return _failed(r, e, device, "throughput samples"), 0
 
 
-def calls_per_sample(est_ms: float) -> int:
+def calls_per_sample(est_ms: float, fewest: int = MIN_CALLS) -> int:
     """K, the back-to-back calls per sample, for a call estimated at `est_ms` of GPU time: TARGET_SAMPLE_MS of work,
-    within [MIN_CALLS, MAX_CALLS]."""
-    return int(min(MAX_CALLS, max(MIN_CALLS, round(TARGET_SAMPLE_MS / max(est_ms, 1e-3)))))
+    within [fewest, MAX_CALLS]. A throughput sample needs MIN_CALLS (back to back, so that launches overlap); a
+    kernel-clock sample alone (a screen's, fewest=1) does not: CUPTI records each kernel's own duration, so one call
+    of a candidate slower than TARGET_SAMPLE_MS is a whole sample, and a second call would only double its GPU time
+    (the screen's slowest rows are most of a sweep's timed GPU time)."""
+    return int(min(MAX_CALLS, max(fewest, round(TARGET_SAMPLE_MS / max(est_ms, 1e-3)))))
 
 
 def _kernel_pass(runnables: Sequence[Runnable], out: list[Measurement], plan: dict[int, tuple[int, int]],
@@ -319,7 +322,7 @@ def _kernel_pass_close(runnables: Sequence[Runnable], out: list[Measurement], pl
     # a pruned row whose sample is close after all (its first call's estimate was high: a module loaded, or another
     # worker's kernels on a shared GPU, sweep Note [timing turns]): its samples as the others', K from its sample
     pruned = {i for i in more if out[i].pruned}
-    more.update({i: (calls_per_sample(first[i].median), more[i][1]) for i in pruned})
+    more.update({i: (calls_per_sample(first[i].median, fewest=1), more[i][1]) for i in pruned})
     _kernel_pass(runnables, out, more, device, phases)
     for i in more:
         if out[i].kernel_ms is not first[i]:  # the second session timed it: its samples join the first's
