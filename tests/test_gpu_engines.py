@@ -311,6 +311,8 @@ def test_timing_turns_hold_the_gpu_alone_for_every_timed_call(tmp_path, monkeypa
     # one hold alone each for the screen, the refine and the confirm (torch's search with it), by step
     assert 1 <= out["stages"]["gpu_holds"] <= 4 and out["stages"]["timed_screen"] > 0
     assert out["stages"]["timed_confirm"] > 0
+    # the untimed GPU work (operands, the reference, the lean screen's accuracy calls) held shared
+    assert out["stages"]["gpu_shared"] > 0
 
 
 def _misaligned(t: torch.Tensor, fmt) -> torch.Tensor:

@@ -143,7 +143,9 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
         return skip
     # host seconds per step of this task (the sweep prints their sums): engine_build, engine_timing, legacy_find_ex,
     # legacy_heuristic, disjoint; gpu_wait (sharing a GPU) is the part of the timing steps spent waiting for a turn,
-    # gpu_timed the part held alone, gpu_holds how many holds alone; wait_<step>, timed_<step>: both by search step
+    # gpu_timed the part held alone, gpu_shared the part held shared (Note [timing turns]: untimed GPU work, which
+    # still keeps the others' timed calls waiting), gpu_holds how many holds alone; wait_<step>, timed_<step>: both
+    # by search step
     stages: dict[str, float] = {}
     # workers sharing a GPU take turns on it for everything but building plans (turns.py, Note [sharing a GPU])
     turn = _turn(opts)
@@ -179,7 +181,8 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
                                                         f"{str(e)[:300]}"})
                 stages[f"legacy_{mode}"] = time.perf_counter() - t1
         if turn is not None:  # waiting for turns, and holding one exclusively (every turn, or the timed calls')
-            stages.update(gpu_wait=turn.waited, gpu_timed=turn.timed, gpu_holds=float(turn.holds))
+            stages.update(gpu_wait=turn.waited, gpu_timed=turn.timed, gpu_shared=max(0.0, turn.held - turn.timed),
+                          gpu_holds=float(turn.holds))
             stages.update({f"wait_{k}": v for k, v in turn.waited_in.items()})
             stages.update({f"timed_{k}": v for k, v in turn.timed_in.items()})
         return {**base, "status": "done", "rows": rows, "env": environment(torch.cuda.current_device()).key(),
