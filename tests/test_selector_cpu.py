@@ -670,17 +670,19 @@ def test_neighbour_evidence_is_what_the_nearest_training_problems_of_the_class_m
     entries = [[("1", 0.0), ("2", 0.5)], [("1", 0.2)], [("1", 0.4), ("2", 0.0)], [("1", 0.3)], [("3", 0.1)]]
     ev = Evidence.of(entries, klass=[0, 0, 0, 0, 1], k=2)
     got = ev.features(np.array([0.9]), 0, ["1", "2", "3", "9"], points)
-    assert got[0] == pytest.approx([(0.2 + 0.0) / 2, 0.2, 0.1])  # problems 1 (0.1 away) and 0 (0.9 away)
-    assert got[1] == pytest.approx([(0.5 + 0.0) / 2, 0.5, 0.9])  # problems 0 and 2 timed it
+    step = 1 / 2048  # values are kept in steps (evidence.VALUE_STEP)
+    assert got[0] == pytest.approx([(0.2 + 0.0) / 2, 0.2, 0.1], abs=step)  # problems 1 (0.1 away) and 0 (0.9 away)
+    assert got[1] == pytest.approx([(0.5 + 0.0) / 2, 0.5, 0.9], abs=step)  # problems 0 and 2 timed it
     assert list(got[2]) == list(EVIDENCE_ABSENT) and list(got[3]) == list(EVIDENCE_ABSENT)  # "3": another class
     mine = ev.features(np.array([1.0]), 0, ["1"], points, exclude=1)
-    assert mine[0] == pytest.approx([(0.0 + 0.4) / 2, 0.0, 1.0])  # itself left out: problems 0 and 2
-    assert ev.features(np.array([10.0]), 1, ["3"], points)[0] == pytest.approx([0.1, 0.1, 0.0])
+    assert mine[0] == pytest.approx([(0.0 + 0.4) / 2, 0.0, 1.0], abs=step)  # itself left out: problems 0 and 2
+    assert ev.features(np.array([10.0]), 1, ["3"], points)[0] == pytest.approx([0.1, 0.1, 0.0], abs=step)
 
 
 def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tmp_path):
-    """Trained with evidence, the file (format 4) holds it (and the guard's trees) as plain arrays and predicts the
-    same after loading; evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts;
+    """Trained with evidence, the file (format 5) holds it (and the guard's trees) as plain arrays, its values as
+    two-byte steps, and predicts the same after loading; a format-4 file (float32 values) still loads, the same;
+    evidence_k=0 trains without it, and a format-2 file (no evidence) still loads and predicts;
     trees trained with evidence refuse rows without it (they would read past a row's end); the shipped file loads
     and predicts."""
     pytest.importorskip("sklearn")
@@ -690,15 +692,25 @@ def test_a_selector_with_evidence_round_trips_and_a_format_2_file_still_loads(tm
 
     problems = real_sample()
     sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4})
-    assert FORMAT == 4 and sel.evidence is not None and len(sel.evidence.klass) == 17
+    assert FORMAT == 5 and sel.evidence is not None and len(sel.evidence.klass) == 17
     assert sel.guard_trees is not None
     sel.save(tmp_path / "s.npz")
     with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
-        assert all(z[k].dtype != object for k in z.files) and "ev_value" in z.files
+        assert all(z[k].dtype != object for k in z.files) and z["ev_steps"].dtype == np.uint16
+        arrays = {k: z[k] for k in z.files}
     back = Selector.load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(back.evidence.value, sel.evidence.value)  # exact: the values are steps
+    np.testing.assert_array_equal(back.evidence.config, sel.evidence.config)
+    header = json.loads(bytes(arrays.pop("header")).decode())
+    arrays["ev_value"] = sel.evidence.value
+    arrays["ev_config"] = sel.evidence.config
+    del arrays["ev_steps"]
+    np.savez_compressed(tmp_path / "f4.npz", header=np.frombuffer(json.dumps({**header, "format": 4}).encode(),
+                                                                  dtype=np.uint8), **arrays)
     _, rows = problems[3]
     feats, cands = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
     np.testing.assert_allclose(back.predict(feats, cands), sel.predict(feats, cands))
+    np.testing.assert_array_equal(Selector.load(tmp_path / "f4.npz").predict(feats, cands), sel.predict(feats, cands))
     x = sel.rows(feats, cands)
     assert x.shape[1] == len(feats) + len(sel.vocabulary.names) + len(EVIDENCE_FEATURES)
     assert (x[:, -1] == 0).any()  # a training problem's own evidence is at distance 0 unless it is left out
@@ -726,7 +738,7 @@ def test_neighbour_evidence_scanning_the_nearest_first_answers_as_a_whole_scan(m
 
     rng = np.random.default_rng(5)
     points = rng.normal(size=(300, 4))
-    entries = [[(str(c), float(rng.uniform(0, 0.5))) for c in range(12) if rng.uniform() < (0.9 if c < 6 else 0.03)]
+    entries = [[(str(c), round(rng.uniform(0, 0.5) * 2048) / 2048) for c in range(12) if rng.uniform() < (0.9 if c < 6 else 0.03)]
                for _ in range(300)]
     klass = rng.integers(0, 2, size=300)
     ev = Evidence.of(entries, klass=klass, k=5)
@@ -749,3 +761,17 @@ def test_neighbour_evidence_scanning_the_nearest_first_answers_as_a_whole_scan(m
         i = 17
         np.testing.assert_allclose(ev.features(points[i], int(klass[i]), keys, points, exclude=i),
                                    direct(points[i], int(klass[i]), exclude=i), rtol=1e-6)
+
+
+def test_evidence_values_are_kept_in_steps_and_refused_outside_what_two_bytes_hold():
+    """Evidence.of rounds values to VALUE_STEP and sorts entries by problem, then configuration (stable: a problem's
+    repeated configuration keeps its order); quantized() refuses negative, non-finite and too large values."""
+    from cudnn_algos.choose.evidence import VALUE_STEP, Evidence, quantized
+
+    ev = Evidence.of([[("b", 0.30001), ("a", 0.1)], [("a", 0.0), ("b", 0.5)]], [0, 0])
+    assert ev.configs == ("a", "b") and ev.problem.tolist() == [0, 0, 1, 1] and ev.config.tolist() == [0, 1, 0, 1]
+    assert ev.value.tolist() == [round(0.1 / VALUE_STEP) * VALUE_STEP, round(0.30001 / VALUE_STEP) * VALUE_STEP,
+                                 0.0, 0.5]
+    for bad in ([-0.01], [float("nan")], [40.0]):
+        with pytest.raises(ValueError, match="evidence values"):
+            quantized(np.array(bad))

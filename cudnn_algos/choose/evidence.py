@@ -13,6 +13,10 @@ from .features import PROBLEM_FEATURES
 
 EVIDENCE_K = 5  # Note [neighbour evidence]: how many of the nearest training problems that timed a configuration
 EVIDENCE_FEATURES = ("evidence_mean", "evidence_first", "evidence_distance")
+# an entry's value (log2 of its time over its problem's fastest, capped) in steps of this: 2 ** (1/2048) is 0.03%, far
+# under the noise floor, and the model file keeps a value in two bytes (Evidence.of rounds, so training and a loaded
+# file see the same values)
+VALUE_STEP = 1.0 / 2048
 EVIDENCE_ABSENT = (1.0, 1.0, 99.0)  # a configuration no training problem of the class timed (above the targets' cap)
 # the problem features that make its evidence class: only training problems of the same direction, transposition,
 # dtype and layout are a configuration's evidence (an engine's time means nothing across them)
@@ -118,13 +122,27 @@ class Evidence:
     @classmethod
     def of(cls, entries: Sequence[Sequence[tuple[str, float]]], klass: Sequence[int], k: int = EVIDENCE_K
            ) -> "Evidence":
-        """From each training problem's (config_key, value) pairs, in Neighbours' row order."""
+        """From each training problem's (config_key, value) pairs, in Neighbours' row order; entries sorted by
+        problem, then configuration (stable), values rounded to VALUE_STEP (what the model file keeps)."""
         configs = sorted({key for es in entries for key, _ in es})
         index = {c: i for i, c in enumerate(configs)}
         problem = np.array([i for i, es in enumerate(entries) for _ in es], dtype=np.int32)
         config = np.array([index[key] for es in entries for key, _ in es], dtype=np.int32)
-        value = np.array([v for es in entries for _, v in es], dtype=np.float32)
-        return cls(tuple(configs), problem, config, value, np.asarray(klass, dtype=np.int32), int(k))
+        value = quantized(np.array([v for es in entries for _, v in es], dtype=np.float64))
+        order = np.lexsort((config, problem))
+        return cls(tuple(configs), problem[order], config[order], value[order], np.asarray(klass, dtype=np.int32),
+                   int(k))
 
 
-__all__ = ["EVIDENCE_K", "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Evidence", "evidence_class"]
+def quantized(value: np.ndarray) -> np.ndarray:
+    """Evidence values (>= 0) rounded to VALUE_STEP, float32. ValueError for a value a file's two bytes cannot keep
+    (negative, not finite, or over 65535 steps)."""
+    steps = np.round(np.asarray(value, dtype=np.float64) / VALUE_STEP)
+    if len(steps) and not (np.isfinite(steps).all() and steps.min() >= 0 and steps.max() <= 0xFFFF):
+        raise ValueError(f"evidence values must be finite, in [0, {0xFFFF * VALUE_STEP}] (log2 of time over the "
+                         f"fastest, capped); got {float(np.nanmin(value))}..{float(np.nanmax(value))}")
+    return (steps * VALUE_STEP).astype(np.float32)
+
+
+__all__ = ["EVIDENCE_K", "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "VALUE_STEP", "Evidence",
+           "evidence_class", "quantized"]

@@ -19,15 +19,16 @@ import numpy as np
 
 from ..configs import config_key, name_key
 from ..environment import family_name
-from .evidence import (EVIDENCE_ABSENT, EVIDENCE_CLASS, EVIDENCE_FEATURES, EVIDENCE_K, Evidence,
-                       evidence_class)
+from .evidence import (EVIDENCE_ABSENT, EVIDENCE_CLASS, EVIDENCE_FEATURES, EVIDENCE_K, VALUE_STEP, Evidence,
+                       evidence_class, quantized)
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
 # 2: a candidate's positions in the heuristic lists (features.RANKED_LISTS) are features; 3: evidence; 4: the guard's
-# own trees and its margin beyond the reach (a reader of 3 would apply the guard to the ranking trees)
-FORMAT = 4
-READS = (2, 3, 4)  # the formats load() reads (a format-2 file has no evidence)
+# own trees and its margin beyond the reach (a reader of 3 would apply the guard to the ranking trees); 5: evidence
+# kept compact (values as two-byte steps of evidence.VALUE_STEP, configurations as two bytes where they fit)
+FORMAT = 5
+READS = (2, 3, 4, 5)  # the formats load() reads (a format-2 file has no evidence)
 REACH = 2.0  # Note [the selector's reach]
 # Note [the automatic shortlist]: measure_top_k's k=AUTO times the trees' first and cuDNN's first (and INSTANT's first,
 # torch's benchmark-off pick, after them where it is neither: Selector.shortlist), then every candidate the trees
@@ -392,7 +393,9 @@ class Selector:
         more = {}
         if ev is not None:
             header.update(evidence_configs=list(ev.configs), evidence_k=ev.k)
-            more = dict(ev_problem=ev.problem, ev_config=ev.config, ev_value=ev.value, ev_class=ev.klass)
+            more = dict(ev_problem=ev.problem, ev_class=ev.klass,
+                        ev_config=ev.config.astype(np.uint16 if len(ev.configs) <= 0xFFFF else np.int32),
+                        ev_steps=np.round(quantized(ev.value) / VALUE_STEP).astype(np.uint16))
         if (g := self.guard_trees) is not None:
             header.update(guard_base=g.base, guard_rate=g.rate)
             more.update(g_feature=g.feature, g_threshold=g.threshold, g_left=g.left, g_right=g.right, g_value=g.value,
@@ -423,8 +426,10 @@ class Selector:
                                     z["g_offset"], float(h["guard_base"]), float(h["guard_rate"]))
             evidence = None
             if "evidence_configs" in h:
-                evidence = Evidence(tuple(h["evidence_configs"]), z["ev_problem"], z["ev_config"], z["ev_value"],
-                                    z["ev_class"], int(h["evidence_k"]))
+                value = (z["ev_steps"].astype(np.float32) * np.float32(VALUE_STEP) if "ev_steps" in z.files
+                         else z["ev_value"])  # format 3 and 4: float32 values
+                evidence = Evidence(tuple(h["evidence_configs"]), z["ev_problem"], z["ev_config"].astype(np.int32),
+                                    value, z["ev_class"], int(h["evidence_k"]))
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
                    float(h.get("reach", REACH)), known, evidence, _guard(h.get("guard"), f"{path}: guard"),
