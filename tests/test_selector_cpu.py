@@ -775,3 +775,48 @@ def test_evidence_values_are_kept_in_steps_and_refused_outside_what_two_bytes_ho
     for bad in ([-0.01], [float("nan")], [40.0]):
         with pytest.raises(ValueError, match="evidence values"):
             quantized(np.array(bad))
+
+
+def test_the_guard_trees_weigh_in_the_ranking_by_the_selectors_blend(tmp_path):
+    """Note [the guard trees in the ranking]: with guard trees, ranked() orders by the ranking trees' prediction plus
+    blend x the guard trees' (0: the ranking trees' alone) and still returns the ranking trees' predictions (the
+    guard and k="auto" read those); blend is saved and loaded (a file without it: 0), and a negative or non-finite
+    blend is refused."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.choose.features import row_features
+    from cudnn_algos.choose.model import BLEND
+    from cudnn_algos.selector.train import engine_candidates, train
+
+    problems = real_sample()
+    sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4}, guard=None,
+                guard_cap=2.0)
+    assert sel.guard_trees is None and sel.blend == 0.0, "no guard: no guard trees, nothing to blend"
+    sel = train(problems, family="sm_90-cudnn-9.19", params={"n_estimators": 40, "max_depth": 4})
+    assert sel.blend == BLEND > 0 and sel.guard_trees is not None
+    plain = replace(sel, blend=0.0, guard=None, reach=float("inf"))
+    heavy = replace(plain, blend=50.0)
+    moved = 0
+    for _, rows in problems:
+        feats, cands = row_features(rows[0]), [c.encoded for c in engine_candidates(rows)]
+        pred = plain.predict(feats, cands)
+        g = plain.guard_trees.predict(plain.rows(feats, cands))
+        order, got = heavy.ranked(feats, cands)
+        np.testing.assert_array_equal(got, pred)
+        want = heavy.known_first(feats, cands, [int(i) for i in np.argsort(pred + 50.0 * g, kind="stable")])
+        assert order == want
+        assert plain.ranked(feats, cands)[0] == plain.known_first(
+            feats, cands, [int(i) for i in np.argsort(pred, kind="stable")])
+        moved += order[0] != plain.ranked(feats, cands)[0][0]
+    assert moved > 0, "a heavy blend changes some first pick"
+    sel.save(tmp_path / "s.npz")
+    assert Selector.load(tmp_path / "s.npz").blend == BLEND
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays.pop("header")).decode())
+    del header["blend"]
+    np.savez_compressed(tmp_path / "old.npz", header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+                        **arrays)
+    assert Selector.load(tmp_path / "old.npz").blend == 0.0
+    for bad in (-0.5, float("nan"), True):
+        with pytest.raises(ValueError, match="blend"):
+            replace(sel, blend=bad)

@@ -138,7 +138,10 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     short = sel.shortlist(feats, cands, "auto")
     trees_first = int(np.argmin(sel.predict(feats, cands)))
     assert len(short) == AUTO_MAX == len(set(short)) and short[:2] == [trees_first, anchor]
-    assert sel.rank(feats, cands)[0] in (short[0], instant_first(cands)[0])
+    # predict's first: the trees' ranking with the guard trees' weight in it (Note [the guard trees in the ranking]),
+    # or INSTANT's first (the guard)
+    blended = sel.predict(feats, cands) + sel.blend * sel.guard_trees.predict(sel.rows(feats, cands))
+    assert sel.rank(feats, cands)[0] in (int(np.argmin(blended)), instant_first(cands)[0])
     far = list(feats)
     far[0] = 40.0  # batch 2**40: beyond every training problem
     assert not sel.within_reach(far)
@@ -153,7 +156,8 @@ def test_the_automatic_shortlist_times_what_the_trees_leave_close_and_cudnns_fir
     # h[0] without a guard, and with one the trees' first or INSTANT's (Note [a guard against INSTANT's first])
     short = sel.shortlist(far, cands, "auto")
     assert sel.unguarded.rank(far, cands)[0] == h[0] and short[0] == int(np.argmin(own)) and h[0] in short[:2]
-    assert sel.rank(far, cands)[0] in (int(np.argmin(own)), instant_first(cands)[0])
+    blended = own + sel.blend * sel.guard_trees.predict(sel.rows(far, cands))
+    assert sel.rank(far, cands)[0] in (int(np.argmin(blended)), instant_first(cands)[0])
 
 
 def test_outside_its_reach_the_selector_ranks_as_cudnn_does():
@@ -938,7 +942,8 @@ def test_a_guarded_selector_runs_instants_first_unless_its_trees_are_sure():
             return np.array(self.scores[:len(candidates)], dtype=float)
 
     base = {**{f.name: getattr(shipped(), f.name) for f in dataclasses.fields(Selector)}, "guard_far": None,
-            "guard_trees": None}  # the margin read from `scores` everywhere; both are set below
+            "guard_trees": None, "blend": 0.0}  # the margin read from `scores` everywhere; the first two set below
+    # (blend: the ranking by `scores` alone, Note [the guard trees in the ranking] has its own test)
     nb = shipped().neighbours
     near = list(nb.features[0] * nb.scale + nb.mean)  # a training problem: inside the reach
     far = [99.0] * len(near)

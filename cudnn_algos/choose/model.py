@@ -72,6 +72,14 @@ KNOWN_NEAR = 1.0
 # GUARD, GUARD_FAR and GUARD_CAP: what train() gives a model (0.2 is 15%, 0.4 is 32%); the margins scored and why
 # these: selector/train.py's OFF_GUARD_MARGINS and docs/selector.md.
 GUARD, GUARD_FAR, GUARD_CAP = 0.2, 0.4, 2.0
+# Note [the guard trees in the ranking]: the ranking trees (target cap 0.5) order the near-best configurations well but
+# cannot tell a 1.5x one from a 10x one, and far from their data their first is sometimes the latter. A selector with
+# guard trees (cap 2: 4x) ranks by the ranking trees' prediction plus BLEND times the guard trees' (Selector.blend):
+# among candidates the ranking trees see as about equal, the one the guard trees think less far behind goes first.
+# Held out on the sampled halves (13,368 problem-directions, CPU, stored times) 0.5 moved predict's mean from 40.0% /
+# 44.1% to 38.4% / 43.2% and left a real family held out as it was (timm: 4.0%, 4.1%);
+# docs/results/2026-12-07-sampled-halves-curve.md. The guard and k="auto" read the ranking trees' predictions alone.
+BLEND = 0.5
 
 
 def auto_parts(short: Sequence[T], compiled: Callable[[T], bool]) -> tuple[list[T], list[T]]:
@@ -187,11 +195,13 @@ class Selector:
     guard: float | None = None  # Note [a guard against INSTANT's first]; None: none (the reach alone, as before)
     guard_far: float | None = None  # the guard's margin beyond the reach; None: `guard` everywhere
     guard_trees: Trees | None = None  # the trees the guard's margin is read from; None: `trees`
+    blend: float = 0.0  # Note [the guard trees in the ranking]: their weight in the ranking (0: none; needs them)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "family", family_name(self.family))
         object.__setattr__(self, "guard", _guard(self.guard, "guard"))
         object.__setattr__(self, "guard_far", _guard(self.guard_far, "guard_far"))
+        object.__setattr__(self, "blend", _blend(self.blend))
 
     @functools.cached_property
     def unguarded(self) -> "Selector":
@@ -278,7 +288,10 @@ class Selector:
             return heuristic_order(candidates), None
         if predicted is None:
             predicted = self.predict(problem, candidates)
-        order = self.known_first(problem, candidates, [int(i) for i in np.argsort(predicted, kind="stable")])
+        score = predicted
+        if self.blend and self.guard_trees is not None and len(candidates):  # Note [the guard trees in the ranking]
+            score = predicted + self.blend * self.guard_trees.predict(self.rows(problem, candidates))
+        order = self.known_first(problem, candidates, [int(i) for i in np.argsort(score, kind="stable")])
         return (order if self.guard is None else self.guarded(candidates, order, predicted, problem)), predicted
 
     def guarded(self, candidates: Sequence[tuple], order: list[int], predicted: np.ndarray,
@@ -387,7 +400,7 @@ class Selector:
                   "engines": list(self.vocabulary.engines),
                   "knobs": list(self.vocabulary.knobs), "family": self.family, "trained_on": self.trained_on,
                   "base": self.trees.base, "rate": self.trees.rate, "best": list(self.neighbours.best),
-                  "reach": self.reach, "guard": self.guard, "guard_far": self.guard_far,
+                  "reach": self.reach, "guard": self.guard, "guard_far": self.guard_far, "blend": self.blend,
                   "known": {c: [list(x) for x in v] for c, v in self.known.items()}}
         t, nb, ev = self.trees, self.neighbours, self.evidence
         more = {}
@@ -433,7 +446,14 @@ class Selector:
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
         return cls(Vocabulary(tuple(h["engines"]), tuple(h["knobs"])), trees, nb, h["family"], h["trained_on"],
                    float(h.get("reach", REACH)), known, evidence, _guard(h.get("guard"), f"{path}: guard"),
-                   _guard(h.get("guard_far"), f"{path}: guard_far"), guard_trees)
+                   _guard(h.get("guard_far"), f"{path}: guard_far"), guard_trees, _blend(h.get("blend", 0.0), path))
+
+
+def _blend(value: Any, where: str = "blend") -> float:
+    """Selector.blend as a float; ValueError naming `where` for anything but a finite weight >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: blend={value!r} must be a weight >= 0 (Note [the guard trees in the ranking])")
+    return float(value)
 
 
 def _guard(value: Any, where: str) -> float | None:
@@ -446,7 +466,7 @@ def _guard(value: Any, where: str) -> float | None:
     return float(value)
 
 
-__all__ = ["instant_first", "GUARD", "GUARD_FAR", "GUARD_CAP",
+__all__ = ["instant_first", "GUARD", "GUARD_FAR", "GUARD_CAP", "BLEND",
            "FORMAT", "READS", "REACH", "AUTO", "AUTO_FIRST", "AUTO_SPREAD", "AUTO_MAX", "AUTO_OUTSIDE", "EVIDENCE_K",
            "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "Neighbours", "Evidence", "Selector",
            "evidence_class", "heuristic_order", "problem_class", "KNOWN_NEAR", "listed"]

@@ -209,8 +209,9 @@ def _selector_score(model: str, problems, by: str, plot: str | None = None, reac
 
 
 def _guard_text(sel: Any) -> str:
-    """A selector's guard in words (_guard_words)."""
-    return _guard_words(sel.guard, sel.guard_far, sel.trained_on.get("guard_cap"), sel.guard_trees is not None)
+    """A selector's guard in words (_guard_words), and its trees' weight in the ranking where it has one."""
+    words = _guard_words(sel.guard, sel.guard_far, sel.trained_on.get("guard_cap"), sel.guard_trees is not None)
+    return words + (f", which weigh {sel.blend:g} in the ranking" if sel.blend and sel.guard_trees is not None else "")
 
 
 def _guard_words(guard: float | None, guard_far: float | None, guard_cap: float | None,

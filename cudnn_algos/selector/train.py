@@ -17,8 +17,8 @@ import numpy as np
 
 from ..dataset.regret import ProblemRegret, timed_ms
 from ..choose.features import RANKED_LISTS, Vocabulary, row_features, row_problem
-from ..choose.model import (AUTO, EVIDENCE_K, GUARD, GUARD_CAP, GUARD_FAR, REACH, Evidence, Neighbours, Selector,
-                            auto_parts, evidence_class, heuristic_order, instant_first, problem_class)
+from ..choose.model import (AUTO, BLEND, EVIDENCE_K, GUARD, GUARD_CAP, GUARD_FAR, REACH, Evidence, Neighbours,
+                            Selector, auto_parts, evidence_class, heuristic_order, instant_first, problem_class)
 from ..choose.ranking import Candidate
 from ..choose.trees import Trees
 from ..configs import config_key
@@ -110,7 +110,7 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
           params: dict[str, Any] | None = None, objective: str = "regression", known_cap: int = KNOWN_CAP,
           evidence_k: int = EVIDENCE_K, reach: float = REACH, learner: str = "exact",
           guard: float | None = GUARD, target_cap: float = TARGET_CAP, guard_far: float | None = GUARD_FAR,
-          guard_cap: float | None = GUARD_CAP) -> Selector:
+          guard_cap: float | None = GUARD_CAP, blend: float = BLEND) -> Selector:
     """A selector trained on `problems` ((key, long-form rows) pairs) and the nearest-neighbour baseline. The trees
     see the problem's features and the candidate; objective "regression": they predict log2(time / the problem's
     fastest), capped (targets); "rank": they are fitted to order each problem's candidates (selector.rank,
@@ -124,7 +124,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
     none). `target_cap`: the regression target's cap (targets; log2 of time over the fastest, > 0). `guard_far`:
     Selector.guard_far (the margin beyond the reach; None: the guard's everywhere). `guard_cap`: with a guard, the
     guard's own trees fitted with this cap (Selector.guard_trees: regression trees of the same learner and params,
-    hist beside rank trees; None: the guard reads the ranking trees)."""
+    hist beside rank trees; None: the guard reads the ranking trees). `blend`: Selector.blend, with guard trees (Note
+    [the guard trees in the ranking]; 0: the ranking trees alone)."""
     _check_objective(objective)
     _check_reach(reach)
     _check_learner(learner)
@@ -180,7 +181,8 @@ def train(problems: Iterable[tuple[str, Sequence[dict[str, Any]]]], family: str 
             **({"guard_cap": guard_cap} if guard_trees is not None else {}), "evidence_k": evidence_k}
     known = known_configurations(ps, known_cap) if known_cap > 0 else {}
     return Selector(vocab, trees, nb, family, info, reach=float(reach), known=known, evidence=evidence, guard=guard,
-                    guard_far=guard_far if guard is not None else None, guard_trees=guard_trees)
+                    guard_far=guard_far if guard is not None else None, guard_trees=guard_trees,
+                    blend=blend if guard_trees is not None else 0.0)
 
 
 def _regression(learner: str, params: dict[str, Any] | None, x: np.ndarray, y: Sequence[float]
