@@ -858,6 +858,7 @@ def test_k_auto_ranks_and_shortlists_from_one_prediction_a_subclass_rank_still_a
     """ranking.rank with k="auto": within the reach the trees predict once for both the order and the shortlist
     (the same answer as ranking and shortlisting apart); a subclass that overrides rank has its own rank asked."""
     from cudnn_algos.choose.ranking import rank
+    from cudnn_algos.choose.trees import Trees
 
     sel = shipped()
     plans = [_plan(e, knobs=((2, i % 3),), ranks=(("heuristic_a", i), ("heuristic_b", len(ENG) - 1 - i)))
@@ -869,9 +870,10 @@ def test_k_auto_ranks_and_shortlists_from_one_prediction_a_subclass_rank_still_a
     order = sel.rank(feats, enc)
     want = ([cands[i] for i in order], [cands[i] for i in sel.shortlist(feats, enc, "auto", order)])
     calls = []
-    real = Selector.predict
-    monkeypatch.setattr(Selector, "predict", lambda self, *a: calls.append(1) or real(self, *a))
-    assert rank(cands, sel, feats, "auto") == want and len(calls) == 1
+    real = Trees.predict  # the ranking trees' own predictions (the guard trees' weigh in too, Note [the guard
+    # trees in the ranking]), counted
+    monkeypatch.setattr(Trees, "predict", lambda self, x: calls.append(self is sel.trees) or real(self, x))
+    assert rank(cands, sel, feats, "auto") == want and sum(calls) == 1
 
     class Reversed(Selector):
         def rank(self, problem, candidates):

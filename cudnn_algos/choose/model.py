@@ -286,11 +286,13 @@ class Selector:
         `predicted`: predict()'s answer for these candidates, where the caller has it."""
         if self.guard is None and not self.within_reach(problem):
             return heuristic_order(candidates), None
-        if predicted is None:
-            predicted = self.predict(problem, candidates)
         score = predicted
         if self.blend and self.guard_trees is not None and len(candidates):  # Note [the guard trees in the ranking]
-            score = predicted + self.blend * self.guard_trees.predict(self.rows(problem, candidates))
+            x = self.rows(problem, candidates)  # both trees read the same rows: made once
+            predicted = self.trees.predict(x) if predicted is None else predicted
+            score = predicted + self.blend * self.guard_trees.predict(x)
+        elif predicted is None:
+            predicted = score = self.predict(problem, candidates)
         order = self.known_first(problem, candidates, [int(i) for i in np.argsort(score, kind="stable")])
         return (order if self.guard is None else self.guarded(candidates, order, predicted, problem)), predicted
 
