@@ -12,7 +12,14 @@ the held-out ranges, never swept for training), each in turn:
 3. one more find_engines of those configurations by name (the best, INSTANT's first, the pinned ones), measured in
    one call beside torch's op (the plan torch chose in step 1): each pick's regret over the best on that clock.
 
-    python benchmarks/heldout_picks.py [CORPUS] --n 40 [--seed 0] [--json out.json] [--budget-s S]
+    python benchmarks/heldout_picks.py [CORPUS] --n 40 [--seed 0] [--skip K] [--json out.json] [--budget-s S]
+    python benchmarks/heldout_picks.py data/corpora/11-families-batch8-fp16nhwc-fp32.json.gz --selector no-b8.npz
+    python benchmarks/heldout_picks.py data/corpora/11-families-batch1-fp16nhwc-fp32.json.gz --family timm \
+        --selector no-timm.npz
+
+--selector: the model apply() ranks with (default: the shipped one), e.g. one `cudnn-algos selector train
+--leave-out` trained without the corpus's batch size or family (the leave-one-out sets, through apply()); --family:
+only the corpus's problems of that family; --skip K: the seeded order's first K left out (a later call goes on).
 
 Needs a GPU. Prints per pick the mean and median regret and the share more than 5% off, per dtype.
 """
@@ -63,7 +70,8 @@ def instant_first(rows):
     return min(ranked, key=lambda r: dict(r.heuristic_ranks)["heuristic_instant"], default=None)
 
 
-def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: str) -> str | None:
+def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: str, selector: str | None
+            ) -> str | None:
     """The configuration apply(unseen=mode) pinned for this problem-direction after three passes reaching it."""
     import torch
 
@@ -79,7 +87,7 @@ def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: st
         m = m.to(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
     key = problem_key(make_problem(spec, tuple(shape), dtype, fmt, None), direction)
     k = "auto" if mode == "measure_top_k" else 3
-    with cudnn_algos.apply(m, db, unseen=mode, background=False, k=k) as h:
+    with cudnn_algos.apply(m, db, unseen=mode, background=False, k=k, selector=selector) as h:
         for _ in range(3):
             xi = x.detach().requires_grad_(direction == "backward_data")
             m.weight.requires_grad_(direction == "backward_filter")
@@ -94,7 +102,7 @@ def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: st
     return got[0]["config"] if got and got[0]["pinned"] else None
 
 
-def one(p, direction: str, max_configs: int) -> dict:
+def one(p, direction: str, max_configs: int, selector: str | None = None) -> dict:
     import cudnn_algos
     from cudnn_algos.choices import SEARCH_LISTS
 
@@ -108,7 +116,7 @@ def one(p, direction: str, max_configs: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         for mode in MODES:
             pinned[mode] = _passes(p.spec, p.input_shape, p.dtype, p.memory_format, direction, f"{d}/{mode}.sqlite",
-                                   mode)
+                                   mode, selector)
     names = {"best": best.name if best else None, "instant": inst.name if inst else None, **pinned}
     again = cudnn_algos.find_engines(p.spec, p.input_shape, configs=sorted({n for n in names.values() if n}),
                                      measure=True, repeats=7, compare_torch=True, torch_benchmark=True, **kw)
@@ -125,13 +133,18 @@ def main() -> int:
     ap.add_argument("corpus", nargs="?", default=DEFAULT_CORPUS)
     ap.add_argument("--n", type=int, default=40, help="problem-directions drawn (seeded)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip", type=int, default=0, help="leave out the seeded order's first K (a later call goes on)")
+    ap.add_argument("--family", default=None, help="only the corpus's problems of this family")
+    ap.add_argument("--selector", default=None, help="the model file apply() ranks with (default: the shipped one)")
     ap.add_argument("--max-configs", type=int, default=64, help="the full search's exhaustive cap")
     ap.add_argument("--json", default=None, help="every row so far, written again after each problem-direction")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="no new problem-direction after this many seconds (the rows so far are summarized)")
     a = ap.parse_args()
-    if a.n < 1 or a.max_configs < 1:
-        ap.error(f"--n {a.n} and --max-configs {a.max_configs} must be at least 1")
+    if a.n < 1 or a.max_configs < 1 or a.skip < 0:
+        ap.error(f"--n {a.n} and --max-configs {a.max_configs} must be at least 1, --skip {a.skip} at least 0")
+    if a.selector is not None and not Path(a.selector).is_file():
+        ap.error(f"--selector {a.selector}: no such file")
     if a.budget_s is not None and a.budget_s <= 0:
         ap.error(f"--budget-s {a.budget_s} must be positive")
     import torch
@@ -139,11 +152,16 @@ def main() -> int:
     from cudnn_algos.corpus import Corpus
     from cudnn_algos.problem import DIRECTIONS
 
+    problems = [p for p in Corpus.load(a.corpus).problems if a.family is None or a.family in p.families]
+    if not problems:
+        print(f"heldout_picks: {a.corpus} has no problem of family {a.family!r}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("heldout_picks: needs a CUDA GPU (none visible)", file=sys.stderr)
         return 2
-    pairs = [(p, d) for p in Corpus.load(a.corpus).problems for d in DIRECTIONS]
+    pairs = [(p, d) for p in problems for d in DIRECTIONS]
     random.Random(a.seed).shuffle(pairs)
+    pairs = pairs[a.skip:]
     rows = []
     t0 = time.monotonic()
     for p, d in pairs[:a.n]:
@@ -151,15 +169,16 @@ def main() -> int:
             print(f"stopped: --budget-s {a.budget_s:g} spent")
             break
         try:
-            rows.append(one(p, d, a.max_configs))
+            rows.append(one(p, d, a.max_configs, a.selector))
         except Exception as e:  # one problem's failure is a line, the run goes on
             print(f"failed: {p.spec} @ {p.input_shape} {p.dtype} {d}: {type(e).__name__}: {str(e)[:200]}")
             continue
         print(json.dumps(rows[-1]["regret"]), rows[-1]["problem"], d, flush=True)
         if a.json:  # a run cut short keeps what it measured
             Path(a.json).write_text(json.dumps(rows, indent=1))
-    print(f"held-out picks ({a.corpus}, {len(rows)} of {a.n} problem-directions), regret over the best (mean "
-          f"(median, share > 5%)):")
+    which = (f", family {a.family}" if a.family else "") + (f", skipped {a.skip}" if a.skip else "")
+    print(f"held-out picks ({a.corpus}{which}, selector {a.selector or 'shipped'}, {len(rows)} of {a.n} "
+          f"problem-directions), regret over the best (mean (median, share > 5%)):")
     print("\n".join(summary([r for r in rows if r["regret"]])))
     return 0
 

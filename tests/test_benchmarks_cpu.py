@@ -518,3 +518,8 @@ def test_heldout_picks_regrets_and_summary_arithmetic():
         r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_picks.py"), "--n", "1"],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
+    for args, says in ((["--skip", "-1"], "--skip -1 at least 0"), (["--selector", "no.npz"], "--selector no.npz: no "
+                       "such file"), (["--family", "nope"], "has no problem of family 'nope'")):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_picks.py"), *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -820,3 +820,34 @@ def test_the_guard_trees_weigh_in_the_ranking_by_the_selectors_blend(tmp_path):
     for bad in (-0.5, float("nan"), True):
         with pytest.raises(ValueError, match="blend"):
             replace(sel, blend=bad)
+
+
+def test_train_leaving_groups_out(tmp_path):
+    """`selector train --leave-out`: a model trained without a batch size's (or a family's) problems, for an
+    evaluation through apply() on them; the file says what was left out; a group no problem has, or leaving out
+    everything, is a usage error naming it (CPU: hand-made problems)."""
+    pytest.importorskip("sklearn")
+    from cudnn_algos.selector.train import outside
+
+    problems = [table_problem(i, fam, batch=b) for fam in ("a", "b") for b in (8, 128) for i in range(3)]
+    assert [k for k, _ in outside(problems, "batch", [8])] == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    assert {rows[0]["input_shape"].split("x")[0] for _, rows in outside(problems, "batch", ["8"])} == {"128"}
+    assert {rows[0]["families"][0] for _, rows in outside(problems, "family", ["a"])} == {"b"}
+    assert outside(problems, "family", ["a", "b"]) == []
+    with pytest.raises(ValueError, match=r"groups=\['9'\]: 9 is not a batch of these problems \(they have: 128, 8\)"):
+        outside(problems, "batch", [9])
+    store = tmp_path / "s.sqlite"
+    with SweepStore(store) as s:
+        for n, (key, rows) in enumerate(problems):
+            s.put(f"{key}-{n}", "done", rows, env="H200")
+    model = tmp_path / "m.npz"
+    r = run_cli("selector", "train", store, "--out", model, "--learner", "hist", "--by", "batch", "--leave-out", "8")
+    assert r.returncode == 0 and "trained on 6 problem-directions" in r.stdout, r.stdout + r.stderr
+    shown = run_cli("selector", "show", model).stdout
+    assert "left out: batch 8" in shown, shown
+    for args, says in ((("--by", "batch", "--leave-out", "9"), "--leave-out 9: 9 is not a batch of these problems"),
+                       (("--leave-out", "a,b"), "--leave-out a,b: every problem is in it")):
+        bad = run_cli("selector", "train", store, "--out", tmp_path / "x.npz", "--learner", "hist", *args)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    bad = run_cli("selector", "eval", store, "--leave-out", "8")
+    assert bad.returncode == 2 and "only selector train takes it" in bad.stderr, bad.stderr

@@ -44,6 +44,9 @@ def _check_selector_args(a: argparse.Namespace) -> None:
                                  or (a.objective == "regression") == (a.learner == "lightgbm")):
         raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) take it, hist with "
                          "--objective regression, lightgbm with --objective rank")
+    if a.leave_out is not None and a.action != "train":
+        raise UsageError(f"--leave-out {a.leave_out}: only selector train takes it (eval leaves groups out with "
+                         "--by and --hold-out)")
     if a.hold_out is not None and (a.action != "eval" or a.model):
         raise UsageError(f"--hold-out {a.hold_out}: only selector eval's leave-one-out takes it (not --model)")
     if a.reach is not None and a.action == "show":
@@ -100,6 +103,7 @@ def cmd_selector(a: argparse.Namespace) -> int:
     if not problems:
         raise FileError(f"{a.file}: no measured problem-direction to learn from")
     if a.action == "train":
+        problems, left_out = _left_out(a, problems)
         try:
             if a.known is not None and a.known < 0:
                 raise UsageError(f"--known {a.known} must be >= 0")
@@ -108,6 +112,8 @@ def cmd_selector(a: argparse.Namespace) -> int:
                         learner=a.learner, target_cap=target_cap, **guards)
         except ValueError as e:
             raise FileError(f"{a.file}: {e}") from None
+        if left_out:
+            sel.trained_on["left_out"] = left_out
         sel.save(a.out)
         print(f"trained on {sel.trained_on['problems']} problem-directions ({sel.trained_on['candidates']} timed "
               f"configurations) for {sel.family}; wrote {a.out} ({os.path.getsize(a.out) / 1e6:.2f} MB)")
@@ -116,6 +122,23 @@ def cmd_selector(a: argparse.Namespace) -> int:
         return _selector_score(a.model, problems, a.by, a.plot, a.reach, _guard_of(a.guard, ...),
                                _guard_of(a.guard_far, ..., "--guard-far"))
     return _selector_leave_one_out(a, problems, evidence_k, reach, guards, target_cap)
+
+
+def _left_out(a: argparse.Namespace, problems) -> tuple[list, str | None]:
+    """`selector train --leave-out`: the problems outside those groups of --by, and the words the model file keeps
+    for them ("batch 8"); all of them and None without it."""
+    if a.leave_out is None:
+        return problems, None
+    from ..selector.train import outside
+
+    names = [g for g in a.leave_out.split(",") if g]
+    try:
+        rest = outside(problems, a.by, names)
+    except ValueError as e:
+        raise UsageError(f"--leave-out {a.leave_out}: {str(e).split(': ', 1)[-1]}") from None
+    if not rest:
+        raise UsageError(f"--leave-out {a.leave_out}: every problem is in it (nothing left to train on)")
+    return rest, f"{a.by} {', '.join(names)}"
 
 
 def _selector_leave_one_out(a: argparse.Namespace, problems, evidence_k: int, reach: float,
@@ -245,7 +268,8 @@ def _selector_show(path: str) -> int:
     t = sel.trained_on
     print(textwrap.fill(f"selector for {sel.family}: trained on {t.get('problems')} problem-directions, "
                         f"{t.get('candidates')} timed configurations, families "
-                        f"{', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}", 120,
+                        f"{', '.join(t.get('families', [])) or '?'}, at {t.get('trained_at')}"
+                        + (f"; left out: {t['left_out']}" if t.get("left_out") else ""), 120,
                         subsequent_indent="  ", break_on_hyphens=False))
     learner = f"{t['learner']}: " if t.get("learner") else ""
     cap = f", target cap {t['target_cap']:g}" if t.get("target_cap") is not None else ""

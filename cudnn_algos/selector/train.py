@@ -386,6 +386,27 @@ def group_of(rows: Sequence[dict[str, Any]], by: str) -> set[str]:
     raise ValueError(f"by={by!r} must be 'family' or 'batch'")
 
 
+def _named_groups(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str, names: Iterable[Any],
+                  arg: str) -> list[str]:
+    """`names` as group names (str) of `by`, each one a group some problem is in; else a ValueError naming `arg`
+    and the groups the problems have."""
+    have = sorted({g for _, rows in problems for g in group_of(rows, by)})
+    names = [str(g) for g in names]
+    unknown = [g for g in names if g not in have]
+    if unknown or not names:
+        raise ValueError(f"{arg}={names!r}: {', '.join(unknown) or 'nothing'} is not a {by} of these problems "
+                         f"(they have: {', '.join(have)})")
+    return names
+
+
+def outside(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str, groups: Iterable[Any]
+            ) -> list[tuple[str, Sequence[dict[str, Any]]]]:
+    """The problems in none of `groups` (group_of's, by family or batch size): what a model held out from those
+    groups trains on. A group no problem is in is a ValueError (as leave_one_out's `only`)."""
+    drop = set(_named_groups(problems, by, groups, "groups"))
+    return [(k, rows) for k, rows in problems if not drop & group_of(rows, by)]
+
+
 def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: str = "family",
                   params: dict[str, Any] | None = None, regrets_of: Callable | None = None,
                   objective: str = "regression", evidence_k: int = EVIDENCE_K, reach: float = REACH,
@@ -407,12 +428,7 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     if only is not None:
-        only = [str(g) for g in only]
-        unknown = [g for g in only if g not in groups]
-        if unknown or not only:
-            raise ValueError(f"only={only!r}: {', '.join(unknown) or 'nothing'} is not a {by} of these problems "
-                             f"(they have: {', '.join(groups)})")
-        groups = [g for g in groups if g in only]
+        groups = [g for g in groups if g in _named_groups(problems, by, only, "only")]
     out = []
     for g in groups:
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
@@ -430,4 +446,4 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
 __all__ = ["TREE_PARAMS", "HIST_PARAMS", "LEARNERS", "TARGET_CAP", "OBJECTIVES", "MEASURE_K", "KNOWN_CAP",
            "KNOWN_UNTIMED", "RANK_MS", "AUTO_K", "AUTO_LATER", "AUTO_TORCH_K", "SELECTOR_METHODS",
            "targets", "Candidate", "engine_candidates", "encoded_by_name", "class_of", "known_configurations", "train",
-           "choose", "with_selector", "score", "group_of", "leave_one_out"]
+           "choose", "with_selector", "score", "group_of", "outside", "leave_one_out"]
