@@ -576,7 +576,9 @@ def test_show_selector_beside_a_saved_profile(tmp_path):
     # the shortlist holds the selector's first; where that is a known configuration the profile did not time, the
     # pick is the next timed one, which the shortlist of 3 may not hold
     assert all(x.pick_ms >= x.best_ms * 0.999 and (x.shortlist_ms <= x.pick_ms or x.untimed_first) for x in picks)
-    assert all(x.auto_ms >= x.best_ms * 0.999 for x in picks)  # k="auto"'s shortlist: timed rows of the profile
+    # k="auto"'s shortlist: timed rows of the profile; the best is the fastest confirmed row (best_eligible), and a
+    # row the screen alone timed can read under it within the noise (0.2% in one row of this profile)
+    assert all(x.auto_ms >= x.best_ms * 0.99 for x in picks)
     lines = selector_lines(picks, shipped())
     assert lines[-1].lstrip().startswith("all") and max(map(len, lines)) <= 120
     r = run_cli("show", path, "--selector", "shipped")
