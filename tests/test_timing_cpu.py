@@ -443,10 +443,34 @@ def test_a_reference_that_does_not_fit_on_the_gpu_is_computed_on_the_cpu(monkeyp
             measure.reference_output(p, "forward", ops, "cuda")
         assert calls == ["cuda"]
         return
-    with pytest.warns(RuntimeWarning, match="did not fit on the GPU.*computing it on the CPU"):
+    with pytest.warns(RuntimeWarning, match="did not fit on the GPU twice.*computing it on the CPU"):
         ref = measure.reference_output(p, "forward", ops, "cuda")
-    assert calls == ["cuda", "cpu"] and ref.dtype == torch.float64
+    assert calls == ["cuda", "cuda", "cpu"] and ref.dtype == torch.float64  # once more after the cache is freed
     torch.testing.assert_close(ref, expected)
+
+
+def test_a_reference_that_fits_once_the_cache_is_freed_stays_on_the_gpu(monkeypatch):
+    """An out-of-memory, then room once torch's cached blocks are handed back (freed_after_oom): the second try on
+    the GPU is the reference, no warning, no CPU (CPU test: the GPU call stands in for the CPU one here)."""
+    import warnings
+
+    p = make_problem(torch.nn.Conv2d(3, 4, 3), (2, 3, 8, 8))
+    torch.manual_seed(0)
+    ops = {"x": torch.randn(2, 3, 8, 8), "w": torch.randn(4, 3, 3, 3), "y": torch.randn(2, 4, 6, 6)}
+    real, calls = measure.accuracy._reference, []
+
+    def room_on_the_second_try(problem, cdir, o, where, dtype=torch.float64):
+        calls.append(where)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA error: out of memory")
+        return real(problem, cdir, o, "cpu", dtype)
+
+    monkeypatch.setattr(measure.accuracy, "_reference", room_on_the_second_try)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref = measure.reference_output(p, "forward", ops, "cuda")
+    assert calls == ["cuda", "cuda"]
+    torch.testing.assert_close(ref, torch.nn.functional.conv2d(ops["x"].double(), ops["w"].double()))
 
 
 @pytest.mark.parametrize("exc,none", [

@@ -26,16 +26,20 @@ def reference_output(problem: Problem, cdir: str, ops: dict[str, torch.Tensor], 
     """The float64 (or `dtype`; float32 runs with TF32 off) result of cuDNN's direction `cdir` on these (lifted,
     cuDNN-role) operands, computed by torch; on the CPU instead (with a warning) when the GPU has no memory left for
     it: a search run while the GPU is nearly full still checks every row's output (on the H200, torch's float64
-    convolution failed there with a CUDA out-of-memory AcceleratorError, not the allocator's OutOfMemoryError)."""
+    convolution failed there with a CUDA out-of-memory AcceleratorError, not the allocator's OutOfMemoryError).
+    After a first out-of-memory it tries the GPU once more, with torch's cached blocks handed back: several
+    processes on one GPU (a sweep's workers) each keep a cache the others cannot use, and the CPU's float64
+    convolution of a large layer takes many seconds."""
     if where == "cuda":
-        try:
-            return _reference(problem, cdir, ops, "cuda", dtype)
-        except RuntimeError as e:
-            if not freed_after_oom(e):
-                raise
-            warnings.warn(f"{problem.describe(cdir)}: the {str(dtype).replace('torch.', '')} reference did not fit "
-                          "on the GPU "
-                          f"({type(e).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
+        for _ in range(2):
+            try:
+                return _reference(problem, cdir, ops, "cuda", dtype)
+            except RuntimeError as e:
+                if not freed_after_oom(e):
+                    raise
+                err = e
+        warnings.warn(f"{problem.describe(cdir)}: the {str(dtype).replace('torch.', '')} reference did not fit "
+                      f"on the GPU twice ({type(err).__name__}); computing it on the CPU", RuntimeWarning, stacklevel=2)
     return _reference(problem, cdir, ops, "cpu", dtype)
 
 
