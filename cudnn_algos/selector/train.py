@@ -428,7 +428,8 @@ def leave_one_out(problems: Sequence[tuple[str, Sequence[dict[str, Any]]]], by: 
     regrets_of = regrets_of or problem_regrets
     groups = sorted({g for _, rows in problems for g in group_of(rows, by)})
     if only is not None:
-        groups = [g for g in groups if g in _named_groups(problems, by, only, "only")]
+        named = set(_named_groups(problems, by, only, "only"))
+        groups = [g for g in groups if g in named]
     out = []
     for g in groups:
         held = [(k, rows) for k, rows in problems if g in group_of(rows, by)]
