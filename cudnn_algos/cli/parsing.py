@@ -404,13 +404,11 @@ def _add_data_parsers(sub) -> None:
                                  "show: a model file")
     se.add_argument("--out", metavar="PATH", help="train: the model file to write (.npz)")
     se.add_argument("--family", help="train: the environment family it is for (default: from the rows)")
-    se.add_argument("--by", default="family", choices=["family", "batch"],
-                    help="eval: the groups left out in turn; train: what --leave-out names")
+    se.add_argument("--by", default="family", choices=["family", "batch"], help="eval: the groups left out in turn")
     se.add_argument("--hold-out", metavar="G[,G...]",
                     help="eval: hold out only these groups (families or batch sizes), each in turn; default: all")
-    se.add_argument("--leave-out", metavar="G[,G...]",
-                    help="train: without the problems of these groups (families, or batch sizes with --by batch): "
-                         "a model to evaluate on them, as apply() runs it (benchmarks/heldout_picks.py --selector)")
+    se.add_argument("--leave-out", metavar="G[,G...]", help="train: without these groups' problems (families, or "
+                    "batch sizes with --by batch): a model to score them with through apply() (heldout_picks.py)")
     se.add_argument("--model", metavar="FILE",
                     help="eval: score this trained model (.npz, or 'shipped': the package's for the rows' GPU and "
                          "cuDNN) on the store instead of leaving groups out; problems it was trained on apart")
