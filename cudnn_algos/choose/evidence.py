@@ -134,15 +134,25 @@ class Evidence:
                    int(k))
 
 
-def quantized(value: np.ndarray) -> np.ndarray:
-    """Evidence values (>= 0) rounded to VALUE_STEP, float32. ValueError for a value a file's two bytes cannot keep
-    (negative, not finite, or over 65535 steps)."""
+def value_steps(value: np.ndarray) -> np.ndarray:
+    """Evidence values (>= 0) as the two-byte steps of VALUE_STEP a model file keeps (uint16). ValueError for a value
+    two bytes cannot keep (negative, not finite, or over 65535 steps)."""
     steps = np.round(np.asarray(value, dtype=np.float64) / VALUE_STEP)
     if len(steps) and not (np.isfinite(steps).all() and steps.min() >= 0 and steps.max() <= 0xFFFF):
         raise ValueError(f"evidence values must be finite, in [0, {0xFFFF * VALUE_STEP}] (log2 of time over the "
                          f"fastest, capped); got {float(np.nanmin(value))}..{float(np.nanmax(value))}")
-    return (steps * VALUE_STEP).astype(np.float32)
+    return steps.astype(np.uint16)
+
+
+def from_steps(steps: np.ndarray) -> np.ndarray:
+    """value_steps' steps as evidence values (float32; exact: VALUE_STEP is a power of two)."""
+    return np.asarray(steps).astype(np.float32) * np.float32(VALUE_STEP)
+
+
+def quantized(value: np.ndarray) -> np.ndarray:
+    """Evidence values rounded to VALUE_STEP, float32: what a model file gives back (value_steps' errors)."""
+    return from_steps(value_steps(value))
 
 
 __all__ = ["EVIDENCE_K", "EVIDENCE_FEATURES", "EVIDENCE_ABSENT", "EVIDENCE_CLASS", "VALUE_STEP", "Evidence",
-           "evidence_class", "quantized"]
+           "evidence_class", "quantized", "value_steps", "from_steps"]

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..configs import config_key, name_key
 from ..environment import family_name
-from .evidence import (EVIDENCE_ABSENT, EVIDENCE_CLASS, EVIDENCE_FEATURES, EVIDENCE_K, VALUE_STEP, Evidence,
-                       evidence_class, quantized)
+from .evidence import (EVIDENCE_ABSENT, EVIDENCE_CLASS, EVIDENCE_FEATURES, EVIDENCE_K, Evidence, evidence_class,
+                       from_steps, value_steps)
 from .features import PROBLEM_FEATURES, RANKED_LISTS, Vocabulary
 from .trees import Trees
 
@@ -410,7 +410,7 @@ class Selector:
             header.update(evidence_configs=list(ev.configs), evidence_k=ev.k)
             more = dict(ev_problem=ev.problem, ev_class=ev.klass,
                         ev_config=ev.config.astype(np.uint16 if len(ev.configs) <= 0xFFFF else np.int32),
-                        ev_steps=np.round(quantized(ev.value) / VALUE_STEP).astype(np.uint16))
+                        ev_steps=value_steps(ev.value))
         if (g := self.guard_trees) is not None:
             header.update(guard_base=g.base, guard_rate=g.rate)
             more.update(g_feature=g.feature, g_threshold=g.threshold, g_left=g.left, g_right=g.right, g_value=g.value,
@@ -441,8 +441,7 @@ class Selector:
                                     z["g_offset"], float(h["guard_base"]), float(h["guard_rate"]))
             evidence = None
             if "evidence_configs" in h:
-                value = (z["ev_steps"].astype(np.float32) * np.float32(VALUE_STEP) if "ev_steps" in z.files
-                         else z["ev_value"])  # format 3 and 4: float32 values
+                value = from_steps(z["ev_steps"]) if "ev_steps" in z.files else z["ev_value"]  # 3, 4: float32
                 evidence = Evidence(tuple(h["evidence_configs"]), z["ev_problem"], z["ev_config"].astype(np.int32),
                                     value, z["ev_class"], int(h["evidence_k"]))
         known = {str(c): tuple((str(n), bool(d)) for n, d in v) for c, v in h.get("known", {}).items()}
