@@ -104,7 +104,7 @@ def _passes(spec, shape, dtype: str, fmt: str, direction: str, db: str, mode: st
 
 def one(p, direction: str, max_configs: int, selector: str | None = None) -> dict:
     import cudnn_algos
-    from cudnn_algos.choices import SEARCH_LISTS
+    from cudnn_algos.configs import SEARCH_LISTS
 
     kw = dict(direction=direction, dtype=p.dtype, memory_format=p.memory_format)
     full = cudnn_algos.find_engines(p.spec, p.input_shape, heuristics=SEARCH_LISTS, exhaustive=True,

@@ -523,3 +523,21 @@ def test_heldout_picks_regrets_and_summary_arithmetic():
         r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "heldout_picks.py"), *args],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_every_benchmark_imports_names_the_package_has():
+    """Each `from cudnn_algos... import NAME` in benchmarks/ (module level or inside a function, which runs only on
+    the GPU machine) names something the package has: a moved name fails here, not in a device call."""
+    import ast
+    import importlib
+
+    missing = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "cudnn_algos":
+                module = importlib.import_module(node.module)
+                missing += [f"{path.name}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                            if a.name != "*" and not hasattr(module, a.name)
+                            and not (hasattr(module, "__path__")
+                                     and importlib.util.find_spec(f"{node.module}.{a.name}"))]
+    assert not missing, missing
