@@ -382,6 +382,36 @@ def test_a_shortlists_plans_are_matched_to_its_candidates_by_configuration_not_p
     assert got == {b: rows[2], c: rows[0], e: rows[1], Candidate(12, ()): rows[3]}
 
 
+def test_each_timed_sample_runs_behind_a_hold_long_enough_to_queue_its_calls(monkeypatch):
+    """Note [a held stream]: time_on holds the stream before every sample (twice the warm-up call's host time per
+    call, at least HOLD_MIN_MS), doubles the hold for the next samples where one's launches outlasted it, and takes
+    the median of the samples' event times per call; an unbuilt plan gets no time and no hold. (CPU: plans stand in
+    for the extension's; the hold is recorded, not run.)"""
+    from cudnn_algos.choose import shortlist_clock as sc
+
+    log = []
+    monkeypatch.setattr(sc, "hold", lambda ms: log.append(("hold", round(ms, 6))))
+
+    class Plan:
+        status = "SUCCESS"
+
+        def __init__(self, host, gpu):
+            self.host, self.gpu = list(host), list(gpu)
+
+        def time_calls(self, x, w, y, calls):
+            log.append(("calls", calls))
+            return SimpleNamespace(host_ms=self.host.pop(0), gpu_ms=self.gpu.pop(0))
+
+    ops = {"x": 1, "w": 2, "y": 3}
+    slow = Plan([0.02, 0.1, 0.5, 0.1], [0.1, 0.5, 0.7, 0.6])  # the second sample's launches outlast its hold (0.2)
+    tiny = Plan([0.001, 0.001, 0.001, 0.001], [0.01, 0.02, 0.01, 0.03])
+    ms = sc.time_on([slow, None, SimpleNamespace(status="FAILED"), tiny], ops, calls=5, samples=3)
+    assert ms == [pytest.approx(0.6 / 5), None, None, pytest.approx(0.02 / 5)]
+    assert log == [("calls", 1), ("hold", 0.2), ("calls", 5), ("hold", 0.2), ("calls", 5), ("hold", 1.0), ("calls", 5),
+                   ("calls", 1), ("hold", sc.HOLD_MIN_MS), ("calls", 5), ("hold", sc.HOLD_MIN_MS), ("calls", 5),
+                   ("hold", sc.HOLD_MIN_MS), ("calls", 5)]
+
+
 def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one(monkeypatch):
     """Note [runtime-compiled candidates later]: k="auto" builds and times its first two (runtime-compiled or not)
     and the additions not marked at once, answering the fastest with its plan; a marked addition, and one the build

@@ -1,6 +1,6 @@
 """measure_top_k's clock (choose/unseen.py): a shortlist's configurations built for the problem of a MissQuery, and
 their plans timed on fresh random operands (CUDA events around back-to-back calls, as torch's benchmark mode times
-its candidates), on the query's device."""
+its candidates, the stream held while the calls are queued: Note [a held stream]), on the query's device."""
 from __future__ import annotations
 
 import statistics
@@ -111,18 +111,48 @@ def wrong_names(cands: Sequence[Candidate], errs: Sequence[float | None]) -> lis
     return [c.name for c, e in zip(cands, errs) if e is not None and wrong_output(e)]
 
 
+# Note [a held stream]: events around back-to-back calls time the host, not the GPU, wherever a call's launch (cuDNN's
+# execute: tens of microseconds of host time) outlasts its kernels, as on the small layers of batch-1 and batch-8
+# models. There the shortlist's fastest was whichever launched fastest: on an H100, 6 of 36 held-out problems pinned
+# a configuration 11-80% slower on the kernel clock than one the shortlist held (benchmarks/heldout_picks.py;
+# docs/results/2026-12-07-h100-heldout-through-apply.md; torch's benchmark mode, timed the same way, did likewise). So
+# each sample first holds the stream with a spin kernel (hold: torch's own) long enough for the host to queue all its
+# calls: the start event runs after the spin, the calls back to back behind it, and the events time the kernels (with
+# the gaps between them), not the launches. The hold is twice the warm-up call's host time times `calls` (at least
+# HOLD_MIN_MS), and twice a sample's launch time for the next samples where that outlasted it.
+HOLD_MIN_MS = 0.05
+HOLD_CYCLES_PER_MS = 2_000_000  # the spin's clock cycles per ms at 2 GHz: SMs clock no faster, so it lasts at least so
+
+
+def hold(ms: float) -> None:
+    """Note [a held stream]: a spin kernel of at least `ms` on the current stream (nothing where torch has none)."""
+    import torch
+
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is not None:
+        sleep(int(ms * HOLD_CYCLES_PER_MS))
+
+
 def time_on(plans: Sequence[Any], operands: dict[str, Any], calls: int, samples: int) -> list[float | None]:
     """Per plan, its ms per call on `operands` (an operand set: x, w, y): the median over `samples` runs of `calls`
-    back-to-back calls (device events) after one warm-up call; None for a missing or unbuilt plan."""
+    back-to-back calls (device events), each behind a hold of the stream (Note [a held stream]), after one warm-up
+    call; None for a missing or unbuilt plan."""
     s = operands
     ms: list[float | None] = []
     for p in plans:
         if p is None or p.status != "SUCCESS":
             ms.append(None)
             continue
-        p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)  # warm-up
-        ms.append(statistics.median(p.time_calls([s["x"]], [s["w"]], [s["y"]], calls).gpu_ms
-                                    for _ in range(samples)) / calls)
+        warm = p.time_calls([s["x"]], [s["w"]], [s["y"]], 1)
+        held = max(HOLD_MIN_MS, 2 * calls * warm.host_ms)
+        per_sample = []
+        for _ in range(samples):
+            hold(held)
+            t = p.time_calls([s["x"]], [s["w"]], [s["y"]], calls)
+            per_sample.append(t.gpu_ms)
+            if t.host_ms > held:
+                held = 2 * t.host_ms
+        ms.append(statistics.median(per_sample) / calls)
     return ms
 
 
@@ -132,5 +162,5 @@ def fastest_first(cands: Sequence[Candidate], ms: Sequence[float | None]) -> tup
     return [cands[i] for i in order], [ms[i] for i in order]  # type: ignore[misc]
 
 
-__all__ = ["SKIPPED_RUNTIME_COMPILATION", "query_problem", "build", "rows_for", "check_plans", "time_plans", "time_on",
-           "fastest_first", "wrong_names"]
+__all__ = ["SKIPPED_RUNTIME_COMPILATION", "HOLD_MIN_MS", "hold", "query_problem", "build", "rows_for", "check_plans",
+           "time_plans", "time_on", "fastest_first", "wrong_names"]
