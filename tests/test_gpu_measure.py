@@ -232,3 +232,27 @@ def test_the_first_session_right_after_a_profiler_session_reads_like_the_ones_be
     assert (n, kernels) == before[0][1:], (before, (busy, n, kernels))
     ref = sum(b for b, _, _ in before) / 2
     assert abs(busy / ref - 1) < 0.05, (before, busy)
+
+
+def test_the_shortlist_clock_times_small_kernels_not_their_launches():
+    """Note [a held stream]: on a layer whose kernels run a few microseconds (a 1x1 convolution at 8x1920x1x1, fp16
+    channels_last), events around back-to-back calls read the launches' host time unless the stream is held while
+    they are queued (several times the kernel: cuDNN's execute costs tens of microseconds of host time).
+    measure_top_k's clock (shortlist_clock.time_on) holds it: each configuration's ms per call is within 2x of the
+    kernel clock's median (CUPTI records, find_engines; the events also count the GPU's gaps between queued kernels,
+    about a microsecond each) and never below 0.8x of it."""
+    from cudnn_algos.choose.shortlist_clock import time_on
+    from cudnn_algos.measure.accuracy import operand_sets
+    from cudnn_algos.problem import make_problem
+
+    layer, shape = torch.nn.Conv2d(1920, 80, 1), (8, 1920, 1, 1)
+    res = cudnn_algos.find_engines(layer, shape, dtype=torch.float16, memory_format=torch.channels_last,
+                                   heuristics=["instant", "a"], measure=True, repeats=5, compare_torch=False)
+    rows = sorted((r for r in res.succeeded if r.kernel_ms is not None and r.plan is not None),
+                  key=lambda r: r.kernel_ms)[:4]
+    assert rows
+    problem = make_problem(layer, shape, torch.float16, torch.channels_last)
+    ops = operand_sets(problem, "warm", torch.cuda.current_device())[0]
+    ms = time_on([r.plan for r in rows], ops, calls=5, samples=3)
+    ratios = [m / r.kernel_ms for m, r in zip(ms, rows)]
+    assert all(0.8 <= x <= 2.0 for x in ratios), [(r.name, r.kernel_ms, m) for r, m in zip(rows, ms)]
