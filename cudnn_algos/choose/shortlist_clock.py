@@ -125,11 +125,12 @@ HOLD_CYCLES_PER_MS = 2_000_000  # the spin's clock cycles per ms at 2 GHz: SMs c
 
 
 def hold(ms: float) -> None:
-    """Note [a held stream]: a spin kernel of at least `ms` on the current stream (nothing where torch has none)."""
+    """Note [a held stream]: a spin kernel of at least `ms` on the current stream (nothing where torch has no spin
+    kernel or no GPU)."""
     import torch
 
     sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is not None:
+    if sleep is not None and torch.cuda.is_available():
         sleep(int(ms * HOLD_CYCLES_PER_MS))
 
 
