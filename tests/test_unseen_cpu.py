@@ -18,7 +18,8 @@ from cudnn_algos import backend
 from cudnn_algos.configs import config_name
 from cudnn_algos.problem import make_problem
 from cudnn_algos.selector import Selector, problem_features
-from cudnn_algos.choose.model import AUTO_MAX, AUTO_OUTSIDE, REACH, auto_parts, heuristic_order, instant_first
+from cudnn_algos.choose.model import (AUTO_MAX, AUTO_OUTSIDE, AUTO_PER_ENGINE, REACH, auto_parts, engines_first,
+                                      heuristic_order, instant_first)
 from cudnn_algos.choose import lists_process
 from cudnn_algos.choose import unseen as unseen_mod
 from cudnn_algos.choose.ranking import Candidate, with_known
@@ -410,6 +411,28 @@ def test_each_timed_sample_runs_behind_a_hold_long_enough_to_queue_its_calls(mon
     assert log == [("calls", 1), ("hold", 0.2), ("calls", 5), ("hold", 0.2), ("calls", 5), ("hold", 1.0), ("calls", 5),
                    ("calls", 1), ("hold", sc.HOLD_MIN_MS), ("calls", 5), ("hold", sc.HOLD_MIN_MS), ("calls", 5),
                    ("hold", sc.HOLD_MIN_MS), ("calls", 5)]
+
+
+def test_the_automatic_shortlist_takes_other_engines_before_a_third_of_one():
+    """Note [the automatic shortlist]: where more candidates are close than AUTO_MAX, an engine's configurations
+    beyond AUTO_PER_ENGINE (those already shortlisted counted) wait behind the other engines' close ones, each part
+    in the trees' order; where all fit, the same candidates as before."""
+    cands = [_cand(e) for e in (67, 67, 67, 67, 9, 67, 28)]
+    assert AUTO_PER_ENGINE == 2 and engines_first([1, 2, 3, 4, 5, 6], [0], cands) == [1, 4, 6, 2, 3, 5]
+    assert engines_first([1, 2, 3], [], cands, per=1) == [1, 2, 3] and engines_first([], [0], cands) == []
+    sel = shipped()
+    feats = problem_features(cudnn_algos.ConvSpec(64, 64, (3, 3), padding=1), (32, 64, 56, 56), "float16",
+                             "channels_last", "forward")
+    # twelve configurations of engine 67 predicted closest, then four other engines (all within AUTO_SPREAD)
+    many = [_cand(67, a=0 if t == 0 else None, b=0 if t == 0 else None, knobs={"TILE_SIZE": t}) for t in range(12)]
+    cands = many + [_cand(e) for e in (1, 9, 28, 47)]
+    predicted = np.array([0.01 * i for i in range(12)] + [0.2, 0.21, 0.22, 0.23])
+    order = [int(i) for i in np.argsort(predicted, kind="stable")]
+    short = sel.shortlist(feats, cands, "auto", order, predicted)
+    assert len(short) == AUTO_MAX and short[:2] == [0, 1] and set(short[2:6]) == {12, 13, 14, 15}
+    assert short[6:] == [2, 3, 4, 5]  # the rest of engine 67's, in the trees' order
+    few = np.array([0.01 * i for i in range(12)] + [0.5] * 4)  # the others beyond the spread: as before
+    assert sel.shortlist(feats, cands, "auto", order, few) == list(range(AUTO_MAX))
 
 
 def test_auto_builds_runtime_compiled_candidates_later_and_swaps_in_a_faster_one(monkeypatch):

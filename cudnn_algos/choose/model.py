@@ -5,6 +5,7 @@ with ``allow_pickle=False``: no library object is unpickled) holding the arrays 
 vocabulary names, the environment family it was trained for, and what it was trained on."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import io
@@ -37,7 +38,11 @@ REACH = 2.0  # Note [the selector's reach]
 # too: predict trusts their first pick less there, but the clock checks what they shortlist. Where the trees are sure it
 # times two, where several are close (a kind of layer they know less) more; the settings and how it compares with a
 # fixed k of the same cost, held out by family: docs/results/selector-2026-12-01-to-03.md, "The automatic shortlist" and
-# "The trees' shortlist outside the reach". Of the candidates it adds beyond the first two, those of engines that
+# "The trees' shortlist outside the reach". Where more candidates are close than AUTO_MAX takes, the shortlist takes
+# other engines' before a third of one engine's (engines_first): on sampled shapes held out by halves, ten knob
+# variants of one engine filled it where another engine's configuration was fastest (mean regret 3.9% -> 2.9%, the
+# same count timed; held out by family and by batch size within 0.05 points of before: docs/results/
+# 2026-12-07-auto-shortlist-engines.md). Of the candidates it adds beyond the first two, those of engines that
 # compile at run time (cuDNN's behaviour note RUNTIME_COMPILATION: NVRTC and a module load per plan, up to seconds) are
 # not built with the others on the model's own thread but later, off it (auto_parts; Note [runtime-compiled candidates
 # later] in choose/unseen.py). Where they win (grouped layers) they are worth it in a long run; both sides measured:
@@ -47,6 +52,7 @@ T = TypeVar("T")
 AUTO_FIRST = 2  # the trees' first and cuDNN's first: what it times at once whatever they are, runtime-compiled or not
 AUTO_SPREAD = 0.3
 AUTO_MAX = 10
+AUTO_PER_ENGINE = 2  # Note [the automatic shortlist]: an engine's configurations beyond so many wait for the others
 AUTO_OUTSIDE = 4
 # Note [known configurations first]: the trees' first goes first only where cuDNN's lists name it for the problem or it
 # was the fastest of a training problem within KNOWN_NEAR (the neighbours' metric) of this one; otherwise the first
@@ -149,6 +155,19 @@ def listed(candidate: tuple) -> bool:
 def problem_class(direction: str, dtype: str, memory_format: str) -> str:
     """The key of Selector.known: "forward float16 channels_last"."""
     return f"{direction} {dtype} {memory_format}"
+
+
+def engines_first(close: Sequence[int], short: Sequence[int], candidates: Sequence[tuple],
+                  per: int = AUTO_PER_ENGINE) -> list[int]:
+    """Note [the automatic shortlist]: `close` (indices into `candidates`, in the trees' order) with each engine's
+    beyond `per` (counting those already in `short`) moved behind the rest, each part in its order."""
+    count = collections.Counter(candidates[i][0] for i in short)
+    first, behind = [], []
+    for i in close:
+        engine = candidates[i][0]
+        (first if count[engine] < per else behind).append(i)
+        count[engine] += 1
+    return first + behind
 
 
 def heuristic_order(candidates: Sequence[tuple]) -> list[int]:
@@ -342,7 +361,8 @@ class Selector:
             trees = [int(i) for i in np.argsort(predicted, kind="stable")]
             top = predicted[trees[0]]
             short = self.shortlist(problem, candidates, AUTO_FIRST, trees)
-            short += [i for i in trees if i not in short and predicted[i] <= top + AUTO_SPREAD]
+            short += engines_first([i for i in trees if i not in short and predicted[i] <= top + AUTO_SPREAD],
+                                   short, candidates)
             if not self.within_reach(problem):
                 short += [i for i in heuristic_order(candidates)[:AUTO_OUTSIDE] if i not in short]
             return short[:AUTO_MAX]
