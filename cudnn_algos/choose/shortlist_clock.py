@@ -113,8 +113,8 @@ def wrong_names(cands: Sequence[Candidate], errs: Sequence[float | None]) -> lis
 
 # Note [a held stream]: events around back-to-back calls time the host, not the GPU, wherever a call's launch (cuDNN's
 # execute: tens of microseconds of host time) outlasts its kernels, as on the small layers of batch-1 and batch-8
-# models. There the shortlist's fastest was whichever launched fastest: on an H100, 6 of 36 held-out problems pinned
-# a configuration 11-80% slower on the kernel clock than one the shortlist held (benchmarks/heldout_picks.py;
+# models. There the shortlist's fastest was whichever launched fastest: on an H100, 5 of 24 held-out real layers pinned
+# a configuration 11-80% slower on the kernel clock than predict's pick, which it held (benchmarks/heldout_picks.py;
 # docs/results/2026-12-07-h100-heldout-through-apply.md; torch's benchmark mode, timed the same way, did likewise). So
 # each sample first holds the stream with a spin kernel (hold: torch's own) long enough for the host to queue all its
 # calls: the start event runs after the spin, the calls back to back behind it, and the events time the kernels (with
