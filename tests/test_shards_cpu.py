@@ -207,3 +207,75 @@ def test_the_shards_measured_again_hold_only_problems_the_dataset_holds():
         one = shards.summary([p])
         line = card_line(card, p)
         assert line is not None and f"| {one['measured']} | {one['repeats']} | {one['rows']:,} |" in line, line
+
+
+def as_version_1(src, dst):
+    """The shard at `src` written as version 1 wrote it: a knobs column, version 1 in its metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(src)
+    knobs = [shards.knobs_of(k, c) for k, c in zip(t.column("candidate_kind").to_pylist(),
+                                                    t.column("candidate").to_pylist())]
+    t = t.append_column("knobs", pa.array(knobs, pa.string()))
+    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, b"version": b"1"}), dst)
+
+
+def test_a_version_1_shard_reads_the_same_and_upgrades_in_place(tmp_path):
+    s, _ = a_store(tmp_path / "s.sqlite")
+    shards.pack(s, tmp_path / "a.parquet", about="the decoders sample")
+    import pyarrow.parquet as pq
+
+    assert "knobs" not in pq.read_schema(tmp_path / "a.parquet").names  # read from the candidate instead
+    as_version_1(tmp_path / "a.parquet", tmp_path / "v1.parquet")
+    new = shards.read(tmp_path / "a.parquet")
+    assert shards.read(tmp_path / "v1.parquet") == new
+    assert any(r["knobs"] for _, rows in new for r in rows)  # some engine configurations have knobs
+    before, after = shards.upgrade(tmp_path / "v1.parquet")
+    assert after < before
+    meta = pq.read_schema(tmp_path / "v1.parquet").metadata
+    assert meta[b"version"] == b"2" and meta[b"about"] == b"the decoders sample"
+    assert shards.read(tmp_path / "v1.parquet") == new
+    with pytest.raises(ValueError, match="already a shard of version 2"):
+        shards.upgrade(tmp_path / "v1.parquet")
+
+
+def test_knobs_are_read_from_the_candidate_and_pack_refuses_rows_where_they_differ(tmp_path):
+    assert shards.knobs_of("engine", "eng73{TILE_SIZE=16,TILEK=1}") == "TILE_SIZE=16,TILEK=1"
+    assert shards.knobs_of("engine", "eng5") == ""
+    assert shards.knobs_of("legacy", "IMPLICIT_GEMM") is None and shards.knobs_of(None, None) is None
+    with pytest.raises(ValueError, match="not named engN"):
+        shards.knobs_of("engine", "IMPLICIT_GEMM")
+    key, env, rows = real_problems()[0]
+    i = next(j for j, r in enumerate(rows) if r.get("knobs"))
+    rows = [dict(r) for r in rows]
+    rows[i]["knobs"] = dict(rows[i]["knobs"], EXTRA=1)
+    s = SweepStore(tmp_path / "s.sqlite")
+    s.put(key, "done", rows, worker="gpu0", env=env)
+    with pytest.raises(ValueError, match="knobs .* are not what its candidate"):
+        shards.pack(s, tmp_path / "a.parquet")
+    assert not (tmp_path / "a.parquet").exists()
+
+
+def test_a_shard_of_an_unknown_version_is_refused_by_name(tmp_path):
+    import pyarrow.parquet as pq
+
+    s, _ = a_store(tmp_path / "s.sqlite")
+    shards.pack(s, tmp_path / "a.parquet")
+    t = pq.read_table(tmp_path / "a.parquet")
+    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, b"version": b"3"}), tmp_path / "v3.parquet")
+    with pytest.raises(ValueError, match=r"v3\.parquet is a shard of version 3; this version reads 1, 2"):
+        shards.read(tmp_path / "v3.parquet")
+
+
+def test_keys_store_holds_every_problem_direction_of_the_shards_and_no_row(tmp_path):
+    s, _ = a_store(tmp_path / "s.sqlite")
+    keys = sorted(s.keys())
+    shards.pack(s, tmp_path / "a.parquet", keys[:10])
+    shards.pack(s, tmp_path / "b.parquet", keys[6:])  # four in both: once
+    n = shards.keys_store([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "k.sqlite")
+    with SweepStore(tmp_path / "k.sqlite") as k:
+        assert n == len(keys) - 1 and k.keys() == set(keys) - {"bad one"}  # bad one: left out by pack
+        assert k.counts()["rows"] == 0 and {t.key: t.status for t in k.tasks()}["failed one"] == "failed"
+    with pytest.raises(ValueError, match="exists: keys_store writes a new store"):
+        shards.keys_store([tmp_path / "a.parquet"], tmp_path / "k.sqlite")

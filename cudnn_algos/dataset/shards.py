@@ -7,6 +7,13 @@ selector read and what a reader needs to judge a time (its min, max and spread, 
 float64 reference, determinism, workspace): CORE_COLUMNS; the others are left out (they are recomputed from these,
 or are raw samples). Times are stored as float32 (7 significant digits; the noise floor is ~0.5%).
 
+Note [shard version 2]: a row's knobs are not a column; they are read back from its candidate (an engine
+configuration's name is `engN{NAME=value,...}`, knobs_text of its knobs; ``pack`` checks that it is before it
+writes), and the float columns are written without a dictionary (measured times rarely repeat) and with Parquet's
+byte-stream-split encoding, zstd at level 22: 27% smaller than version 1 on the same rows. ``read`` takes both
+versions and gives the same rows; ``upgrade`` rewrites a version-1 shard as version 2 and checks that it reads back
+the same before it replaces it.
+
 Shards are written once and never changed (a new sweep's problem-directions go into a new shard), so a repository
 grows by what was measured and no more. ``pack`` validates before it writes (dataset.problem_errors): a
 problem-direction whose rows fail is left out, and named, so that the next sweep measures it again; one the sweep
@@ -17,6 +24,7 @@ Reading needs pyarrow only; nothing is unpickled (plain Parquet columns; knobs a
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -27,7 +35,8 @@ from ..sweep.store import StoredTask, SweepStore
 from ..sweep.tasks import is_repeat
 
 FORMAT = "cudnn_algos.shard"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # the versions read() takes
 
 # column -> Arrow type name: text, int, float32 (times and errors), float64, bool, list (of text)
 CORE_COLUMNS: dict[str, str] = {
@@ -55,6 +64,8 @@ TASK_COLUMNS: dict[str, str] = {
     "task": "text", "task_status": "text", "task_reason": "text", "task_attempts": "int", "task_worker": "text",
     "task_seconds": "float64", "task_env": "text", "task_finished_at": "text", "i": "int",
 }
+DERIVED = ("knobs",)  # CORE_COLUMNS a version-2 shard reads from others (Note [shard version 2])
+_ENGINE = re.compile(r"eng\d+(?:\{(.*)\})?")
 
 
 @dataclass(frozen=True)
@@ -85,12 +96,40 @@ def _arrow_type(kind: str):
 
 
 def schema():
-    """The shards' Arrow schema, with the format's name and version in its metadata."""
+    """The shards' Arrow schema (this version's), with the format's name and version in its metadata."""
     import pyarrow as pa
 
-    cols = {**TASK_COLUMNS, **CORE_COLUMNS}
+    cols = {**TASK_COLUMNS, **{c: k for c, k in CORE_COLUMNS.items() if c not in DERIVED}}
     return pa.schema([pa.field(c, _arrow_type(k)) for c, k in cols.items()],
                      metadata={"format": FORMAT, "version": str(VERSION)})
+
+
+def knobs_of(candidate_kind: str | None, candidate: str | None) -> str | None:
+    """A row's knobs text as its candidate names them: `engN{NAME=value,...}`'s braces ("" where it has none) for
+    an engine configuration, None for any other candidate. ValueError for an engine candidate not so named."""
+    if candidate_kind != "engine":
+        return None
+    m = _ENGINE.fullmatch(candidate or "")
+    if m is None:
+        raise ValueError(f"engine candidate {candidate!r} is not named engN{{NAME=value,...}}")
+    return m.group(1) or ""
+
+
+def _write(table, path: str) -> None:
+    """Writes `table` at `path` through a temporary file (Note [shard version 2]'s encodings)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+    tmp = path + ".tmp"
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=22,
+                       use_dictionary=[c for c in table.column_names if c not in floats],
+                       use_byte_stream_split=floats)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def _cell(kind: str, v: Any) -> Any:
@@ -112,10 +151,12 @@ def _shard_row(t: StoredTask, i: int | None, r: dict[str, Any]) -> dict[str, Any
            "task_worker": t.worker, "task_seconds": t.seconds, "task_env": t.env, "task_finished_at": t.finished_at,
            "i": i}
     for c, kind in CORE_COLUMNS.items():
-        v = r.get(c)
-        if c == "knobs" and v is not None:
-            v = knobs_text(v)
-        out[c] = _cell(kind, v)
+        if c not in DERIVED:
+            out[c] = _cell(kind, r.get(c))
+    knobs = r.get("knobs")
+    if r and (None if knobs is None else knobs_text(knobs)) != knobs_of(r.get("candidate_kind"), r.get("candidate")):
+        raise ValueError(f"{t.key}: row {i}'s knobs {knobs!r} are not what its candidate {r.get('candidate')!r} "
+                         "names (a shard reads them from it)")
     return out
 
 
@@ -125,7 +166,6 @@ def pack(store: SweepStore, path: str | os.PathLike, keys: Iterable[str] | None 
     one new shard at `path` (which must not exist): rows that pass dataset.problem_errors, and failed ones as one row
     each. ValueError when there is nothing to write."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     path = str(path)
     if os.path.exists(path):
@@ -154,24 +194,19 @@ def pack(store: SweepStore, path: str | os.PathLike, keys: Iterable[str] | None 
     sch = schema()
     if about:
         sch = sch.with_metadata({**sch.metadata, b"about": about.encode()})
-    table = pa.Table.from_pylist(recs, schema=sch)
-    tmp = path + ".tmp"
-    try:
-        pq.write_table(table, tmp, compression="zstd", compression_level=15, use_dictionary=True)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    _write(pa.Table.from_pylist(recs, schema=sch), path)
     return Packed(path, done, repeats, failed, len(recs) - failed, os.path.getsize(path), left_out)
 
 
-def _check(path: str, meta: dict[bytes, bytes] | None) -> None:
+def _check(path: str, meta: dict[bytes, bytes] | None) -> int:
+    """The shard's version. ValueError naming the file where it is no shard or one of a version read() can't take."""
     meta = meta or {}
     if meta.get(b"format") != FORMAT.encode():
         raise ValueError(f"{path} is not a cudnn_algos dataset shard (no format {FORMAT!r} in its metadata)")
-    if meta.get(b"version") != str(VERSION).encode():
-        raise ValueError(f"{path} is a shard of version {meta.get(b'version', b'?').decode()}; this version reads "
-                         f"{VERSION}")
+    v = meta.get(b"version", b"?").decode()
+    if v not in {str(x) for x in READS}:
+        raise ValueError(f"{path} is a shard of version {v}; this version reads {', '.join(map(str, READS))}")
+    return int(v)
 
 
 def read(path: str | os.PathLike) -> list[tuple[StoredTask, list[dict[str, Any]]]]:
@@ -184,10 +219,14 @@ def read(path: str | os.PathLike) -> list[tuple[StoredTask, list[dict[str, Any]]
         table = pq.read_table(path)
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise ValueError(f"{path}: not readable as Parquet: {str(e)[:200]}") from None
-    _check(path, table.schema.metadata)
+    version = _check(path, table.schema.metadata)
     out: list[tuple[StoredTask, list[dict[str, Any]]]] = []
     by_key: dict[str, int] = {}
-    for rec in table.to_pylist():
+    cols = table.to_pydict()  # column by column: a third of to_pylist's time
+    names = list(cols)
+    knobs: dict[tuple[Any, ...], dict[str, Any] | None] = {}  # parsed once per distinct candidate
+    for values in zip(*cols.values()):
+        rec = dict(zip(names, values))
         key = rec["task"]
         if key not in by_key:
             t = StoredTask(key, rec["task_status"], rec["task_reason"], rec["task_attempts"], rec["task_worker"],
@@ -196,11 +235,73 @@ def read(path: str | os.PathLike) -> list[tuple[StoredTask, list[dict[str, Any]]
             out.append((t, []))
         if rec["i"] is None:
             continue
-        row = {c: rec[c] for c in CORE_COLUMNS}
-        row["knobs"] = _knobs(row["knobs"])
-        out[by_key[key]][1].append(row)
+        src = (rec["knobs"],) if version == 1 else (rec["candidate_kind"], rec["candidate"])
+        if src not in knobs:
+            knobs[src] = _knobs(src[0] if version == 1 else knobs_of(*src))
+        k = knobs[src]
+        rec["knobs"] = None if k is None else dict(k)  # each row its own dict
+        out[by_key[key]][1].append({c: rec[c] for c in CORE_COLUMNS})  # CORE_COLUMNS' order in both versions
     return [(StoredTask(t.key, t.status, t.reason, t.attempts, t.worker, t.seconds, t.env, len(rows),
                         t.finished_at), rows) for t, rows in out]
+
+
+def upgrade(path: str | os.PathLike) -> tuple[int, int]:
+    """Rewrites a version-1 shard at `path` as this version (Note [shard version 2]), in place, once read() gives the
+    same problem-directions and rows from the new file as from the old; its `about` is kept. Returns the sizes in
+    bytes (before, after). ValueError where it is no shard, is already of this version, or would read back
+    differently (then the old file stays)."""
+    import pyarrow.parquet as pq
+
+    path = str(path)
+    try:
+        old = pq.read_table(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not readable as Parquet: {str(e)[:200]}") from None
+    if _check(path, old.schema.metadata) == VERSION:
+        raise ValueError(f"{path} is already a shard of version {VERSION}")
+    for kind, cand, knobs in zip(*(old.column(c).to_pylist() for c in ("candidate_kind", "candidate", "knobs"))):
+        if knobs != knobs_of(kind, cand):
+            raise ValueError(f"{path}: knobs {knobs!r} are not what candidate {cand!r} names")
+    sch = schema()
+    about = (old.schema.metadata or {}).get(b"about")
+    if about is not None:
+        sch = sch.with_metadata({**sch.metadata, b"about": about})
+    new = path + ".v2"
+    try:
+        _write(old.select(sch.names).cast(sch), new)
+        if read(new) != read(path):
+            raise ValueError(f"{path}: the rewritten shard reads back differently; left as it was")
+        before = os.path.getsize(path)
+        os.replace(new, path)
+    finally:
+        if os.path.exists(new):
+            os.remove(new)
+    return before, os.path.getsize(path)
+
+
+def keys_store(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> int:
+    """A new store at `out` (which must not exist) of the shards' problem-directions alone, no rows (what
+    SweepStore.keys_only writes, read from the task columns only: seconds for a dataset that takes minutes to
+    unpack): what a sweep needs to skip them and to choose its repeats. Returns how many it holds."""
+    import pyarrow.parquet as pq
+
+    if os.path.exists(out):
+        raise ValueError(f"{out} exists: keys_store writes a new store")
+    seen: dict[str, StoredTask] = {}
+    for p in paths:
+        try:
+            t = pq.read_table(str(p), columns=[c for c in TASK_COLUMNS if c != "i"])
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{p}: not readable as Parquet: {str(e)[:200]}") from None
+        _check(str(p), pq.read_schema(str(p)).metadata)
+        for r in t.to_pylist():
+            seen.setdefault(r["task"], StoredTask(r["task"], r["task_status"], r["task_reason"], r["task_attempts"],
+                                                  r["task_worker"], r["task_seconds"], r["task_env"], 0,
+                                                  r["task_finished_at"]))
+    with SweepStore(":memory:") as mem:
+        for t in seen.values():
+            mem.restore(t, [])
+        return mem.keys_only(out)
 
 
 def _knobs(text: str | None) -> dict[str, Any] | None:
@@ -293,5 +394,5 @@ def summary(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             "bytes": sum(os.path.getsize(p) for p in paths), "in_two_shards": twice}
 
 
-__all__ = ["CORE_COLUMNS", "FORMAT", "Packed", "TASK_COLUMNS", "VERSION", "measured", "open_store", "pack", "read",
-           "schema", "shard_paths", "summary", "unpack"]
+__all__ = ["CORE_COLUMNS", "DERIVED", "FORMAT", "Packed", "READS", "TASK_COLUMNS", "VERSION", "keys_store", "knobs_of", "measured",
+           "open_store", "pack", "read", "schema", "shard_paths", "summary", "unpack", "upgrade"]
