@@ -394,5 +394,5 @@ def summary(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             "bytes": sum(os.path.getsize(p) for p in paths), "in_two_shards": twice}
 
 
-__all__ = ["CORE_COLUMNS", "DERIVED", "FORMAT", "Packed", "READS", "TASK_COLUMNS", "VERSION", "keys_store", "knobs_of", "measured",
-           "open_store", "pack", "read", "schema", "shard_paths", "summary", "unpack", "upgrade"]
+__all__ = ["CORE_COLUMNS", "DERIVED", "FORMAT", "Packed", "READS", "TASK_COLUMNS", "VERSION", "keys_store", "knobs_of",
+           "measured", "open_store", "pack", "read", "schema", "shard_paths", "summary", "unpack", "upgrade"]

@@ -42,6 +42,13 @@ ONE_CALL_SLACK_MS = 5.0
 # candidate beyond it is never a pick (the three fastest are confirmed on fresh operands; the selector's targets stop
 # at 2 ** 0.5 = 1.41x the fastest, selector.train.TARGET_CAP), and one kernel-clock sample is its time
 SCREEN_CLOSE = 1.5
+# Note [far rows]: with cfg.far (a screen's; `sweep --lean far`), a row whose first-call estimate is over both PRUNE x
+# and ONE_CALL_SLACK_MS more than the fastest first call keeps that estimate as its kernel time (kernel_clock
+# "events", kernel_calls 0): no kernel-clock sample. Such rows are never picks (8x off), but on large problems they
+# are most of a screen's GPU time (the sampled corpus's sweeps: ~1 a problem-direction, ~70% of the kernel-clock
+# GPU ms). The estimate is a CUDA-event time, in a lean screen of a call made while other workers' untimed work may
+# share the GPU: it can only be too high, so the row stays far. The 5 ms margin keeps a fast row whose first call
+# was slowed by a one-time cost (its module loaded) out of it: that one still gets its kernel-clock sample.
 # Note [a lean screen]: with cfg.lean (a screen, find_engines(lean=True): what a sweep of thousands of problems asks),
 # every runnable's accuracy call is enqueued after the last one's, with CUDA events around each call and its check's
 # counts (guards, poison, errors against the reference) left on the GPU; one wait then reads them all. Each row is
@@ -112,10 +119,14 @@ def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: 
     """measure_rows's timing after the first calls (their GPU ms estimates in `first`): the prune, throughput
     samples, the kernel-clock pass(es) and the reference clock, into `out`."""
     fastest = min(first.values(), default=0.0)
+    far = max(cfg.prune * fastest, fastest + ONE_CALL_SLACK_MS) if cfg.far and cfg.prune else None
     plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
     for i, est in first.items():
         if cfg.prune and est > cfg.prune * fastest:
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
+            if far is not None and est > far:  # Note [far rows]: its estimate is its time
+                out[i] = replace(out[i], kernel_ms=Stats.of([est]), kernel_clock="events", kernel_calls=0)
+                continue
             plan[i] = (1, cfg.repeats if cfg.close else 1)  # close: the rest only where its sample is close
         elif not cfg.throughput:  # a screen ranks on the kernel clock alone (one call of a slow row is a sample)
             k = calls_per_sample(est, fewest=1)
