@@ -49,6 +49,8 @@ SCREEN_CLOSE = 1.5
 # GPU ms). The estimate is a CUDA-event time, in a lean screen of a call made while other workers' untimed work may
 # share the GPU: it can only be too high, so the row stays far. The 5 ms margin keeps a fast row whose first call
 # was slowed by a one-time cost (its module loaded) out of it: that one still gets its kernel-clock sample.
+# Such a row has no kernel names: where torch's op ran it, the op's own row (timed in the confirm) still has its
+# time, but the match to this configuration is not made.
 # Note [a lean screen]: with cfg.lean (a screen, find_engines(lean=True): what a sweep of thousands of problems asks),
 # every runnable's accuracy call is enqueued after the last one's, with CUDA events around each call and its check's
 # counts (guards, poison, errors against the reference) left on the GPU; one wait then reads them all. Each row is
