@@ -205,9 +205,8 @@ def find_engines(
         fastest ones torch would accept (and torch's op) with ``repeats`` samples of every clock on fresh operands,
         in one kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen
         samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
-    lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (every
-        row still checked before it is timed; screened rows have no host time): for sweeps (Note [a lean screen]).
-        lean="far": also the rows far off the fastest keep that estimate as their time (Note [far rows]).
+    lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (rows
+        still checked before timed; no host time): for sweeps (Note [a lean screen]); "far": Note [far rows] too.
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its kernels
         (CUPTI records), and with ``measure`` time it in the same session as our best (default: = measure).
     torch_benchmark: cudnn.benchmark for torch's calls (default: as set; torch keeps its first plan per problem
