@@ -24,11 +24,10 @@ Reading needs pyarrow only; nothing is unpickled (plain Parquet columns; knobs a
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ..configs import LISTS
+from ..configs import LISTS, split_config_name
 from .measured import problem_errors
 from ..results.tables import knobs_text
 from ..sweep.store import StoredTask, SweepStore
@@ -65,7 +64,6 @@ TASK_COLUMNS: dict[str, str] = {
     "task_seconds": "float64", "task_env": "text", "task_finished_at": "text", "i": "int",
 }
 DERIVED = ("knobs",)  # CORE_COLUMNS a version-2 shard reads from others (Note [shard version 2])
-_ENGINE = re.compile(r"eng\d+(?:\{(.*)\})?")
 
 
 @dataclass(frozen=True)
@@ -109,10 +107,10 @@ def knobs_of(candidate_kind: str | None, candidate: str | None) -> str | None:
     an engine configuration, None for any other candidate. ValueError for an engine candidate not so named."""
     if candidate_kind != "engine":
         return None
-    m = _ENGINE.fullmatch(candidate or "")
-    if m is None:
+    split = split_config_name(candidate)
+    if split is None:
         raise ValueError(f"engine candidate {candidate!r} is not named engN{{NAME=value,...}}")
-    return m.group(1) or ""
+    return ",".join(f"{k}={v}" for k, v in split[1])
 
 
 def _write(table, path: str) -> None:
