@@ -97,8 +97,7 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
         if alone:
             with each():
                 for i in alone:  # the others: _checked_together below
-                    cut = (max(cfg.prune * min(first.values()), min(first.values()) + ONE_CALL_SLACK_MS)
-                           if cfg.prune and first else None)
+                    cut = far_over(cfg.prune, min(first.values())) if cfg.prune and first else None
                     with _phase(phases[i], "first call"):
                         out[i], est = _first_call(runnables[i], ref, device, cut)
                     if est is not None:
@@ -116,12 +115,19 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
     return [replace(m, phases=tuple(phases[i])) for i, m in enumerate(out)]
 
 
+def far_over(prune: float, fastest_ms: float) -> float:
+    """The first-call ms over which a row is far off the fastest (`fastest_ms`): over `prune` x it and
+    ONE_CALL_SLACK_MS more. Such a row gets no second call (a one-time cost cannot explain it) and, with cfg.far, no
+    kernel-clock sample either (Note [far rows])."""
+    return max(prune * fastest_ms, fastest_ms + ONE_CALL_SLACK_MS)
+
+
 def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: dict[int, float],
                   cfg: MeasureConfig, device: int, phases: dict[int, list]) -> None:
     """measure_rows's timing after the first calls (their GPU ms estimates in `first`): the prune, throughput
     samples, the kernel-clock pass(es) and the reference clock, into `out`."""
     fastest = min(first.values(), default=0.0)
-    far = max(cfg.prune * fastest, fastest + ONE_CALL_SLACK_MS) if cfg.far and cfg.prune else None
+    far = far_over(cfg.prune, fastest) if cfg.far and cfg.prune else None
     plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
     for i, est in first.items():
         if cfg.prune and est > cfg.prune * fastest:
