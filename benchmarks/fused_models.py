@@ -1,7 +1,8 @@
 """apply(model, fuse=True) against torch eager (benchmark on) and torch.compile (default mode), inference, fp16
 channels_last: per model and batch, each variant in a fresh process (--processes of them, medians over those), the
 first forward pass (host wall, synchronised) and the steady forward latency (CUDA events around --iters back-to-back
-passes, median of 5 such samples after a warm-up), and for apply(fuse=True) the calls that ran fused. Prints one table.
+passes, median of 5 such samples after a warm-up), and for apply(fuse=True) the calls that ran fused and its output
+against an unfused copy of the eval model (max |diff| / max |output|, after the timings). Prints one table.
 
 Variants: eager (torch, benchmark on), compile (torch.compile, default mode), fused (apply(fuse=True) with no
 database: INSTANT's first fused plan per chain, built at its first call) and fused-db (apply(fuse=True) from a
@@ -14,6 +15,7 @@ database a later process meets; the tuning process's time is the row's tune s).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import subprocess
@@ -40,6 +42,7 @@ def one(model_name: str, batch: int, variant: str, iters: int, db: str = "") -> 
     x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     out: dict = {}
     run = model
+    ref_model = copy.deepcopy(model) if variant in ("fused", "fused-db") else None  # the eval model, unfused
     if variant == "tune":
         t0 = time.perf_counter()
         r = cudnn_algos.tune(model, x, db, fuse=True)
@@ -66,6 +69,9 @@ def one(model_name: str, batch: int, variant: str, iters: int, db: str = "") -> 
         out["torch_calls"] = sum(n for v in c.values() for k, n in v.items() if k != "fused")
         out["chains"] = len(c)
         out["torch_why"] = sorted({f"{name}: {k}" for name, v in c.items() for k, n in v.items() if k != "fused" and n})
+        with torch.no_grad():  # after the timings: the unfused model's search does not warm the fused model's pass
+            got, ref = run(x).float(), ref_model(x).float()
+        out["max_rel_err"] = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
     return out
 
 
@@ -126,7 +132,8 @@ def main() -> None:
                      "first_ms": statistics.median(x["first_ms"] for x in g),
                      "steady_ms": statistics.median(steady), "steady_min": min(steady), "steady_max": max(steady),
                      "first_all": [x["first_ms"] for x in g], "steady_all": steady,
-                     **{k: g[0][k] for k in ("fused_calls", "torch_calls", "chains", "torch_why") if k in g[0]}}
+                     **{k: g[0][k] for k in ("fused_calls", "torch_calls", "chains", "torch_why") if k in g[0]},
+                     **({"max_rel_err": max(x["max_rel_err"] for x in g)} if "max_rel_err" in g[0] else {})}
                 if v == "fused-db" and tuned:
                     r["tune_s"], r["stored"] = tuned["tune_s"], tuned["stored"]
                 res[v] = r
@@ -141,6 +148,8 @@ def main() -> None:
                 ts = f"{r['tune_s']:.0f}" if "tune_s" in r else "-"
                 print(f"{model:20} {b:>3} {v:8} {r['processes']:>1} {r['first_ms']:9.1f} {x1:>8} {r['steady_ms']:9.3f} "
                       f"{mm:>15} {x:>7} {xc:>6} {fc:>11} {ts:>6}", flush=True)
+                if "max_rel_err" in r:  # the fused model's output against the eval model's, worst process
+                    print(f"    output vs the eval model: max |diff| / max |ref| {r['max_rel_err']:.2e}", flush=True)
                 for why in r.get("torch_why", [])[:4]:  # which chains ran torch's ops, and why (all in the JSON)
                     print(f"    torch's ops: {why}"[:160], flush=True)
     if a.json:
