@@ -370,7 +370,11 @@ def test_cli_selector_reach(tmp_path):
                 s.put(f"{key}-{b}", "done", rows, env="H200")
     model = tmp_path / "m.npz"
     r = run_cli("selector", "train", store, "--out", model, "--reach", "inf")
-    assert r.returncode == 0 and "reach inf" in run_cli("selector", "show", model).stdout, r.stderr
+    shown = run_cli("selector", "show", model).stdout
+    assert r.returncode == 0 and "reach inf" in shown and "regression trees (hist: " in shown, r.stderr  # the default
+    exact = tmp_path / "x.npz"
+    r = run_cli("selector", "train", store, "--out", exact, "--learner", "exact")
+    assert r.returncode == 0 and "regression trees (exact: " in run_cli("selector", "show", exact).stdout, r.stderr
     r = run_cli("selector", "eval", store, "--by", "batch", "--reach", "inf")
     assert r.returncode == 0 and "reach inf" in r.stdout, r.stdout + r.stderr
     r = run_cli("selector", "eval", store, "--model", model, "--reach", "1.5")

@@ -416,11 +416,11 @@ def _add_data_parsers(sub) -> None:
                     help="train/eval: what the trees are fitted to: each candidate's log time relative to its "
                          "problem's fastest (regression, the shipped model's), or the order of each problem's "
                          "candidates (rank: LambdaMART)")
-    se.add_argument("--learner", default="exact", choices=["exact", "hist", "lightgbm"],
-                    help="train/eval: regression with scikit-learn's GradientBoostingRegressor (exact, the shipped "
-                         "model's) or HistGradientBoostingRegressor (hist: features binned, many times faster on a "
-                         "large dataset); rank with our LambdaMART (exact) or LightGBM's lambdarank (lightgbm, "
-                         "needs lightgbm to train, not to load)")
+    se.add_argument("--learner", default=None, choices=["exact", "hist", "lightgbm"],
+                    help="train/eval: regression with scikit-learn's HistGradientBoostingRegressor (hist, the "
+                         "default and the shipped model's: features binned, minutes on a large dataset) or "
+                         "GradientBoostingRegressor (exact, many times slower); rank with our LambdaMART (exact, "
+                         "its default) or LightGBM's lambdarank (lightgbm, needs lightgbm to train, not to load)")
     se.add_argument("--plot", metavar="PATH",
                     help="eval: the held-out problems' regret CDF per method (the selector's picks beside cuDNN's "
                          "heuristics and torch's benchmark mode) as an image")

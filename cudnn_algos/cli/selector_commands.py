@@ -40,10 +40,11 @@ def _check_selector_args(a: argparse.Namespace) -> None:
         raise UsageError(f"--evidence {a.evidence} must be >= 0 (0: no neighbour evidence)")
     if a.reach is not None and not a.reach > 0:
         raise UsageError(f"--reach {a.reach} must be > 0 (inf: the trees everywhere)")
-    if a.learner != "exact" and (a.action == "show" or a.model
-                                 or (a.objective == "regression") == (a.learner == "lightgbm")):
+    fits = {"regression": ("exact", "hist"), "rank": ("exact", "lightgbm")}[a.objective]
+    if a.learner is not None and (a.action == "show" or a.model or a.learner not in fits):
         raise UsageError(f"--learner {a.learner}: only selector train and eval (leave-one-out) take it, hist with "
                          "--objective regression, lightgbm with --objective rank")
+    a.learner = a.learner or ("hist" if a.objective == "regression" else "exact")  # the default fits the objective
     if a.leave_out is not None and a.action != "train":
         raise UsageError(f"--leave-out {a.leave_out}: only selector train takes it (eval leaves groups out with "
                          "--by and --hold-out)")
