@@ -110,7 +110,7 @@ def knobs_of(candidate_kind: str | None, candidate: str | None) -> str | None:
     split = split_config_name(candidate)
     if split is None:
         raise ValueError(f"engine candidate {candidate!r} is not named engN{{NAME=value,...}}")
-    return ",".join(f"{k}={v}" for k, v in split[1])
+    return knobs_text(dict(split[1]))  # the one flat form the rows are checked against
 
 
 def _write(table, path: str) -> None:
