@@ -42,8 +42,7 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="no GPU: dry-run tasks (the plumbing only)")
     ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy`: no legacy searches")
     ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
-    ap.add_argument("--lean", nargs="?", const=True, default=False, choices=["far"],
-                    help="as `sweep --lean [far]`: a lean screen (far: Note [far rows] too)")
+    ap.add_argument("--lean", action="store_true", help="as `sweep --lean`: a lean screen")
     ap.add_argument("--no-profile", action="store_true",
                     help="no cProfile: the tasks' wall time and stages alone (the rate a worker would see)")
     a = ap.parse_args()
@@ -80,9 +79,8 @@ def main() -> int:
     if not a.no_profile:
         stats = pstats.Stats(prof, stream=io.StringIO())
         out.update(by_own_time=where(stats, "tottime", a.top), by_time_with_callees=where(stats, "cumtime", a.top))
-    lean = {True: "lean screen", "far": "lean screen, far rows estimated"}.get(a.lean, "")
     how = ", ".join(x for x in ("" if options["legacy"] else "no legacy", f"{options['build_threads']} build "
-                                "thread(s)", lean) if x)
+                                "thread(s)", "lean screen" if a.lean else "") if x)
     print(f"sweep profile: {n} tasks ({failed} failed) after one warm-up ({how}), {out['task_mean_s']:.3f} s a task"
           f"{'' if a.no_profile else ' under cProfile'} ({1 / out['task_mean_s']:.2f}/s in one process); stages (s a "
           "task): " + ", ".join(f"{k} {v:.3f}" for k, v in out["stages_mean_s"].items()))

@@ -200,8 +200,7 @@ def main() -> int:
     ap.add_argument("--task-s", type=float, default=0.2, help="--dry-run: seconds per task")
     ap.add_argument("--no-legacy", action="store_true", help="as `sweep --no-legacy` (the sampled sweeps' setting)")
     ap.add_argument("--build-threads", type=int, default=1, help="as `sweep --build-threads N`")
-    ap.add_argument("--lean", nargs="?", const=True, default=False, choices=["far"],
-                    help="as `sweep --lean [far]`: a lean screen (far: Note [far rows] too)")
+    ap.add_argument("--lean", action="store_true", help="as `sweep --lean`: a lean screen")
     ap.add_argument("--turns", choices=("whole", "timing"), default="whole",
                     help="as `sweep --turns`: what workers sharing a GPU hold it alone for (Note [timing turns])")
     a = ap.parse_args()

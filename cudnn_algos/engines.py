@@ -132,10 +132,10 @@ def _check_args(heuristics, max_configs, measure, repeats, warmup, l2, refine, r
         check_int("screen", screen, 1)
     if (refine or screen) and not measure:
         raise ValueError("refine and screen need measure=True (they work on measured configurations)")
-    if not (isinstance(lean, bool) or lean == "far"):
-        raise TypeError(f"lean={lean!r} must be a bool or 'far'")
+    if not isinstance(lean, bool):
+        raise TypeError(f"lean={lean!r} must be a bool")
     if lean and screen is None:
-        raise ValueError(f"lean={lean!r} needs screen (it changes how a screen's first calls are made)")
+        raise ValueError("lean=True needs screen (it changes how a screen's first calls are made)")
     for name, v in (("compare_torch", compare_torch), ("torch_benchmark", torch_benchmark)):
         if v is not None and not isinstance(v, bool):
             raise TypeError(f"{name}={v!r} must be a bool")
@@ -146,7 +146,7 @@ def validate_engines(
     heuristics: Sequence[str] | None = None, exhaustive: bool = False, max_configs: int = 64, measure: bool = False,
     repeats: int = 10, warmup: int = 3, l2: str = "warm", compare_torch: bool | None = None, torch_benchmark: bool | None = None,
     refine: int = 0, refine_max: int = 64, screen: int | None = None, confirm: int = 3, configs: Sequence[str] = (),
-    device=None, build_threads: int = 1, lean: bool | str = False,
+    device=None, build_threads: int = 1, lean: bool = False,
 ) -> tuple[Problem, tuple[str, ...], list, int]:
     """All of find_engines's argument checks, in the order it makes them, with no GPU work but the final check that
     CUDA is usable (the CLI calls it before any search). Returns (problem, the heuristic lists, the exact
@@ -188,7 +188,7 @@ def find_engines(
     compare_torch: bool | None = None, torch_benchmark: bool | None = None, refine: int = 0, refine_max: int = 64,
     screen: int | None = None, confirm: int = 3, check_clock: bool = False, configs: Sequence[str] = (),
     device=None, build_threads: int = 1, gpu_turn: AbstractContextManager | None = None,
-    built: Built | None = None, lean: bool | str = False, epilogue: Any = None,
+    built: Built | None = None, lean: bool = False, epilogue: Any = None,
 ) -> EngineSearchResult | FusedSearchResult:
     """Enumerates the graph API's engine configurations of one convolution direction and builds their plans.
 
@@ -205,8 +205,8 @@ def find_engines(
         fastest ones torch would accept (and torch's op) with ``repeats`` samples of every clock on fresh operands,
         in one kernel-clock session: the picks are not flattered by the minimum of many noisy screens. A screen
         samples once a configuration whose first call takes over timing.PRUNE (8) times the fastest's (``pruned``).
-    lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (rows
-        still checked before timed; no host time): for sweeps (Note [a lean screen]); "far": Note [far rows] too.
+    lean: with screen, its accuracy calls enqueued together with one wait, each its row's first-call estimate (every
+        row still checked before it is timed; screened rows have no host time): for sweeps (Note [a lean screen]).
     compare_torch: run torch's own convolution on the same operands, identify the configuration it ran by its kernels
         (CUPTI records), and with ``measure`` time it in the same session as our best (default: = measure).
     torch_benchmark: cudnn.benchmark for torch's calls (default: as set; torch keeps its first plan per problem
@@ -281,7 +281,7 @@ def _fused(a: dict[str, Any]) -> FusedSearchResult:
 
 def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, screen: int | None, confirm: int,
               refine: int, refine_max: int, runtime_compiled: bool, compare_torch: bool, bench: bool, dev: int,
-              build_threads: int = 1, lean: bool | str = False, gpu_turn: AbstractContextManager | None = None
+              build_threads: int = 1, lean: bool = False, gpu_turn: AbstractContextManager | None = None
               ) -> EngineSearchResult:
     """Screen (or measure) every built plan, refine around the fastest, then confirm the fastest beside torch."""
     t0 = time.perf_counter()
@@ -291,8 +291,8 @@ def _measured(result: EngineSearchResult, problem: Problem, cfg: MeasureConfig, 
         sets = operand_sets(problem, cfg.l2, dev)
         ref = reference_output(problem, cdir, sets[0], "cuda")  # once per search
     cfg = replace(cfg, buffer_sets=len(sets))
-    screen_cfg = (replace(cfg, repeats=screen, prune=PRUNE, throughput=False, close=SCREEN_CLOSE, lean=bool(lean),
-                          far=lean == "far") if screen else cfg)
+    screen_cfg = (replace(cfg, repeats=screen, prune=PRUNE, throughput=False, close=SCREEN_CLOSE, lean=lean)
+                  if screen else cfg)
     with step("screen" if screen else "measure"):
         result = _measure(result, problem, sorted(i for i, r in enumerate(result.rows) if r.ok), sets, ref,
                           screen_cfg, dev, timed)

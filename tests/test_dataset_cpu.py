@@ -111,24 +111,6 @@ def test_compare_counts_the_noise_and_the_regret_of_one_runs_bests_in_the_other(
     assert "the first's fastest run in the second, regret: mean 2.50%" in text
 
 
-def test_far_rows_estimates_are_not_read_as_the_kernel_clocks_noise(tmp_path):
-    """A row whose time is its first call's estimate (measure Note [far rows]: pruned, kernel_calls 0) moves as much
-    as that clock does: the noise floor compares only what the kernel clock timed in both runs; its time still
-    counts where the rows are priced (the other run's best is no far row)."""
-    from cudnn_algos.dataset import compare, far_rows
-
-    def far(rows, name):
-        return [dict(r, pruned=True, kernel_calls=0) if r["candidate"] == name else dict(r, kernel_calls=5)
-                for r in rows]
-
-    a, b = SweepStore(tmp_path / "a.sqlite"), SweepStore(tmp_path / "b.sqlite")
-    a.put("p1", "done", far(_rows({"e1": 1.0, "e2": 1.02, "e9": 20.0}), "e9"), env="X")
-    b.put("p1", "done", far(_rows({"e1": 1.01, "e2": 1.0, "e9": 30.0}), "e9"), env="Y")
-    assert far_rows(far(_rows({"e1": 1.0, "e9": 20.0}), "e9")) == {("engine", "e9")}
-    f = compare(a, b).floor
-    assert f.configs == 2 and f.p95_abs_change == pytest.approx(0.02, rel=0.05)  # e9's +50% left out
-
-
 def test_cli_dataset_compare(tmp_path):
     from conftest import run_cli
 

@@ -347,10 +347,10 @@ def _add_corpus_parser(sub) -> None:
                    help="no legacy search per task (find_ex's timing and the legacy heuristic's ranking: about a "
                         "third of a task's time; a selector's data needs neither, the regret report's legacy "
                         "columns do)")
-    w.add_argument("--lean", nargs="?", const=True, default=False, choices=["far"],
-                   help="a lean screen: accuracy checks enqueued together, one wait, no separate first timed call, "
-                        "CUPTI attached for each worker's life; --lean far: also rows far off the fastest keep "
-                        "that first estimate as their time (docs/sweep.md)")
+    w.add_argument("--lean", action="store_true",
+                   help="a lean screen: each configuration's accuracy check enqueued with the others' and one wait "
+                        "for all, no separate first timed call (screened rows have no host time), and CUPTI kept "
+                        "attached for each worker's life (docs/sweep.md)")
     w.add_argument("--known", default=None, metavar="MODEL",
                    help="also time the known configurations of this selector ('shipped' or a .npz) for each "
                         "problem's class, so `selector eval` can score them (Note [known configurations])")

@@ -136,8 +136,7 @@ def _paired(pairs: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
         if not ea or not eb:
             continue
         n += 1
-        estimates = far_rows(ra) | far_rows(rb)  # not the kernel clock's: no change of it to read
-        changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys() - estimates]
+        changes += [abs(b[c] / a[c] - 1) for c in a.keys() & b.keys()]
         best_a, best_b = min(ea, key=ea.get), min(eb, key=eb.get)
         same += best_a == best_b
         best_moves.append(abs(eb[best_b] / ea[best_a] - 1))
@@ -148,13 +147,6 @@ def _paired(pairs: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
     floor = NoiseFloor(n, len(changes), quantile(changes, 0.5), quantile(changes, 0.95), same,
                        quantile(best_moves, 0.95))
     return floor, _transfer(there), _transfer(back)
-
-
-def far_rows(rows: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
-    """(kind, name) of the rows whose time is their first call's estimate, not a kernel-clock sample (measure Note
-    [far rows]: pruned, kernel_calls 0)."""
-    return {(r.get("candidate_kind"), r.get("candidate")) for r in rows
-            if r.get("pruned") and r.get("kernel_calls") == 0 and r.get("kernel_median_ms") is not None}
 
 
 def noise_floor(store: SweepStore) -> NoiseFloor:
@@ -250,6 +242,5 @@ def write_parquet(store: SweepStore, out_dir: str | os.PathLike) -> Validation:
     return v
 
 
-__all__ = ["Comparison", "NoiseFloor", "Transfer", "Validation", "compare", "far_rows", "kept", "measured_problems",
-           "noise_floor",
+__all__ = ["Comparison", "NoiseFloor", "Transfer", "Validation", "compare", "kept", "measured_problems", "noise_floor",
            "problem_errors", "validate", "to_frame", "write_parquet", "TIME_COLUMNS"]

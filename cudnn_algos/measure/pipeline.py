@@ -42,15 +42,10 @@ ONE_CALL_SLACK_MS = 5.0
 # candidate beyond it is never a pick (the three fastest are confirmed on fresh operands; the selector's targets stop
 # at 2 ** 0.5 = 1.41x the fastest, selector.train.TARGET_CAP), and one kernel-clock sample is its time
 SCREEN_CLOSE = 1.5
-# Note [far rows]: with cfg.far (a screen's; `sweep --lean far`), a row whose first-call estimate is over both PRUNE x
-# and ONE_CALL_SLACK_MS more than the fastest first call keeps that estimate as its kernel time (kernel_clock
-# "events", kernel_calls 0): no kernel-clock sample. Such rows are never picks (8x off), but on large problems they
-# are most of a screen's GPU time (the sampled corpus's sweeps: ~1 a problem-direction, ~70% of the kernel-clock
-# GPU ms). The estimate is a CUDA-event time, in a lean screen of a call made while other workers' untimed work may
-# share the GPU: it can only be too high, so the row stays far. The 5 ms margin keeps a fast row whose first call
-# was slowed by a one-time cost (its module loaded) out of it: that one still gets its kernel-clock sample.
-# Such a row has no kernel names: where torch's op ran it, the op's own row (timed in the confirm) still has its
-# time, but the match to this configuration is not made.
+# Note [a first call is no time]: a pruned row's first-call estimate (CUDA events) may hold a one-time cost (its
+# module loaded at its first launch) and, on a GPU shared by sweep workers, others' kernels. Kept as the time of rows
+# far over the fastest (`sweep --lean far`, removed), it was a median 52x their kernel time, and some of those rows
+# were their problem's best (docs/results/2026-12-07-h100-lean-far-sweeps.md): every row gets a kernel-clock sample.
 # Note [a lean screen]: with cfg.lean (a screen, find_engines(lean=True): what a sweep of thousands of problems asks),
 # every runnable's accuracy call is enqueued after the last one's, with CUDA events around each call and its check's
 # counts (guards, poison, errors against the reference) left on the GPU; one wait then reads them all. Each row is
@@ -117,8 +112,8 @@ def measure_rows(runnables: Sequence[Runnable], problem: Problem, cfg: MeasureCo
 
 def far_over(prune: float, fastest_ms: float) -> float:
     """The first-call ms over which a row is far off the fastest (`fastest_ms`): over `prune` x it and
-    ONE_CALL_SLACK_MS more. Such a row gets no second call (a one-time cost cannot explain it) and, with cfg.far, no
-    kernel-clock sample either (Note [far rows])."""
+    ONE_CALL_SLACK_MS more. Such a row gets no second call, but still its kernel-clock sample: the first call's
+    estimate is never its time (Note [a first call is no time])."""
     return max(prune * fastest_ms, fastest_ms + ONE_CALL_SLACK_MS)
 
 
@@ -127,14 +122,10 @@ def _timed_passes(runnables: Sequence[Runnable], out: list[Measurement], first: 
     """measure_rows's timing after the first calls (their GPU ms estimates in `first`): the prune, throughput
     samples, the kernel-clock pass(es) and the reference clock, into `out`."""
     fastest = min(first.values(), default=0.0)
-    far = far_over(cfg.prune, fastest) if cfg.far and cfg.prune else None
     plan: dict[int, tuple[int, int]] = {}  # i -> (calls per sample, samples)
     for i, est in first.items():
         if cfg.prune and est > cfg.prune * fastest:
             out[i] = replace(out[i], pruned=True, calls_per_sample=1, throughput_ms=Stats.of([est]))
-            if far is not None and est > far:  # Note [far rows]: its estimate is its time
-                out[i] = replace(out[i], kernel_ms=Stats.of([est]), kernel_clock="events", kernel_calls=0)
-                continue
             plan[i] = (1, cfg.repeats if cfg.close else 1)  # close: the rest only where its sample is close
         elif not cfg.throughput:  # a screen ranks on the kernel clock alone (one call of a slow row is a sample)
             k = calls_per_sample(est, fewest=1)

@@ -62,8 +62,6 @@ class MeasureConfig:
     # the fastest of those samples (measure_rows)
     lean: bool = False  # a screen's accuracy calls enqueued together, each its row's first-call estimate, one wait
     # for all, no separate first timed call (measure_rows; Note [a lean screen] in measure/pipeline.py)
-    far: bool = False  # a screen's rows far off the fastest keep their first-call estimate as their kernel time
-    # (kernel_clock "events", kernel_calls 0) instead of a kernel-clock sample (Note [far rows] in measure/pipeline.py)
 
 
 @dataclass(frozen=True)
@@ -82,8 +80,7 @@ class Measurement:
     throughput_ms: Stats | None
     host_ms: Stats | None
     calls_per_sample: int
-    kernel_clock: str = "cupti"  # "cupti"; "events" for a far row (Note [far rows]); "none" when the kernel clock
-    # could not run (error says why)
+    kernel_clock: str = "cupti"  # "cupti", or "none" when the kernel clock could not run (error says why)
     kernel_calls: int = 0  # calls per kernel-clock sample
     kernels: tuple[str, ...] = ()  # kernels one call launched, as CUPTI names them (demangled)
     activities_per_call: float | None = None  # GPU activities (kernels, memsets, copies) per call

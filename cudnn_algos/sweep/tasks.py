@@ -124,7 +124,7 @@ def measure_task(task: dict[str, Any], options: dict[str, Any] | None = None) ->
     workers share this GPU, so everything after building the plans waits for this GPU's turn, turns.py, and
     options["turn_scope"] says what is exclusive ("whole" or "timing": Note [timing turns]); options["lean"]: the
     screen's accuracy calls enqueued together, find_engines(lean=True), and CUPTI held attached for the worker's
-    life, _hold_cupti; "far": lean="far" too, Note [far rows]), screened,
+    life, _hold_cupti), screened,
     refined, confirmed beside torch's op (benchmark on); with options["legacy"] (default) also the legacy
     algorithms, measured (find_ex), and the legacy heuristic's ranking (cudnnGet..._v7, rows of candidate_kind
     "legacy" with heuristic_rank). Returns its long-form records; a legacy search that fails is a row saying so."""
@@ -232,7 +232,7 @@ def _engine_search(spec: Any, task: dict[str, Any], opts: dict[str, Any], turn: 
                          repeats=opts["repeats"], screen=opts["screen"], refine=opts["refine"],
                          exhaustive=opts["exhaustive"] > 0, max_configs=max(opts["exhaustive"], 64),
                          build_threads=opts["build_threads"], configs=tuple(known), heuristics=SEARCH_LISTS,
-                         gpu_turn=turn, lean=opts["lean"] if opts["lean"] == "far" else bool(opts["lean"]))
+                         gpu_turn=turn, lean=bool(opts["lean"]))
     return r, steps
 
 
