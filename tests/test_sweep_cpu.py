@@ -153,6 +153,12 @@ def test_cli_sweep(corpus, tmp_path):
         for flags, legacy, cap in (((), True, None), (("--no-legacy", "--worker-memory-gb", "1.5"), False, 1536)):
             assert run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "t.sqlite", *flags).returncode == 0
             assert asked["legacy"] is legacy and asked["cap"] == cap
+        for flags, lean in (((), False), (("--lean",), True)):  # a bool: `--lean far` is gone (measure's Note [a
+            # first call is no time])
+            assert run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "t.sqlite", *flags).returncode == 0
+            assert asked["lean"] is lean
+    r = run_cli("sweep", tmp_path / "c.json", "--store", tmp_path / "t.sqlite", "--lean", "far")
+    assert r.returncode == 2 and "far" in r.stderr and "Traceback" not in r.stderr
     (tmp_path / "x.json").write_text(json.dumps({"schema": 3, "kind": "engine_search"}))
     r = run_cli("sweep", tmp_path / "x.json", "--store", tmp_path / "s.sqlite")
     assert r.returncode == 2 and "x.json" in r.stderr
