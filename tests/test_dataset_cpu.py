@@ -29,6 +29,11 @@ def test_validation_keeps_whole_problems_and_names_why_the_others_are_left_out(t
     assert v.rejected["failed"].startswith("the sweep failed it: CudnnError")
     assert problem_errors([]) == ["no rows"]
     assert problem_errors([{"status": "SUCCESS", "kernel_median_ms": float("inf")}])[0].endswith("=inf")
+    fast = {"status": "SUCCESS", "candidate": "eng1", "kernel_median_ms": 0.01, "kernel_calls": 4}
+    estimate = {"status": "SUCCESS", "candidate": "eng0", "kernel_median_ms": 8.7, "kernel_calls": 0, "pruned": True}
+    assert problem_errors([fast]) == [] and problem_errors([fast, dict(estimate, kernel_median_ms=None)]) == []
+    assert problem_errors([fast, estimate]) == ["row 1 (eng0) has a kernel time from no kernel-clock call "
+                                                "(kernel_calls 0)"]  # measure's Note [a first call is no time]
 
 
 def test_measured_problems_read_once_are_what_the_validation_keeps(tmp_path, make):
