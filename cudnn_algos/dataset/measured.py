@@ -49,9 +49,10 @@ def problem_errors(rows: Iterable[dict[str, Any]]) -> list[str]:
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
                                   or v < 0):
                 errors.append(f"row {i} ({r.get('candidate')}) has {c}={v!r}")
-        if r.get("kernel_median_ms") is not None and r.get("kernel_calls") == 0:  # measure's Note [a first call is
-            # no time]: a kernel time from no kernel-clock call (`sweep --lean far`'s far rows) is no time
-            errors.append(f"row {i} ({r.get('candidate')}) has a kernel time from no kernel-clock call (kernel_calls 0)")
+        if r.get("kernel_median_ms") is not None and r.get("kernel_calls") == 0:  # an estimate, no kernel time
+            # (`sweep --lean far`'s far rows: measure's Note [a first call is no time])
+            errors.append(f"row {i} ({r.get('candidate')}) has a kernel time from no kernel-clock call "
+                          "(kernel_calls 0)")
     if not any(r.get("status") == "SUCCESS" and r.get("kernel_median_ms") is not None for r in rows):
         errors.append("no successful row with a kernel time: no best")
     return errors
