@@ -525,6 +525,43 @@ def test_heldout_picks_regrets_and_summary_arithmetic():
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_sampled_halves_disagreement_arithmetic_and_the_split(tmp_path, capsys):
+    sh = _load("sampled_halves")
+    # halves and bags are fixed by the key alone: the same key, the same half, each run
+    keys = [f"k{i}" for i in range(400)]
+    assert {sh.half_of(k) for k in keys} == {0, 1}
+    assert [sh.half_of(k) for k in keys] == [sh.half_of(k) for k in keys]
+    share = sum(sh.in_bag(k, "a") for k in keys) / len(keys)
+    assert 0.65 < share < 0.85
+    assert [sh.in_bag(k, "a") for k in keys] != [sh.in_bag(k, "b") for k in keys]
+
+    def p(dtype, predict, instant, on=0.5, auto=0.0):
+        return {"dtype": dtype, "regret": {"predict": predict, "instant": instant, "torch_on": on,
+                                           "known_auto": auto}}
+
+    base = {"a": p("float16", 0.0, 0.0), "b": p("float16", 1.0, 0.5), "c": p("float32", 0.2, 0.1),
+            "d": p("float32", None, 0.0)}  # d: no predict pick, not scored
+    bag = {"a": p("float16", 0.0, 0.0), "b": p("float16", 0.3, 0.5), "c": p("float32", 0.2, 0.1),
+           "d": p("float32", 0.0, 0.0)}
+    got = sh.disagreement(base, [bag])
+    assert got["n"] == 3
+    assert got["all"]["predict"]["mean"] == pytest.approx(0.4)
+    # b: 2.0 against INSTANT's 1.5 is > 5% slower; c: 1.2 against 1.1 too; a is INSTANT's own
+    assert got["all"]["predict"]["slower"] == pytest.approx(2 / 3)
+    # b disagrees: INSTANT's first there
+    assert got["all"]["predict, disagreement -> INSTANT"]["mean"] == pytest.approx((0.0 + 0.5 + 0.2) / 3)
+    assert got["agree"]["n"] == 2 and got["disagree"]["n"] == 1
+    assert got["disagree"]["bag 0's predict"] == pytest.approx(0.3)
+    assert got["float32"]["n"] == 1 and got["float32"]["predict"] == pytest.approx(0.2)
+    (tmp_path / "base.json").write_text(json.dumps({"problems": [{"key": k, **v} for k, v in base.items()]}))
+    (tmp_path / "bag.json").write_text(json.dumps([{"key": k, **v} for k, v in bag.items()]))
+    sh.main(["compare", str(tmp_path / "base.json"), str(tmp_path / "bag.json")])
+    out = capsys.readouterr().out
+    assert "3 held-out problem-directions" in out and "disagree (1)" in out
+    with pytest.raises(SystemExit):
+        sh.main(["score", "x", "--half", "0", "--out", "y", "--share", "1.5"])
+
+
 def test_every_benchmark_imports_names_the_package_has():
     """Each `from cudnn_algos... import NAME` in benchmarks/ (module level or inside a function, which runs only on
     the GPU machine) names something the package has: a moved name fails here, not in a device call."""
